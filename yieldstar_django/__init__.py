@@ -1,0 +1,91 @@
+"""yieldstar_django: durable workflows with shared, versioned JSON stores.
+
+The public names are imported lazily (PEP 562), so ``import yieldstar_django`` works before
+Django's settings or app registry are ready.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0.dev0"
+
+_EXPORTS: dict[str, str] = {
+    # core protocol
+    "define_store": "yieldstar_django.core.definition",
+    "StoreDefinition": "yieldstar_django.core.definition",
+    "StoreSnapshot": "yieldstar_django.core.results",
+    "StoreUpdateResult": "yieldstar_django.core.results",
+    "StoreUpdateFromResult": "yieldstar_django.core.results",
+    "StoreUpdated": "yieldstar_django.core.results",
+    "StoreUpdateConflict": "yieldstar_django.core.results",
+    "StoreDeleteFromResult": "yieldstar_django.core.results",
+    "StoreDeleted": "yieldstar_django.core.results",
+    "StoreDeleteConflict": "yieldstar_django.core.results",
+    "StoreTakeResult": "yieldstar_django.core.results",
+    "StoreTakeMatched": "yieldstar_django.core.results",
+    "StoreTakeUnmatched": "yieldstar_django.core.results",
+    "StoreStepId": "yieldstar_django.core.results",
+    "StoreWaiter": "yieldstar_django.core.results",
+    "Wake": "yieldstar_django.core.results",
+    "StoreValidationError": "yieldstar_django.core.errors",
+    "WorkflowValueError": "yieldstar_django.core.errors",
+    "StoreContentionError": "yieldstar_django.core.errors",
+    "register_error_class": "yieldstar_django.core.errors",
+    "StoreClient": "yieldstar_django.core.store",
+    "CasStoreClient": "yieldstar_django.core.store",
+    "RetryPolicy": "yieldstar_django.core.store",
+    "MemoryStoreClient": "yieldstar_django.core.memory",
+    "DurableLimits": "yieldstar_django.core.durable",
+    # Django parts
+    "get_store_client": "yieldstar_django.connector",
+    "workflow": "yieldstar_django.runtime",
+    "start_workflow": "yieldstar_django.runtime",
+    "get_execution": "yieldstar_django.runtime",
+    "cancel_execution": "yieldstar_django.runtime",
+    "RetryableError": "yieldstar_django.runtime",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .core.definition import StoreDefinition, define_store
+    from .core.durable import DurableLimits
+    from .core.errors import (
+        StoreContentionError,
+        StoreValidationError,
+        WorkflowValueError,
+        register_error_class,
+    )
+    from .core.memory import MemoryStoreClient
+    from .core.results import (
+        StoreDeleteConflict,
+        StoreDeleted,
+        StoreDeleteFromResult,
+        StoreSnapshot,
+        StoreStepId,
+        StoreTakeMatched,
+        StoreTakeResult,
+        StoreTakeUnmatched,
+        StoreUpdateConflict,
+        StoreUpdated,
+        StoreUpdateFromResult,
+        StoreUpdateResult,
+        StoreWaiter,
+        Wake,
+    )
+    from .core.store import CasStoreClient, RetryPolicy, StoreClient
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'yieldstar_django' has no attribute {name!r}")
+    value = getattr(import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -1,0 +1,1 @@
+"""The store protocol of the seed, free of Django settings and the app registry."""

@@ -1,0 +1,97 @@
+"""Store definitions and the registry that names them."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .schema import Validator, compile_schema
+
+#: ``permission(request, action, store_id) -> bool``: narrows API access for one definition.
+#: ``action`` is ``"view"`` or ``"change"``. It can only narrow: the model permission is
+#: checked first.
+PermissionHook = Callable[[Any, str, str | None], bool]
+
+
+@dataclass(frozen=True)
+class StoreDefinition:
+    """A named kind of store: its schema and the state a new store starts with.
+
+    ``initial(id)`` is evaluated only when the store with that id is missing.
+    """
+
+    name: str
+    schema: Any
+    initial: Callable[[str], Any]
+    permission: PermissionHook | None = field(default=None, compare=False, repr=False)
+    validator: Validator = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError("a store name must be a non-empty str")
+        if not callable(self.initial):
+            raise TypeError(f"initial of store {self.name!r} must be a callable initial(id)")
+        object.__setattr__(self, "validator", compile_schema(self.name, self.schema))
+
+
+_registry: dict[str, tuple[StoreDefinition, tuple[str, int]]] = {}
+_registry_lock = threading.Lock()
+
+
+def define_store(
+    name: str,
+    schema: Any,
+    *,
+    initial: Callable[[str], Any],
+    permission: PermissionHook | None = None,
+) -> StoreDefinition:
+    """Create a ``StoreDefinition`` and register it under ``name``.
+
+    Registering the same name again from the same place (a module re-import) replaces the
+    definition; from another place it raises ``ImproperlyConfigured``.
+    """
+    definition = StoreDefinition(name, schema, initial, permission)
+    caller = sys._getframe(1)
+    origin = (caller.f_code.co_filename, caller.f_lineno)
+    with _registry_lock:
+        existing = _registry.get(name)
+        if existing is not None and existing[1] != origin:
+            where = f"{existing[1][0]}:{existing[1][1]}"
+            raise ImproperlyConfigured(
+                f"A store named {name!r} is already defined at {where}; store names must be "
+                "unique across the project."
+            )
+        _registry[name] = (definition, origin)
+    return definition
+
+
+def get_definition(name: str) -> StoreDefinition | None:
+    """The registered definition named ``name``, if any."""
+    entry = _registry.get(name)
+    return entry[0] if entry else None
+
+
+def registered_definitions() -> list[StoreDefinition]:
+    """Every registered definition, ordered by name."""
+    return [entry[0] for _, entry in sorted(_registry.items())]
+
+
+def unregister_store(name: str) -> None:
+    """Forget a definition (for tests that define throwaway stores)."""
+    with _registry_lock:
+        _registry.pop(name, None)
+
+
+__all__ = [
+    "PermissionHook",
+    "StoreDefinition",
+    "define_store",
+    "get_definition",
+    "registered_definitions",
+    "unregister_store",
+]

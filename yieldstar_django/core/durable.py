@@ -1,0 +1,192 @@
+"""Durable values (design §4): what may be stored, and its canonical encoding.
+
+A durable value is ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list`` or
+``tuple`` (read back as ``list``), or ``dict`` with ``str`` keys, nested at most
+``max_depth`` deep and encoding to at most ``max_bytes``. Strings and keys must not hold
+``"\\x00"`` or lone surrogates. The canonical encoding is JSON with sorted keys and no
+insignificant white space, kept as text so numbers read back exactly (``1e20`` stays a
+float, ``2**70`` an int).
+
+Validation is iterative and bounded by the size limit, so a cycle, 100,000 levels of
+nesting or a shared-reference bomb is a ``WorkflowValueError``, never a ``RecursionError``
+or a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .errors import WorkflowValueError, format_path
+from .types import PathSegment, StorePath
+
+INVALID_STEP_VALUE: Final = "INVALID_STEP_VALUE"
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_NoneType = type(None)
+
+
+@dataclass(frozen=True)
+class DurableLimits:
+    """Limits on durable values: nesting depth and encoded size in bytes (UTF-8)."""
+
+    max_bytes: int = 8 * 1024 * 1024
+    max_depth: int = 256
+
+
+DEFAULT_LIMITS: Final = DurableLimits()
+
+# A linked list of (segment, parent) so a path is only built when an error names it.
+_PathNode = tuple[PathSegment, "_PathNode"] | None
+
+
+def _path_of(node: _PathNode) -> StorePath:
+    segments: list[PathSegment] = []
+    while node is not None:
+        segments.append(node[0])
+        node = node[1]
+    return tuple(reversed(segments))
+
+
+class _Exit:
+    __slots__ = ("ident",)
+
+    def __init__(self, ident: int) -> None:
+        self.ident = ident
+
+
+def _fail(label: str, step_key: str, node: _PathNode, reason: str) -> WorkflowValueError:
+    path = _path_of(node)
+    where = f" at {format_path(path)}" if path else ""
+    return WorkflowValueError(
+        INVALID_STEP_VALUE, step_key, f"{label} is not a durable value{where}: {reason}", path=path
+    )
+
+
+def _check_text(text: str) -> str | None:
+    if "\x00" in text:
+        return 'strings cannot hold "\\x00"'
+    if _SURROGATE.search(text):
+        return "strings cannot hold lone surrogates"
+    return None
+
+
+def check_durable(
+    value: Any,
+    *,
+    limits: DurableLimits = DEFAULT_LIMITS,
+    step_key: str = "",
+    label: str = "Value",
+) -> None:
+    """Raise ``WorkflowValueError`` (``INVALID_STEP_VALUE``) unless ``value`` is durable.
+
+    Work is bounded by ``limits.max_bytes``: every node counts at least one byte.
+    """
+    budget = limits.max_bytes
+    stack: list[Any] = [(value, 0, None)]
+    on_path: set[int] = set()
+    while stack:
+        item = stack.pop()
+        if type(item) is _Exit:
+            on_path.discard(item.ident)
+            continue
+        current, depth, node = item
+        kind = type(current)
+        budget -= 1
+        if kind is str:
+            budget -= len(current)
+            problem = _check_text(current)
+            if problem:
+                raise _fail(label, step_key, node, problem)
+        elif kind is bool or kind is int or kind is _NoneType:
+            pass
+        elif kind is float:
+            if not math.isfinite(current):
+                raise _fail(label, step_key, node, f"{current!r} is not a finite number")
+        elif isinstance(current, (dict, list, tuple)):
+            if depth >= limits.max_depth:
+                raise _fail(
+                    label, step_key, node, f"nesting is deeper than {limits.max_depth} levels"
+                )
+            ident = id(current)
+            if ident in on_path:
+                raise _fail(label, step_key, node, "it contains a reference cycle")
+            on_path.add(ident)
+            stack.append(_Exit(ident))
+            if isinstance(current, dict):
+                for key, child in dict.items(current):
+                    if type(key) is not str:
+                        raise _fail(
+                            label,
+                            step_key,
+                            node,
+                            f"dict keys must be str, not {type(key).__name__} ({key!r})",
+                        )
+                    budget -= len(key) + 3
+                    problem = _check_text(key)
+                    if problem:
+                        raise _fail(label, step_key, (key, node), f"key {problem[8:]}")
+                    stack.append((child, depth + 1, (key, node)))
+            else:
+                for index, child in enumerate(current):
+                    stack.append((child, depth + 1, (index, node)))
+        else:
+            raise _fail(label, step_key, node, f"{kind.__name__} values are not durable")
+        if budget < 0:
+            raise _fail(label, step_key, None, _too_large(limits))
+    if budget < 0:  # pragma: no cover - checked in the loop
+        raise _fail(label, step_key, None, _too_large(limits))
+
+
+def _too_large(limits: DurableLimits) -> str:
+    return f"its encoding is larger than the limit of {limits.max_bytes} bytes"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def encode_durable(
+    value: Any,
+    *,
+    limits: DurableLimits = DEFAULT_LIMITS,
+    step_key: str = "",
+    label: str = "Value",
+) -> str:
+    """Check ``value`` and return its canonical encoding.
+
+    Raises ``WorkflowValueError`` (``INVALID_STEP_VALUE``) naming the offending path.
+    """
+    check_durable(value, limits=limits, step_key=step_key, label=label)
+    text = _dumps(value)
+    if len(text) * 4 > limits.max_bytes and len(text.encode("utf-8")) > limits.max_bytes:
+        raise _fail(label, step_key, None, _too_large(limits))
+    return text
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a durable value")
+
+
+def decode_durable(text: str | bytes) -> Any:
+    """Decode a canonical encoding into fresh plain ``dict``/``list`` values."""
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def clone_durable(value: Any, *, limits: DurableLimits = DEFAULT_LIMITS) -> Any:
+    """A fresh copy of ``value`` exactly as storage would read it back."""
+    return decode_durable(encode_durable(value, limits=limits))
+
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "INVALID_STEP_VALUE",
+    "DurableLimits",
+    "check_durable",
+    "clone_durable",
+    "decode_durable",
+    "encode_durable",
+]

@@ -1,0 +1,127 @@
+"""Errors raised by the store protocol, and the registry that revives them by name."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypedDict
+
+from .types import StorePath
+
+
+class StoreIssue(TypedDict):
+    """One complaint of a schema: a human message and the path it refers to."""
+
+    message: str
+    path: StorePath
+
+
+class YieldstarError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class StoreValidationError(YieldstarError):
+    """The store's schema rejected a state. Nothing was written.
+
+    ``issues`` lists every complaint as ``{"message", "path"}``; ``str()`` names them all.
+    """
+
+    def __init__(self, store_name: str, issues: Sequence[StoreIssue]) -> None:
+        self.store_name = store_name
+        self.issues: list[StoreIssue] = [
+            {"message": str(i["message"]), "path": tuple(i["path"])} for i in issues
+        ]
+        messages = "; ".join(_describe_issue(i) for i in self.issues) or "rejected"
+        super().__init__(f'Invalid store state for "{store_name}": {messages}')
+
+
+def _describe_issue(issue: StoreIssue) -> str:
+    if not issue["path"]:
+        return issue["message"]
+    return f"{format_path(issue['path'])}: {issue['message']}"
+
+
+class WorkflowValueError(YieldstarError):
+    """A value is not durable (design §4), so it cannot be stored or recorded.
+
+    ``code`` is machine-readable (``"INVALID_STEP_VALUE"``); ``step_key`` names the step,
+    ``""`` outside a workflow; ``path`` locates the offending part of the value.
+    """
+
+    def __init__(
+        self, code: str, step_key: str, message: str, *, path: StorePath = ()
+    ) -> None:
+        self.code = code
+        self.step_key = step_key
+        self.path = tuple(path)
+        super().__init__(message)
+
+
+class StoreContentionError(YieldstarError):
+    """A compare-and-swap loop lost the version race ``attempts`` times in a row.
+
+    Nothing was committed by the failing call. Retry later, or raise ``CAS_MAX_ATTEMPTS``.
+    """
+
+    def __init__(self, store_name: str, store_id: str, attempts: int) -> None:
+        self.store_name = store_name
+        self.store_id = store_id
+        self.attempts = attempts
+        super().__init__(
+            f'Gave up on store "{store_name}" id {store_id!r} after {attempts} '
+            "conflicting compare-and-swap attempts"
+        )
+
+
+def format_path(path: StorePath) -> str:
+    """Render a path as ``$.a[0].b`` for messages."""
+    out = "$"
+    for segment in path:
+        if isinstance(segment, int):
+            out += f"[{segment}]"
+        elif segment.isidentifier():
+            out += f".{segment}"
+        else:
+            out += f"[{segment!r}]"
+    return out
+
+
+_ERROR_CLASSES: dict[str, type[BaseException]] = {}
+
+
+def register_error_class(name: str, cls: type[BaseException]) -> type[BaseException]:
+    """Register ``cls`` under ``name`` so a recorded error is re-raised as the same class."""
+    existing = _ERROR_CLASSES.get(name)
+    if existing is not None and existing is not cls and existing.__qualname__ != cls.__qualname__:
+        raise ValueError(f"error class name {name!r} is already registered to {existing!r}")
+    _ERROR_CLASSES[name] = cls
+    return cls
+
+
+def error_class(name: str) -> type[BaseException] | None:
+    """The class registered under ``name``, if any."""
+    return _ERROR_CLASSES.get(name)
+
+
+def registered_error_name(cls: type[BaseException]) -> str | None:
+    """The registry name of ``cls`` (exact class), if registered."""
+    for name, registered in _ERROR_CLASSES.items():
+        if registered is cls:
+            return name
+    return None
+
+
+for _cls in (StoreValidationError, WorkflowValueError, StoreContentionError):
+    register_error_class(_cls.__name__, _cls)
+
+__all__ = [
+    "StoreContentionError",
+    "StoreIssue",
+    "StoreValidationError",
+    "WorkflowValueError",
+    "YieldstarError",
+    "error_class",
+    "format_path",
+    "register_error_class",
+    "registered_error_name",
+]
+

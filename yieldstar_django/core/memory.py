@@ -1,0 +1,224 @@
+"""``MemoryStoreClient``: the full store semantics in one process, for unit tests."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .definition import StoreDefinition
+from .durable import DurableLimits
+from .paths import paths_intersect
+from .results import StoreStepId, StoreWaiter, Wake
+from .store import (
+    COMMITTED,
+    MISSING,
+    CasStoreClient,
+    CommitOutcome,
+    RetryPolicy,
+    StoreDeletion,
+    StoredState,
+    StoreMutation,
+    already_applied,
+    conflict,
+)
+from .types import StorePath
+
+logger = logging.getLogger("yieldstar_django.memory")
+
+_Key = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class MemoryVersion:
+    """One committed change, kept for inspection by tests."""
+
+    store_name: str
+    store_id: str
+    instance_id: str
+    version: int
+    changed_paths: tuple[StorePath, ...]
+    step_id: StoreStepId | None
+
+
+class MemoryStoreClient(CasStoreClient):
+    """Thread-safe in-process client with the semantics of the database connector.
+
+    ``on_wake(wakes)`` is called after each commit that wakes executions, outside the lock;
+    an exception it raises is logged, never raised into the committed write.
+    """
+
+    def __init__(
+        self,
+        *,
+        on_wake: Callable[[list[Wake]], object] | None = None,
+        limits: DurableLimits | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(limits=limits, retry=retry)
+        self.on_wake = on_wake
+        self._lock = threading.RLock()
+        self._stores: dict[_Key, StoredState] = {}
+        self._ledger: dict[tuple[str, str, str, str], str] = {}
+        self._waiters: dict[_Key, dict[tuple[str, str], StoreWaiter]] = {}
+        self.versions: list[MemoryVersion] = []
+        self.commit_attempts = 0
+
+    # primitives
+
+    def read_store(self, definition: StoreDefinition, id: str) -> StoredState | None:
+        with self._lock:
+            return self._stores.get((definition.name, id))
+
+    def insert_store(self, definition: StoreDefinition, id: str, stored: StoredState) -> StoredState:
+        with self._lock:
+            existing = self._stores.get((definition.name, id))
+            if existing is not None:
+                return existing
+            self._stores[(definition.name, id)] = stored
+            self._log_version(definition.name, id, stored, (), None)
+            return stored
+
+    def get_applied_step(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId
+    ) -> str | None:
+        with self._lock:
+            return self._ledger.get((definition.name, id, step_id.execution_id, step_id.step_key))
+
+    def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
+        key = (mutation.definition.name, mutation.id)
+        with self._lock:
+            self.commit_attempts += 1
+            if mutation.step_id is not None:
+                recorded = self._ledger.get(self._ledger_key(key, mutation.step_id))
+                if recorded is not None:
+                    return already_applied(recorded)
+            current = self._stores.get(key)
+            expected = mutation.expected
+            if mutation.created:
+                if current is not None:
+                    return conflict(current)
+                self._log_version(*key, expected, (), None)
+            elif current is None:
+                return MISSING
+            elif (current.instance_id, current.version) != (expected.instance_id, expected.version):
+                return conflict(current)
+            written = StoredState(expected.instance_id, expected.version + 1, mutation.encoded_state)
+            self._stores[key] = written
+            if mutation.step_id is not None:
+                assert mutation.encoded_result is not None
+                self._ledger[self._ledger_key(key, mutation.step_id)] = mutation.encoded_result
+            self._log_version(*key, written, tuple(mutation.changed_paths), mutation.step_id)
+            wakes = self._matching_wakes(key, written, mutation.changed_paths)
+        self._deliver(wakes)
+        return COMMITTED
+
+    def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
+        key = (deletion.definition.name, deletion.id)
+        with self._lock:
+            self.commit_attempts += 1
+            if deletion.step_id is not None:
+                recorded = self._ledger.get(self._ledger_key(key, deletion.step_id))
+                if recorded is not None:
+                    return already_applied(recorded)
+            current = self._stores.get(key)
+            if current is None:
+                return MISSING
+            expected = deletion.expected
+            if (current.instance_id, current.version) != (expected.instance_id, expected.version):
+                return conflict(current)
+            del self._stores[key]
+            if deletion.step_id is not None:
+                assert deletion.encoded_result is not None
+                self._ledger[self._ledger_key(key, deletion.step_id)] = deletion.encoded_result
+            wakes = self._drop_waiters(key)
+        self._deliver(wakes)
+        return COMMITTED
+
+    # waiters and the rest of the client
+
+    def register_waiter(self, waiter: StoreWaiter) -> None:
+        key = (waiter.store_name, waiter.store_id)
+        with self._lock:
+            current = self._stores.get(key)
+            if current is None:
+                wakes = [Wake(waiter.execution_id, waiter.workflow_id)]
+            else:
+                self._waiters.setdefault(key, {})[(waiter.execution_id, waiter.step_key)] = waiter
+                stale = (current.instance_id, current.version) != (
+                    waiter.instance_id,
+                    waiter.since_version,
+                )
+                wakes = [Wake(waiter.execution_id, waiter.workflow_id)] if stale else []
+        self._deliver(wakes)
+
+    def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
+        with self._lock:
+            for waiters in self._waiters.values():
+                for owner in [k for k in waiters if k[0] == execution_id]:
+                    if step_key is None or owner[1] == step_key:
+                        del waiters[owner]
+
+    def waiters(self, definition: StoreDefinition, id: str) -> list[StoreWaiter]:
+        """Registered waiters of one store (for tests)."""
+        with self._lock:
+            return list(self._waiters.get((definition.name, id), {}).values())
+
+    def list_stores(self, definition: StoreDefinition) -> list[str]:
+        with self._lock:
+            return sorted(id for name, id in self._stores if name == definition.name)
+
+    def delete_store(self, definition: StoreDefinition, id: str) -> None:
+        key = (definition.name, id)
+        with self._lock:
+            if self._stores.pop(key, None) is None:
+                return
+            wakes = self._drop_waiters(key)
+        self._deliver(wakes)
+
+    # internals
+
+    @staticmethod
+    def _ledger_key(key: _Key, step_id: StoreStepId) -> tuple[str, str, str, str]:
+        return (key[0], key[1], step_id.execution_id, step_id.step_key)
+
+    def _log_version(
+        self,
+        name: str,
+        id: str,
+        stored: StoredState,
+        paths: tuple[StorePath, ...],
+        step_id: StoreStepId | None,
+    ) -> None:
+        self.versions.append(
+            MemoryVersion(name, id, stored.instance_id, stored.version, paths, step_id)
+        )
+
+    def _matching_wakes(
+        self, key: _Key, written: StoredState, changed: Iterable[StorePath]
+    ) -> list[Wake]:
+        changed = list(changed)
+        wakes: dict[str, Wake] = {}
+        for waiter in self._waiters.get(key, {}).values():
+            if waiter.instance_id != written.instance_id or paths_intersect(
+                waiter.read_paths, changed
+            ):
+                wakes.setdefault(waiter.execution_id, Wake(waiter.execution_id, waiter.workflow_id))
+        return list(wakes.values())
+
+    def _drop_waiters(self, key: _Key) -> list[Wake]:
+        waiters = self._waiters.pop(key, {})
+        wakes = {w.execution_id: Wake(w.execution_id, w.workflow_id) for w in waiters.values()}
+        return list(wakes.values())
+
+    def _deliver(self, wakes: list[Wake]) -> None:
+        if not wakes or self.on_wake is None:
+            return
+        try:
+            self.on_wake(wakes)
+        except Exception:
+            logger.exception("on_wake failed for %d wake(s)", len(wakes))
+
+
+__all__ = ["MemoryStoreClient", "MemoryVersion"]

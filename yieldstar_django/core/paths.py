@@ -1,0 +1,541 @@
+"""Path tracking (design §5): which parts of a state an updater wrote or a selector read.
+
+* ``build_draft`` turns a fresh state into ``TrackedDict``/``TrackedList`` nodes that record
+  every path written through item assignment, deletion and the in-place ``dict``/``list``
+  methods, in O(changes). A change that shifts list elements records the list's own path.
+  Assigned values are stored as given (not walked or copied): any container placed in the
+  draft is covered by the path recorded when it was placed there, so later writes through it
+  are covered by prefix.
+* ``track_selector`` runs a selector over read-only views that record every path read; a
+  structural read (``len``, iteration, ``in``, ``keys()``, a negative or out-of-range index)
+  records the container's own path.
+* ``diff_paths`` is the O(state) structural fallback for replacements and transformed states.
+* ``paths_intersect`` is prefix intersection: extra paths cost a spurious wake, missing ones
+  would lose a wake, so every rule here errs towards recording more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, NoReturn, SupportsIndex, TypeVar
+
+from .types import StorePath
+
+T = TypeVar("T")
+
+
+class WriteLog:
+    """The paths written to one draft, in the order they were written."""
+
+    __slots__ = ("_paths",)
+
+    def __init__(self) -> None:
+        self._paths: list[StorePath] = []
+
+    def record(self, path: StorePath) -> None:
+        self._paths.append(path)
+
+    def paths(self) -> list[StorePath]:
+        """Written paths, deduplicated and with paths covered by a recorded prefix removed."""
+        return collapse_paths(self._paths)
+
+
+class TrackedDict(dict[str, Any]):
+    """A ``dict`` in an updater's draft that records the paths written through it."""
+
+    __slots__ = ("_ys_path", "_ys_log")
+
+    def __init__(self, data: Mapping[str, Any], path: StorePath, log: WriteLog) -> None:
+        dict.__init__(self, data)
+        self._ys_path = path
+        self._ys_log = log
+
+    def _record(self, key: Any) -> None:
+        self._ys_log.record((*self._ys_path, key))
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._record(key)
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        dict.__delitem__(self, key)
+        self._record(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if dict.__contains__(self, key):
+            self._record(key)
+        return dict.pop(self, key, *default)
+
+    def popitem(self) -> tuple[str, Any]:
+        key, value = dict.popitem(self)
+        self._record(key)
+        return key, value
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if not dict.__contains__(self, key):
+            self._record(key)
+        return dict.setdefault(self, key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def clear(self) -> None:
+        if self:
+            self._ys_log.record(self._ys_path)
+        dict.clear(self)
+
+    def __ior__(self, other: Any) -> TrackedDict:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+
+class TrackedList(list[Any]):
+    """A ``list`` in an updater's draft that records the paths written through it."""
+
+    __slots__ = ("_ys_path", "_ys_log")
+
+    def __init__(self, data: Iterable[Any], path: StorePath, log: WriteLog) -> None:
+        list.__init__(self, data)
+        self._ys_path = path
+        self._ys_log = log
+
+    def _record_index(self, index: int) -> None:
+        self._ys_log.record((*self._ys_path, index))
+
+    def _record_self(self) -> None:
+        self._ys_log.record(self._ys_path)
+
+    def _normalize(self, index: SupportsIndex) -> int:
+        i = index.__index__()
+        return i + len(self) if i < 0 else i
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if isinstance(index, slice):
+            list.__setitem__(self, index, value)
+            self._record_self()
+            return
+        position = self._normalize(index)
+        list.__setitem__(self, index, value)
+        self._record_index(position)
+
+    def __delitem__(self, index: Any) -> None:
+        size = len(self)
+        if isinstance(index, slice):
+            list.__delitem__(self, index)
+            self._record_self()
+            return
+        position = self._normalize(index)
+        list.__delitem__(self, index)
+        if position == size - 1:
+            self._record_index(position)
+        else:
+            self._record_self()
+
+    def append(self, value: Any) -> None:
+        self._record_index(len(self))
+        list.append(self, value)
+
+    def extend(self, values: Iterable[Any]) -> None:
+        items = list(values)
+        start = len(self)
+        for offset in range(len(items)):
+            self._record_index(start + offset)
+        list.extend(self, items)
+
+    def insert(self, index: SupportsIndex, value: Any) -> None:
+        size = len(self)
+        position = index.__index__()
+        if position < 0:
+            position = max(position + size, 0)
+        if position >= size:
+            self._record_index(size)
+        else:
+            self._record_self()
+        list.insert(self, index, value)
+
+    def pop(self, index: SupportsIndex = -1) -> Any:
+        size = len(self)
+        position = self._normalize(index)
+        value = list.pop(self, index)
+        if position == size - 1:
+            self._record_index(position)
+        else:
+            self._record_self()
+        return value
+
+    def remove(self, value: Any) -> None:
+        list.remove(self, value)
+        self._record_self()
+
+    def clear(self) -> None:
+        if self:
+            self._record_self()
+        list.clear(self)
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        list.sort(self, *args, **kwargs)
+        self._record_self()
+
+    def reverse(self) -> None:
+        list.reverse(self)
+        self._record_self()
+
+    def __iadd__(self, values: Iterable[Any]) -> TrackedList:  # type: ignore[override,misc]
+        self.extend(values)
+        return self
+
+    def __imul__(self, count: SupportsIndex) -> TrackedList:  # type: ignore[override,misc]
+        self._record_self()
+        list.__imul__(self, count)
+        return self
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+
+def build_draft(state: Any, log: WriteLog) -> Any:
+    """Wrap every container of ``state`` (fresh plain values, consumed) in tracked nodes."""
+    if type(state) is dict:
+        root: Any = TrackedDict(state, (), log)
+    elif type(state) is list:
+        root = TrackedList(state, (), log)
+    else:
+        return state
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        base = node._ys_path
+        items = dict.items(node) if type(node) is TrackedDict else enumerate(node)
+        for key, child in items:
+            kind = type(child)
+            if kind is dict:
+                wrapped: Any = TrackedDict(child, (*base, key), log)
+            elif kind is list:
+                wrapped = TrackedList(child, (*base, key), log)
+            else:
+                continue
+            if type(node) is TrackedDict:
+                dict.__setitem__(node, key, wrapped)
+            else:
+                list.__setitem__(node, key, wrapped)
+            stack.append(wrapped)
+    return root
+
+
+# --- selectors -------------------------------------------------------------------------
+
+
+class SelectorMutationError(TypeError):
+    """A selector tried to change the state it was only allowed to read."""
+
+
+def _refuse(*_args: Any, **_kwargs: Any) -> NoReturn:
+    raise SelectorMutationError("Store selectors must not mutate state")
+
+
+class _ReadLog:
+    __slots__ = ("paths", "views")
+
+    def __init__(self) -> None:
+        self.paths: list[StorePath] = []
+        self.views: dict[int, ReadView] = {}
+
+    def wrap(self, value: Any, path: StorePath) -> Any:
+        if isinstance(value, dict):
+            view_type: type[ReadView] = DictView
+        elif isinstance(value, list):
+            view_type = ListView
+        else:
+            return value
+        cached = self.views.get(id(value))
+        if cached is not None and cached._ys_target is value:
+            return cached
+        view = view_type(value, path, self)
+        self.views[id(value)] = view
+        return view
+
+
+class ReadView:
+    """Base of the read-only, read-recording views a selector sees."""
+
+    __slots__ = ("_ys_log", "_ys_path", "_ys_target")
+    _ys_target: Any
+
+    def __init__(self, target: Any, path: StorePath, log: _ReadLog) -> None:
+        self._ys_target = target
+        self._ys_path = path
+        self._ys_log = log
+
+    def _read_self(self) -> None:
+        self._ys_log.paths.append(self._ys_path)
+
+    def __setitem__(self, key: Any, value: Any) -> NoReturn:
+        _refuse()
+
+    def __delitem__(self, key: Any) -> NoReturn:
+        _refuse()
+
+    __setattr_allowed__ = frozenset({"_ys_target", "_ys_path", "_ys_log"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in self.__setattr_allowed__:
+            _refuse()
+        object.__setattr__(self, name, value)
+
+    def __eq__(self, other: object) -> bool:
+        self._read_self()
+        return bool(self._ys_target == unwrap_view(other))
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        self._read_self()
+        return f"{type(self).__name__}({self._ys_target!r})"
+
+
+class DictView(ReadView, Mapping[str, Any]):
+    """Read-only view of a ``dict`` that records each path read."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        path = (*self._ys_path, key)
+        self._ys_log.paths.append(path)
+        return self._ys_log.wrap(dict.__getitem__(self._ys_target, key), path)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        path = (*self._ys_path, key)
+        self._ys_log.paths.append(path)
+        if dict.__contains__(self._ys_target, key):
+            return self._ys_log.wrap(dict.__getitem__(self._ys_target, key), path)
+        return default
+
+    def __len__(self) -> int:
+        self._read_self()
+        return len(self._ys_target)
+
+    def __iter__(self) -> Iterator[str]:
+        self._read_self()
+        return iter(list(self._ys_target))
+
+    def __contains__(self, key: object) -> bool:
+        self._read_self()
+        return key in self._ys_target
+
+    def keys(self) -> Any:
+        self._read_self()
+        return list(self._ys_target)
+
+    def values(self) -> Any:
+        self._read_self()
+        wrap, base = self._ys_log.wrap, self._ys_path
+        return [wrap(v, (*base, k)) for k, v in dict.items(self._ys_target)]
+
+    def items(self) -> Any:
+        self._read_self()
+        wrap, base = self._ys_log.wrap, self._ys_path
+        return [(k, wrap(v, (*base, k))) for k, v in dict.items(self._ys_target)]
+
+    pop = popitem = setdefault = update = clear = _refuse
+
+
+class ListView(ReadView, Sequence[Any]):
+    """Read-only view of a ``list`` that records each path read."""
+
+    __slots__ = ()
+
+    def __getitem__(self, index: Any) -> Any:
+        target = self._ys_target
+        if isinstance(index, slice):
+            self._read_self()
+            positions = range(len(target))[index]
+            return [self._ys_log.wrap(target[i], (*self._ys_path, i)) for i in positions]
+        position = index.__index__()
+        size = len(target)
+        if position < 0:
+            self._read_self()  # the answer depends on the length
+            position += size
+        if not 0 <= position < size:
+            self._read_self()
+            raise IndexError("list index out of range")
+        path = (*self._ys_path, position)
+        self._ys_log.paths.append(path)
+        return self._ys_log.wrap(list.__getitem__(target, position), path)
+
+    def __len__(self) -> int:
+        self._read_self()
+        return len(self._ys_target)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._read_self()
+        wrap, base = self._ys_log.wrap, self._ys_path
+        return iter([wrap(v, (*base, i)) for i, v in enumerate(self._ys_target)])
+
+    def __reversed__(self) -> Iterator[Any]:
+        return reversed(list(self.__iter__()))
+
+    def __contains__(self, value: object) -> bool:
+        self._read_self()
+        return unwrap_view(value) in self._ys_target
+
+    def index(self, value: Any, *args: Any) -> int:
+        self._read_self()
+        return int(self._ys_target.index(unwrap_view(value), *args))
+
+    def count(self, value: Any) -> int:
+        self._read_self()
+        return int(self._ys_target.count(unwrap_view(value)))
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+
+def unwrap_view(value: Any) -> Any:
+    """The object a read view stands for; other values unchanged."""
+    if isinstance(value, ReadView):
+        return value._ys_target
+    return value
+
+
+def unwrap_selected(value: Any, *, max_depth: int = 256) -> Any:
+    """Replace read views in a selector's result by the draft nodes they view.
+
+    A view returned directly unwraps to the draft node itself, so a claim that mutates it
+    mutates the draft (and is recorded). Views inside a container the selector built are
+    replaced in a shallow-rebuilt copy of that container.
+    """
+    if isinstance(value, ReadView):
+        return value._ys_target
+    if not isinstance(value, (list, tuple, dict)):
+        return value
+
+    def rebuild(current: Any, depth: int, active: frozenset[int]) -> Any:
+        if isinstance(current, ReadView):
+            return current._ys_target
+        if depth > max_depth or id(current) in active:
+            return current  # left for the durability check to reject
+        inner = active | {id(current)}
+        if isinstance(current, dict):
+            return {k: rebuild(v, depth + 1, inner) for k, v in current.items()}
+        if isinstance(current, list):
+            return [rebuild(v, depth + 1, inner) for v in current]
+        if isinstance(current, tuple):
+            return tuple(rebuild(v, depth + 1, inner) for v in current)
+        return current
+
+    return rebuild(value, 0, frozenset())
+
+
+def track_selector(state: Any, selector: Callable[[Any], T]) -> tuple[T, list[StorePath]]:
+    """Run ``selector`` over a read-recording view of ``state``; return its result and reads."""
+    log = _ReadLog()
+    result = selector(log.wrap(state, ()))
+    return result, collapse_paths(log.paths)
+
+
+# --- diff and intersection -------------------------------------------------------------
+
+
+def _same_scalar(left: Any, right: Any) -> bool:
+    if type(left) is not type(right):
+        return False
+    if type(left) is float:
+        return bool(left == right) and repr(left) == repr(right)
+    return bool(left == right)
+
+
+def diff_paths(previous: Any, current: Any) -> list[StorePath]:
+    """Paths where ``current`` differs from ``previous``: O(size of both states).
+
+    Lists are compared index by index, so a splice reports every shifted index (over-wakes,
+    which is safe).
+    """
+    paths: list[StorePath] = []
+    stack: list[tuple[Any, Any, StorePath]] = [(previous, current, ())]
+    while stack:
+        left, right, path = stack.pop()
+        if left is right:
+            continue
+        if isinstance(left, dict) and isinstance(right, dict):
+            for key in left.keys() | right.keys():
+                if key not in left or key not in right:
+                    paths.append((*path, key))
+                else:
+                    stack.append((left[key], right[key], (*path, key)))
+        elif isinstance(left, list) and isinstance(right, list):
+            common = min(len(left), len(right))
+            for index in range(common):
+                stack.append((left[index], right[index], (*path, index)))
+            for index in range(common, max(len(left), len(right))):
+                paths.append((*path, index))
+        elif isinstance(left, (dict, list)) or isinstance(right, (dict, list)):
+            paths.append(path)
+        elif not _same_scalar(left, right):
+            paths.append(path)
+    return collapse_paths(paths)
+
+
+def collapse_paths(paths: Iterable[StorePath]) -> list[StorePath]:
+    """Deduplicate ``paths`` and drop any path that a kept shorter path is a prefix of."""
+    unique = sorted(set(paths), key=len)
+    kept: set[StorePath] = set()
+    result: list[StorePath] = []
+    for path in unique:
+        if any(path[:n] in kept for n in range(len(path))):
+            continue
+        kept.add(path)
+        result.append(path)
+    return result
+
+
+def is_prefix(prefix: StorePath, path: StorePath) -> bool:
+    """True when ``prefix`` is ``path`` or an ancestor of it."""
+    return len(prefix) <= len(path) and path[: len(prefix)] == prefix
+
+
+def paths_intersect(read_paths: Iterable[StorePath], write_paths: Iterable[StorePath]) -> bool:
+    """True when some read path and some write path are equal or one is a prefix of the other.
+
+    O(total length of the paths).
+    """
+    writes: set[StorePath] = set()
+    write_prefixes: set[StorePath] = set()
+    for write in write_paths:
+        write = tuple(write)
+        writes.add(write)
+        for n in range(len(write) + 1):
+            write_prefixes.add(write[:n])
+    if not writes:
+        return False
+    for read in read_paths:
+        read = tuple(read)
+        if read in write_prefixes:
+            return True
+        if any(read[:n] in writes for n in range(len(read))):
+            return True
+    return False
+
+
+__all__ = [
+    "DictView",
+    "ListView",
+    "ReadView",
+    "SelectorMutationError",
+    "TrackedDict",
+    "TrackedList",
+    "WriteLog",
+    "build_draft",
+    "collapse_paths",
+    "diff_paths",
+    "is_prefix",
+    "paths_intersect",
+    "track_selector",
+    "unwrap_selected",
+    "unwrap_view",
+]

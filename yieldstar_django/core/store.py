@@ -1,0 +1,651 @@
+"""The store clients (design §2-§3): ``StoreClient`` and the read/compute/CAS ``CasStoreClient``.
+
+``CasStoreClient`` runs all application code (``initial``, updaters, selectors, claims,
+schemas) outside any storage transaction and hands a connector only canonical text to commit.
+A connector implements six atomic primitives: ``read_store``, ``insert_store``,
+``get_applied_step``, ``commit_mutation``, ``commit_deletion`` (plus ``register_waiter``,
+``remove_waiters``, ``list_stores``, ``delete_store``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import random
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .definition import StoreDefinition
+from .durable import DEFAULT_LIMITS, DurableLimits, check_durable, decode_durable, encode_durable
+from .errors import StoreContentionError, StoreValidationError
+from .paths import WriteLog, build_draft, diff_paths, track_selector, unwrap_selected
+from .results import (
+    RecordedResult,
+    StoreDeleteConflict,
+    StoreDeleted,
+    StoreDeleteFromResult,
+    StoreSnapshot,
+    StoreStepId,
+    StoreTakeMatched,
+    StoreTakeResult,
+    StoreTakeUnmatched,
+    StoreUpdateConflict,
+    StoreUpdated,
+    StoreUpdateFromResult,
+    StoreUpdateResult,
+    StoreWaiter,
+    result_from_record,
+    result_to_record,
+)
+from .types import StorePath, StoreVersion
+
+Updater = Callable[[Any], Any]
+Selector = Callable[[Any], Any]
+Claim = Callable[[Any, Any], Any]
+
+
+# --- the connector protocol -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredState:
+    """A store row as a connector keeps it: the canonical encoding of the state."""
+
+    instance_id: str
+    version: StoreVersion
+    encoded: str
+
+
+@dataclass(frozen=True)
+class StoreMutation:
+    """A computed change to commit atomically.
+
+    Compare (``expected.instance_id``, ``expected.version``), write ``encoded_state`` at
+    ``expected.version + 1``, record ``encoded_result`` under ``step_id`` and the wakes that
+    ``changed_paths`` require. With ``created`` the store must still be missing and the
+    commit first inserts ``expected`` as version 0.
+    """
+
+    definition: StoreDefinition
+    id: str
+    expected: StoredState
+    created: bool
+    encoded_state: str
+    changed_paths: list[StorePath]
+    step_id: StoreStepId | None
+    encoded_result: str | None
+
+
+@dataclass(frozen=True)
+class StoreDeletion:
+    """A deletion to commit atomically if the store is still at ``expected``."""
+
+    definition: StoreDefinition
+    id: str
+    expected: StoredState
+    step_id: StoreStepId | None
+    encoded_result: str | None
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    """What a commit found: ``committed``, ``already-applied`` (with the ``recorded`` ledger
+    text), ``conflict`` (with the ``current`` row) or ``missing``."""
+
+    status: Literal["committed", "already-applied", "conflict", "missing"]
+    recorded: str | None = None
+    current: StoredState | None = None
+
+
+COMMITTED = CommitOutcome("committed")
+MISSING = CommitOutcome("missing")
+
+
+def already_applied(recorded: str) -> CommitOutcome:
+    return CommitOutcome("already-applied", recorded=recorded)
+
+
+def conflict(current: StoredState) -> CommitOutcome:
+    return CommitOutcome("conflict", current=current)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a CAS loop retries after losing a race, and how long it backs off.
+
+    Before attempt ``n + 1`` it sleeps a uniformly random time up to
+    ``min(max_delay, base_delay * 2 ** (n - 1))`` (full jitter).
+    """
+
+    max_attempts: int = 50
+    base_delay: float = 0.001
+    max_delay: float = 0.05
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** min(attempt - 1, 30)))
+
+
+# --- user code guards ---------------------------------------------------------------------
+
+
+def _require_sync(fn: Any, role: str) -> None:
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(f"Store {role}s must be synchronous; {fn!r} is async")
+
+
+def _call_sync(fn: Callable[..., Any], role: str, *args: Any) -> Any:
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+        raise TypeError(f"Store {role}s must be synchronous; {fn!r} returned an awaitable")
+    return result
+
+
+def is_selector_match(value: Any) -> bool:
+    """A selector matches with any result but ``None`` and ``False`` (``0`` and ``""`` match)."""
+    return value is not None and value is not False
+
+
+def _same_version(left: StoredState, right: StoreSnapshot | StoredState) -> bool:
+    return left.instance_id == right.instance_id and left.version == right.version
+
+
+# --- clients -------------------------------------------------------------------------------
+
+
+class StoreHandle:
+    """One store bound to a client: ``client.store(definition, id)``."""
+
+    def __init__(self, client: StoreClient, definition: StoreDefinition, id: str) -> None:
+        self.client = client
+        self.definition = definition
+        self.id = id
+
+    def get(self) -> StoreSnapshot:
+        return self.client.get_store(self.definition, self.id)
+
+    def update(self, updater: Updater, *, step_id: StoreStepId | None = None) -> StoreUpdateResult:
+        return self.client.update_store(self.definition, self.id, updater=updater, step_id=step_id)
+
+    def update_from(
+        self, snapshot: StoreSnapshot, updater: Updater, *, step_id: StoreStepId | None = None
+    ) -> StoreUpdateFromResult:
+        return self.client.update_store_from(
+            self.definition, self.id, snapshot=snapshot, updater=updater, step_id=step_id
+        )
+
+    def delete_from(
+        self, snapshot: StoreSnapshot, *, step_id: StoreStepId | None = None
+    ) -> StoreDeleteFromResult:
+        return self.client.delete_store_from(
+            self.definition, self.id, snapshot=snapshot, step_id=step_id
+        )
+
+    def take(
+        self, selector: Selector, claim: Claim | None, *, step_id: StoreStepId | None = None
+    ) -> StoreTakeResult:
+        return self.client.take_from_store(
+            self.definition, self.id, selector=selector, claim=claim, step_id=step_id
+        )
+
+    def __repr__(self) -> str:
+        return f"<StoreHandle {self.definition.name}/{self.id}>"
+
+
+class StoreClient(ABC):
+    """The store operations. Every one except ``delete_store`` first creates a missing store
+    from ``definition.initial(id)`` in the same atomic write; concurrent first touches record
+    exactly one initial state (version 0 of a new instance).
+
+    Updaters, selectors and claims must be synchronous, deterministic and side-effect free:
+    a CAS client may run them again after losing a race. With a ``step_id`` a committed
+    update, take or delete is recorded in the applied-steps ledger in the same transaction,
+    and a repeated call returns the recorded result verbatim without running user code. An
+    exception does not prove a rollback; only a retry with the same ``step_id`` is
+    exactly-once.
+    """
+
+    def store(self, definition: StoreDefinition, id: str) -> StoreHandle:
+        return StoreHandle(self, definition, id)
+
+    @abstractmethod
+    def get_store(self, definition: StoreDefinition, id: str) -> StoreSnapshot:
+        """The store's current snapshot (creating it if missing)."""
+
+    @abstractmethod
+    def update_store(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        updater: Updater,
+        step_id: StoreStepId | None = None,
+    ) -> StoreUpdateResult:
+        """Apply ``updater`` atomically, recomputing from the newer state after a conflict.
+
+        ``updater(draft)`` mutates the draft in place or returns a replacement (``None``
+        means the draft). Raises ``StoreContentionError`` after ``CAS_MAX_ATTEMPTS``.
+        """
+
+    @abstractmethod
+    def update_store_from(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        snapshot: StoreSnapshot,
+        updater: Updater,
+        step_id: StoreStepId | None = None,
+    ) -> StoreUpdateFromResult:
+        """Update only if the store is still at ``snapshot``'s (instance_id, version).
+
+        A mismatch returns a ``StoreUpdateConflict`` and changes nothing. The updater runs on
+        a fresh copy of the stored state, never on ``snapshot.state``.
+        """
+
+    @abstractmethod
+    def take_from_store(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        selector: Selector,
+        claim: Claim | None,
+        step_id: StoreStepId | None = None,
+    ) -> StoreTakeResult:
+        """Select and claim atomically. A match commits ``claim(draft, selected)`` with one
+        version bump; no match commits nothing and returns the version and read paths a
+        waiter must register with (so no wake can fall between the read and the wait)."""
+
+    @abstractmethod
+    def register_waiter(self, waiter: StoreWaiter) -> None:
+        """Register a read observation, linearizably with mutations: one whose
+        (instance_id, since_version) is not current is woken at once; a current one by the
+        first later mutation whose changed paths intersect its read paths. It stays until
+        ``remove_waiters`` (the runtime calls it when the heap records the step)."""
+
+    @abstractmethod
+    def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
+        """Forget the waiters of an execution (of one step, when ``step_key`` is given)."""
+
+    @abstractmethod
+    def list_stores(self, definition: StoreDefinition) -> list[str]:
+        """Ids of every store of ``definition``, in ascending code-point order."""
+
+    @abstractmethod
+    def delete_store(self, definition: StoreDefinition, id: str) -> None:
+        """Remove the store and its waiters (waking them). Ledger entries stay authoritative
+        across re-creation. A no-op for a missing store; never creates one."""
+
+    @abstractmethod
+    def delete_store_from(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        snapshot: StoreSnapshot,
+        step_id: StoreStepId | None = None,
+    ) -> StoreDeleteFromResult:
+        """Delete only if the store is still at ``snapshot``. A missing store is created
+        first, so the result is a conflict with the new instance."""
+
+
+class CasStoreClient(StoreClient):
+    """Store operations as read/compute/compare-and-swap loops over a connector's primitives.
+
+    Subclasses implement the storage primitives and never run application callbacks while
+    holding a storage transaction.
+    """
+
+    def __init__(
+        self, *, limits: DurableLimits | None = None, retry: RetryPolicy | None = None
+    ) -> None:
+        self._limits = limits or DEFAULT_LIMITS
+        self._retry = retry or RetryPolicy()
+
+    # configuration hooks (a connector may read them from settings on every call)
+
+    def durable_limits(self) -> DurableLimits:
+        return self._limits
+
+    def retry_policy(self) -> RetryPolicy:
+        return self._retry
+
+    def create_instance_id(self) -> str:
+        """Names a new instance of a store."""
+        return str(uuid.uuid4())
+
+    # storage primitives
+
+    @abstractmethod
+    def read_store(self, definition: StoreDefinition, id: str) -> StoredState | None:
+        """The store's row, or ``None`` if it does not exist."""
+
+    @abstractmethod
+    def insert_store(self, definition: StoreDefinition, id: str, stored: StoredState) -> StoredState:
+        """Insert ``stored`` as version 0 unless the store exists; return the row after it."""
+
+    @abstractmethod
+    def get_applied_step(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId
+    ) -> str | None:
+        """The ledger text recorded for (store name, store id, step), if any."""
+
+    @abstractmethod
+    def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
+        """Atomically: a recorded step result wins; else compare, write, record, wake."""
+
+    @abstractmethod
+    def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
+        """Atomically: a recorded step result wins; else compare, delete, record, wake."""
+
+    # shared machinery
+
+    def validate_state(self, definition: StoreDefinition, value: Any, step_key: str) -> tuple[Any, str]:
+        """Run the schema, then check durability. Returns (state, canonical encoding)."""
+        limits = self.durable_limits()
+        try:
+            state = definition.validator(value)
+        except RecursionError:
+            check_durable(value, limits=limits, step_key=step_key, label=_state_label(definition))
+            raise StoreValidationError(
+                definition.name, [{"message": "the state nests too deeply", "path": ()}]
+            ) from None
+        encoded = encode_durable(
+            state, limits=limits, step_key=step_key, label=_state_label(definition)
+        )
+        return state, encoded
+
+    def _initial(self, definition: StoreDefinition, id: str, step_key: str) -> StoredState:
+        value = _call_sync(definition.initial, "initial", id)
+        _, encoded = self.validate_state(definition, value, step_key)
+        return StoredState(self.create_instance_id(), 0, encoded)
+
+    def _read_or_initialize(
+        self, definition: StoreDefinition, id: str, step_key: str
+    ) -> tuple[StoredState, bool]:
+        stored = self.read_store(definition, id)
+        if stored is not None:
+            return stored, False
+        return self._initial(definition, id, step_key), True
+
+    def _get_or_insert(self, definition: StoreDefinition, id: str, step_key: str) -> StoredState:
+        stored, created = self._read_or_initialize(definition, id, step_key)
+        if not created:
+            return stored
+        return self.insert_store(definition, id, stored)
+
+    def _applied(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId | None
+    ) -> RecordedResult | None:
+        if step_id is None:
+            return None
+        recorded = self.get_applied_step(definition, id, step_id)
+        return None if recorded is None else result_from_record(decode_durable(recorded))
+
+    def _wait_before_retry(self, definition: StoreDefinition, id: str, attempts: int) -> None:
+        policy = self.retry_policy()
+        if attempts >= policy.max_attempts:
+            raise StoreContentionError(definition.name, id, attempts)
+        delay = policy.delay(attempts)
+        if delay > 0:
+            time.sleep(delay)
+
+    def _prepare_update(
+        self, definition: StoreDefinition, stored: StoredState, updater: Updater, step_key: str
+    ) -> tuple[str, list[StorePath]]:
+        log = WriteLog()
+        draft = build_draft(decode_durable(stored.encoded), log)
+        returned = _call_sync(updater, "updater", draft)
+        replaced = returned is not None and returned is not draft
+        return self._finalize(definition, stored, returned if replaced else draft, draft, log, step_key)
+
+    def _finalize(
+        self,
+        definition: StoreDefinition,
+        stored: StoredState,
+        candidate: Any,
+        draft: Any,
+        log: WriteLog,
+        step_key: str,
+    ) -> tuple[str, list[StorePath]]:
+        state, encoded = self.validate_state(definition, candidate, step_key)
+        if state is draft and candidate is draft and isinstance(draft, (dict, list)):
+            return encoded, log.paths()
+        return encoded, diff_paths(decode_durable(stored.encoded), state)
+
+    # operations
+
+    def get_store(self, definition: StoreDefinition, id: str) -> StoreSnapshot:
+        stored = self._get_or_insert(definition, id, "")
+        return StoreSnapshot(decode_durable(stored.encoded), stored.instance_id, stored.version)
+
+    def update_store(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        updater: Updater,
+        step_id: StoreStepId | None = None,
+    ) -> StoreUpdateResult:
+        applied = self._applied(definition, id, step_id)
+        if applied is not None:
+            return applied  # type: ignore[return-value]
+        _require_sync(updater, "updater")
+        step_key = step_id.step_key if step_id else ""
+        stored, created = self._read_or_initialize(definition, id, step_key)
+        attempts = 0
+        while True:
+            attempts += 1
+            encoded, paths = self._prepare_update(definition, stored, updater, step_key)
+            version = stored.version + 1
+            outcome = self.commit_mutation(
+                StoreMutation(
+                    definition, id, stored, created, encoded, paths, step_id,
+                    _update_record("update", encoded, stored.version, version) if step_id else None,
+                )
+            )
+            if outcome.status == "committed":
+                return StoreUpdateResult(decode_durable(encoded), stored.version, version)
+            if outcome.status == "already-applied":
+                return self._recorded(outcome)  # type: ignore[return-value]
+            recorded = self._applied(definition, id, step_id)
+            if recorded is not None:
+                return recorded  # type: ignore[return-value]
+            if outcome.current is not None:
+                stored, created = outcome.current, False
+            else:
+                stored, created = self._read_or_initialize(definition, id, step_key)
+            self._wait_before_retry(definition, id, attempts)
+
+    def update_store_from(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        snapshot: StoreSnapshot,
+        updater: Updater,
+        step_id: StoreStepId | None = None,
+    ) -> StoreUpdateFromResult:
+        applied = self._applied(definition, id, step_id)
+        if applied is not None:
+            return applied  # type: ignore[return-value]
+        _require_instance_id(snapshot)
+        _require_sync(updater, "updater")
+        step_key = step_id.step_key if step_id else ""
+        current = self._get_or_insert(definition, id, step_key)
+        if not _same_version(current, snapshot):
+            return _update_conflict(snapshot, current)
+        encoded, paths = self._prepare_update(definition, current, updater, step_key)
+        version = current.version + 1
+        outcome = self.commit_mutation(
+            StoreMutation(
+                definition, id, current, False, encoded, paths, step_id,
+                _update_record("update_from", encoded, current.version, version)
+                if step_id
+                else None,
+            )
+        )
+        if outcome.status == "committed":
+            return StoreUpdated(decode_durable(encoded), current.version, version)
+        if outcome.status == "already-applied":
+            return self._recorded(outcome)  # type: ignore[return-value]
+        recorded = self._applied(definition, id, step_id)
+        if recorded is not None:
+            return recorded  # type: ignore[return-value]
+        latest = outcome.current or self._get_or_insert(definition, id, step_key)
+        return _update_conflict(snapshot, latest)
+
+    def delete_store_from(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        snapshot: StoreSnapshot,
+        step_id: StoreStepId | None = None,
+    ) -> StoreDeleteFromResult:
+        applied = self._applied(definition, id, step_id)
+        if applied is not None:
+            return applied  # type: ignore[return-value]
+        _require_instance_id(snapshot)
+        step_key = step_id.step_key if step_id else ""
+        current = self._get_or_insert(definition, id, step_key)
+        attempts = 0
+        while _same_version(current, snapshot):
+            attempts += 1
+            outcome = self.commit_deletion(
+                StoreDeletion(
+                    definition, id, current, step_id, '{"kind":"delete"}' if step_id else None
+                )
+            )
+            if outcome.status == "committed":
+                return StoreDeleted()
+            if outcome.status == "already-applied":
+                return self._recorded(outcome)  # type: ignore[return-value]
+            recorded = self._applied(definition, id, step_id)
+            if recorded is not None:
+                return recorded  # type: ignore[return-value]
+            current = outcome.current or self._get_or_insert(definition, id, step_key)
+            if _same_version(current, snapshot):
+                self._wait_before_retry(definition, id, attempts)
+        return StoreDeleteConflict(
+            snapshot.instance_id, current.instance_id, snapshot.version, current.version
+        )
+
+    def take_from_store(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        selector: Selector,
+        claim: Claim | None,
+        step_id: StoreStepId | None = None,
+    ) -> StoreTakeResult:
+        applied = self._applied(definition, id, step_id)
+        if applied is not None:
+            return applied  # type: ignore[return-value]
+        _require_sync(selector, "selector")
+        if claim is not None:
+            _require_sync(claim, "claim")
+        step_key = step_id.step_key if step_id else ""
+        limits = self.durable_limits()
+        stored, created = self._read_or_initialize(definition, id, step_key)
+        attempts = 0
+        while True:
+            log = WriteLog()
+            draft = build_draft(decode_durable(stored.encoded), log)
+            found, read_paths = track_selector(draft, lambda view: _call_sync(selector, "selector", view))
+            if not is_selector_match(found):
+                if created:
+                    current = self.insert_store(definition, id, stored)
+                    if current.instance_id != stored.instance_id:
+                        stored, created = current, False
+                        continue
+                return StoreTakeUnmatched(stored.instance_id, stored.version, tuple(read_paths))
+            attempts += 1
+            selected = unwrap_selected(found, max_depth=limits.max_depth)
+            if claim is not None:
+                _call_sync(claim, "claim", draft, selected)
+            encoded, paths = self._finalize(definition, stored, draft, draft, log, step_key)
+            # Checked before the commit, so a selection that cannot be recorded changes nothing.
+            selected_encoded = encode_durable(
+                selected,
+                limits=limits,
+                step_key=step_key,
+                label=f'Store take selection for "{definition.name}"',
+            )
+            version = stored.version + 1
+            record = None
+            if step_id:
+                record = (
+                    f'{{"instance_id":{json.dumps(stored.instance_id)},"kind":"take",'
+                    f'"selected":{selected_encoded},"version":{version}}}'
+                )
+            outcome = self.commit_mutation(
+                StoreMutation(definition, id, stored, created, encoded, paths, step_id, record)
+            )
+            if outcome.status == "committed":
+                return StoreTakeMatched(decode_durable(selected_encoded), stored.instance_id, version)
+            if outcome.status == "already-applied":
+                return self._recorded(outcome)  # type: ignore[return-value]
+            recorded = self._applied(definition, id, step_id)
+            if recorded is not None:
+                return recorded  # type: ignore[return-value]
+            if outcome.current is not None:
+                stored, created = outcome.current, False
+            else:
+                stored, created = self._read_or_initialize(definition, id, step_key)
+            self._wait_before_retry(definition, id, attempts)
+
+    @staticmethod
+    def _recorded(outcome: CommitOutcome) -> RecordedResult:
+        assert outcome.recorded is not None
+        return result_from_record(decode_durable(outcome.recorded))
+
+
+def _state_label(definition: StoreDefinition) -> str:
+    return f'Store state for "{definition.name}"'
+
+
+def _update_record(kind: str, encoded: str, previous: int, version: int) -> str:
+    return (
+        f'{{"kind":"{kind}","previous_version":{previous},"state":{encoded},"version":{version}}}'
+    )
+
+
+def _require_instance_id(snapshot: StoreSnapshot) -> None:
+    if not snapshot.instance_id:
+        raise ValueError("Store snapshot is missing instance_id; read a fresh snapshot")
+
+
+def _update_conflict(snapshot: StoreSnapshot, current: StoredState) -> StoreUpdateConflict:
+    return StoreUpdateConflict(
+        snapshot.instance_id, current.instance_id, snapshot.version, current.version
+    )
+
+
+__all__ = [
+    "COMMITTED",
+    "MISSING",
+    "CasStoreClient",
+    "Claim",
+    "CommitOutcome",
+    "RetryPolicy",
+    "Selector",
+    "StoreClient",
+    "StoreDeletion",
+    "StoreHandle",
+    "StoreMutation",
+    "StoredState",
+    "Updater",
+    "already_applied",
+    "conflict",
+    "is_selector_match",
+    "result_to_record",
+]
