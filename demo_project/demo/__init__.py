@@ -1,0 +1,1 @@
+"""The demo app: store definitions and workflows used by ``python -m demo_project.run_demo``."""

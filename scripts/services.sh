@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Start the local services the tests use, if they are not already up:
+# PostgreSQL (127.0.0.1:5432), Redis (127.0.0.1:6379), RabbitMQ (127.0.0.1:5672).
+# A service that is down and cannot be started here (no start command) is reported and
+# skipped; one whose start command runs but which does not come up fails this script.
+set -euo pipefail
+
+port_open() { # host port
+  (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
+}
+
+wait_for() { # seconds description command...
+  local seconds=$1 what=$2
+  shift 2
+  local i
+  for ((i = 0; i < seconds * 2; i++)); do
+    if "$@"; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "error: $what did not come up within ${seconds}s" >&2
+  return 1
+}
+
+postgres_up() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null || port_open 127.0.0.1 5432; }
+
+ensure_postgres() {
+  if postgres_up; then
+    return 0
+  fi
+  if ! command -v pg_ctlcluster >/dev/null || [ ! -d /etc/postgresql ]; then
+    echo "warning: PostgreSQL is not running on 127.0.0.1:5432 and cannot be started here" >&2
+    return 0
+  fi
+  local version
+  version="$(ls /etc/postgresql | sort -V | tail -n 1)"
+  echo "==> starting PostgreSQL $version"
+  pg_ctlcluster --skip-systemctl-redirect "$version" main start
+  wait_for 30 PostgreSQL postgres_up
+}
+
+redis_up() { port_open 127.0.0.1 6379; }
+
+ensure_redis() {
+  if redis_up; then
+    return 0
+  fi
+  if ! command -v redis-server >/dev/null; then
+    echo "warning: Redis is not running on 127.0.0.1:6379 and cannot be started here" >&2
+    return 0
+  fi
+  echo "==> starting Redis"
+  mkdir -p /var/lib/redis /var/log/redis
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log
+  wait_for 15 Redis redis_up
+}
+
+rabbitmq_up() { port_open 127.0.0.1 5672; }
+
+ensure_rabbitmq() {
+  if rabbitmq_up; then
+    return 0
+  fi
+  if ! command -v rabbitmq-server >/dev/null; then
+    echo "warning: RabbitMQ is not running on 127.0.0.1:5672 and cannot be started here" >&2
+    return 0
+  fi
+  echo "==> starting RabbitMQ"
+  rabbitmq-server -detached
+  wait_for 90 RabbitMQ rabbitmq_up
+}
+
+ensure_postgres
+ensure_redis
+ensure_rabbitmq

@@ -1,0 +1,1 @@
+"""Tests of yieldstar_django (settings: ``tests.settings``)."""

@@ -1,0 +1,1 @@
+"""Conformance tests of the store protocol, run against every StoreClient."""

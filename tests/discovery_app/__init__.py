@@ -1,0 +1,1 @@
+"""An installed app with a ``workflows`` module, to test yieldstar's autodiscovery."""

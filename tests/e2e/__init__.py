@@ -1,0 +1,1 @@
+"""End-to-end tests: the demo project, Celery workers, the HTTP API, a browser."""

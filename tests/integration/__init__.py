@@ -1,0 +1,1 @@
+"""Integration tests: a real database (and a broker where marked ``celery``)."""

@@ -1,0 +1,229 @@
+"""The system checks ``yieldstar.E001`` ... ``yieldstar.W002``."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from importlib.util import find_spec
+from typing import Any
+
+import pytest
+from django.core import checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+from yieldstar_django.checks import (
+    check_settings,
+    check_sqlite_transaction_mode,
+    check_wake_backend,
+)
+
+GOOD_BACKEND = "tests.test_checks.deliver"
+NOT_CALLABLE = 42
+
+
+def deliver(wakes: Sequence[object]) -> None:
+    """A wake backend that drops every wake (for these tests only)."""
+
+
+def ids(messages: Sequence[checks.CheckMessage]) -> list[str]:
+    return [message.id or "" for message in messages]
+
+
+def sqlite(**options: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {"ENGINE": "django.db.backends.sqlite3", "NAME": "x.sqlite3"}
+    if options:
+        entry["OPTIONS"] = options
+    return entry
+
+
+POSTGRES = {"ENGINE": "django.db.backends.postgresql", "NAME": "x"}
+
+overriding_databases = pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+
+
+# -- E001 ------------------------------------------------------------------------
+
+
+@overriding_databases
+@pytest.mark.parametrize(
+    "entry",
+    [
+        sqlite(),
+        sqlite(transaction_mode="DEFERRED"),
+        sqlite(transaction_mode=None),
+        sqlite(timeout=5),
+        {"ENGINE": "django.contrib.gis.db.backends.spatialite", "NAME": "x"},
+    ],
+)
+def test_e001_sqlite_without_immediate(entry: dict[str, Any]) -> None:
+    if "spatialite" in entry["ENGINE"] and find_spec("django.contrib.gis") is None:
+        pytest.skip("GeoDjango is not available")
+    with override_settings(DATABASES={"default": POSTGRES, "queue": entry}):
+        messages = check_sqlite_transaction_mode()
+    assert ids(messages) == ["yieldstar.E001"]
+    assert messages[0].obj == "queue"
+    assert "transaction_mode" in (messages[0].hint or "")
+    assert "IMMEDIATE" in (messages[0].hint or "")
+
+
+@overriding_databases
+@pytest.mark.parametrize("mode", ["IMMEDIATE", "immediate", "EXCLUSIVE"])
+def test_e001_passes_with_a_locking_transaction_mode(mode: str) -> None:
+    with override_settings(DATABASES={"default": sqlite(transaction_mode=mode)}):
+        assert check_sqlite_transaction_mode() == []
+
+
+@overriding_databases
+def test_e001_reports_every_alias_and_ignores_postgres() -> None:
+    databases = {"default": POSTGRES, "a": sqlite(), "b": sqlite(transaction_mode="IMMEDIATE")}
+    with override_settings(DATABASES=databases):
+        messages = check_sqlite_transaction_mode()
+    assert [(message.id, message.obj) for message in messages] == [("yieldstar.E001", "a")]
+
+
+# -- E002 ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "backend",
+    ["tests.no_such_module.deliver", "tests.test_checks.no_such_name", "not-a-dotted-path"],
+)
+def test_e002_backend_cannot_be_imported(backend: str) -> None:
+    with override_settings(YIELDSTAR={"WAKE_BACKEND": backend}):
+        messages = check_wake_backend()
+    assert ids(messages) == ["yieldstar.E002"]
+    assert "WAKE_BACKEND" in (messages[0].hint or "")
+
+
+@pytest.mark.parametrize("backend", ["tests.test_checks.NOT_CALLABLE", 42, None])
+def test_e002_backend_is_not_callable(backend: object) -> None:
+    with override_settings(YIELDSTAR={"WAKE_BACKEND": backend}):
+        assert ids(check_wake_backend()) == ["yieldstar.E002"]
+
+
+@pytest.mark.parametrize("backend", [GOOD_BACKEND, deliver])
+def test_e002_passes_with_a_callable(backend: object) -> None:
+    with override_settings(YIELDSTAR={"WAKE_BACKEND": backend}):
+        assert check_wake_backend() == []
+
+
+@pytest.mark.skipif(
+    find_spec("yieldstar_django.wakes") is None, reason="yieldstar_django.wakes not written yet"
+)
+def test_default_wake_backend_imports() -> None:
+    assert check_wake_backend() == []
+
+
+# -- E003 ------------------------------------------------------------------------
+
+INVALID = [
+    ("CAS_MAX_ATTEMPTS", 0),
+    ("CAS_MAX_ATTEMPTS", -1),
+    ("CAS_MAX_ATTEMPTS", 2.5),
+    ("CAS_MAX_ATTEMPTS", True),
+    ("CAS_MAX_ATTEMPTS", "50"),
+    ("CAS_BACKOFF_BASE", -0.1),
+    ("CAS_BACKOFF_BASE", float("nan")),
+    ("CAS_BACKOFF_MAX", float("inf")),
+    ("MAX_STATE_BYTES", 1023),
+    ("MAX_STATE_BYTES", None),
+    ("MAX_DEPTH", 0),
+    ("MAX_DEPTH", 1.0),
+    ("VERSION_HISTORY_LIMIT", 0),
+    ("VERSION_HISTORY_LIMIT", "all"),
+    ("VERSION_HISTORY_KEEP_STATE", 1),
+    ("RELAY_DELAY", -1),
+    ("RELAY_INTERVAL", 0),
+    ("LEASE_SECONDS", 0),
+    ("LEASE_SECONDS", None),
+    ("API_REQUIRE_IF_MATCH", "yes"),
+    ("API_MAX_BODY_BYTES", 10),
+]
+
+VALID = [
+    ("CAS_MAX_ATTEMPTS", 1),
+    ("CAS_BACKOFF_BASE", 0),
+    ("CAS_BACKOFF_MAX", 1),
+    ("MAX_STATE_BYTES", 1024),
+    ("MAX_DEPTH", 1),
+    ("VERSION_HISTORY_LIMIT", None),
+    ("VERSION_HISTORY_LIMIT", 1),
+    ("VERSION_HISTORY_KEEP_STATE", False),
+    ("RELAY_DELAY", 0),
+    ("RELAY_INTERVAL", 0.1),
+    ("LEASE_SECONDS", 5),
+    ("API_REQUIRE_IF_MATCH", True),
+    ("API_MAX_BODY_BYTES", None),
+    ("API_MAX_BODY_BYTES", 16 * 1024 * 1024),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), INVALID)
+def test_e003_invalid_value(key: str, value: object) -> None:
+    with override_settings(YIELDSTAR={key: value}):
+        messages = check_settings()
+    assert ids(messages) == ["yieldstar.E003"]
+    assert key in messages[0].msg
+    assert key in (messages[0].hint or "")
+
+
+@pytest.mark.parametrize(("key", "value"), VALID)
+def test_e003_valid_value(key: str, value: object) -> None:
+    with override_settings(YIELDSTAR={key: value}):
+        assert check_settings() == []
+
+
+def test_e003_backoff_max_below_base() -> None:
+    with override_settings(YIELDSTAR={"CAS_BACKOFF_BASE": 0.5, "CAS_BACKOFF_MAX": 0.1}):
+        messages = check_settings()
+    assert ids(messages) == ["yieldstar.E003"]
+    assert "CAS_BACKOFF_MAX" in messages[0].msg
+
+
+def test_e003_yieldstar_is_not_a_dict() -> None:
+    with override_settings(YIELDSTAR=["CAS_MAX_ATTEMPTS"]):
+        assert ids(check_settings()) == ["yieldstar.E003"]
+
+
+def test_defaults_pass() -> None:
+    assert check_settings() == []
+
+
+# -- W001, W002 --------------------------------------------------------------------
+
+
+def test_w001_unknown_key_suggests_the_known_one() -> None:
+    with override_settings(YIELDSTAR={"CAS_MAX_ATTEMPT": 3}):
+        messages = check_settings()
+    assert ids(messages) == ["yieldstar.W001"]
+    assert messages[0].level == checks.WARNING
+    assert "'CAS_MAX_ATTEMPTS'" in (messages[0].hint or "")
+
+
+def test_w002_body_cap_below_state_cap() -> None:
+    with override_settings(YIELDSTAR={"MAX_STATE_BYTES": 1 << 20, "API_MAX_BODY_BYTES": 4096}):
+        assert ids(check_settings()) == ["yieldstar.W002"]
+
+
+# -- registration ------------------------------------------------------------------
+
+
+def test_checks_are_registered_by_the_app() -> None:
+    registered = checks.registry.registry.get_checks()
+    for check in (check_sqlite_transaction_mode, check_wake_backend, check_settings):
+        assert check in registered
+
+
+def test_manage_py_check_reports_yieldstar_errors() -> None:
+    bad = {"WAKE_BACKEND": GOOD_BACKEND, "CAS_MAX_ATTEMPTS": 0}
+    with override_settings(YIELDSTAR=bad), pytest.raises(SystemCheckError, match="E003"):
+        call_command("check", tags=["yieldstar"])
+
+
+def test_manage_py_check_passes_with_valid_settings() -> None:
+    with override_settings(YIELDSTAR={"WAKE_BACKEND": GOOD_BACKEND}):
+        out = io.StringIO()
+        call_command("check", tags=["yieldstar"], stdout=out)
+    assert "no issues" in out.getvalue()

@@ -1,0 +1,1 @@
+"""Pure unit tests: no database, no broker."""

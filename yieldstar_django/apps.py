@@ -1,0 +1,50 @@
+"""The Django app config: system checks, settings reload, workflow discovery."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from importlib.util import find_spec
+
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+#: Modules of this app imported in ``ready()`` when they exist, for their side effects
+#: (registering Celery tasks, signal receivers).
+OPTIONAL_MODULES = ("yieldstar_django.tasks", "yieldstar_django.signals")
+
+
+def autodiscover() -> None:
+    """Import the ``workflows`` module of every installed app that has one.
+
+    This is how every process (web, Celery worker, relay) knows every
+    ``@workflow``, as the admin does with ``admin`` modules. An error raised while
+    importing a ``workflows`` module propagates.
+    """
+    autodiscover_modules("workflows")
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+class YieldstarConfig(AppConfig):
+    """``INSTALLED_APPS`` entry ``"yieldstar_django"`` (label ``yieldstar``)."""
+
+    name = "yieldstar_django"
+    label = "yieldstar"
+    verbose_name = "Yieldstar"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """Register checks, connect the settings reload, import tasks and workflows."""
+        from . import checks, conf
+
+        checks.register()
+        conf.connect_signals()
+        for module in OPTIONAL_MODULES:
+            if _module_exists(module):
+                import_module(module)
+        autodiscover()

@@ -1,0 +1,243 @@
+"""Django system checks for yieldstar's settings (``python manage.py check``).
+
+| id | what |
+| --- | --- |
+| ``yieldstar.E001`` | a SQLite database without ``OPTIONS["transaction_mode"] = "IMMEDIATE"`` |
+| ``yieldstar.E002`` | ``YIELDSTAR["WAKE_BACKEND"]`` cannot be imported or is not callable |
+| ``yieldstar.E003`` | a ``YIELDSTAR`` value of the wrong type or out of range |
+| ``yieldstar.W001`` | an unknown ``YIELDSTAR`` key (a typo is silently ignored otherwise) |
+| ``yieldstar.W002`` | ``API_MAX_BODY_BYTES`` below ``MAX_STATE_BYTES`` |
+
+The checks only read settings; none connects to a database. They are
+registered by :meth:`yieldstar_django.apps.YieldstarConfig.ready`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.apps import AppConfig
+from django.conf import settings
+from django.core import checks
+from django.core.checks import CheckMessage
+from django.core.exceptions import ImproperlyConfigured
+
+from .conf import DEFAULTS, SETTING_NAME, yieldstar_settings
+
+__all__ = [
+    "check_settings",
+    "check_sqlite_transaction_mode",
+    "check_wake_backend",
+    "register",
+]
+
+TAG = "yieldstar"
+
+#: SQLite transaction modes that take the write lock when the transaction begins.
+SQLITE_LOCKING_MODES = frozenset({"IMMEDIATE", "EXCLUSIVE"})
+
+
+def _int_at_least(minimum: int) -> Callable[[object], bool]:
+    def accepts(value: object) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+    return accepts
+
+
+def _number_at_least(minimum: float, *, strict: bool = False) -> Callable[[object], bool]:
+    def accepts(value: object) -> bool:
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return False
+        if not math.isfinite(value):
+            return False
+        return value > minimum if strict else value >= minimum
+
+    return accepts
+
+
+def _optional(rule: Callable[[object], bool]) -> Callable[[object], bool]:
+    return lambda value: value is None or rule(value)
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    accepts: Callable[[object], bool]
+    expected: str
+
+
+#: What each non-import setting must hold. Keep in step with ``conf.DEFAULTS``.
+RULES: Mapping[str, _Rule] = {
+    "CAS_MAX_ATTEMPTS": _Rule(_int_at_least(1), "an integer >= 1"),
+    "CAS_BACKOFF_BASE": _Rule(_number_at_least(0), "a finite number of seconds >= 0"),
+    "CAS_BACKOFF_MAX": _Rule(_number_at_least(0), "a finite number of seconds >= 0"),
+    "MAX_STATE_BYTES": _Rule(_int_at_least(1024), "an integer number of bytes >= 1024"),
+    "MAX_DEPTH": _Rule(_int_at_least(1), "an integer >= 1"),
+    "VERSION_HISTORY_LIMIT": _Rule(_optional(_int_at_least(1)), "None or an integer >= 1"),
+    "VERSION_HISTORY_KEEP_STATE": _Rule(_is_bool, "True or False"),
+    "RELAY_DELAY": _Rule(_number_at_least(0), "a finite number of seconds >= 0"),
+    "RELAY_INTERVAL": _Rule(_number_at_least(0, strict=True), "a finite number of seconds > 0"),
+    "LEASE_SECONDS": _Rule(_number_at_least(0, strict=True), "a finite number of seconds > 0"),
+    "API_REQUIRE_IF_MATCH": _Rule(_is_bool, "True or False"),
+    "API_MAX_BODY_BYTES": _Rule(
+        _optional(_int_at_least(1024)), "None or an integer number of bytes >= 1024"
+    ),
+}
+
+
+def _setting_error(key: str, value: object, expected: str) -> checks.Error:
+    return checks.Error(
+        f"{SETTING_NAME}[{key!r}] = {value!r} is invalid: it must be {expected}.",
+        hint=(
+            f"Set {SETTING_NAME}[{key!r}] to {expected}, or remove the key to use the "
+            f"default ({DEFAULTS[key]!r})."
+        ),
+        id="yieldstar.E003",
+    )
+
+
+def check_settings(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """E003 for invalid values, W001 for unknown keys, W002 for a body cap below the state cap."""
+    try:
+        user = yieldstar_settings.user_settings
+    except ImproperlyConfigured as exc:
+        return [
+            checks.Error(
+                str(exc),
+                hint=f"Set settings.{SETTING_NAME} to a dict such as {{'CAS_MAX_ATTEMPTS': 50}}.",
+                id="yieldstar.E003",
+            )
+        ]
+
+    messages: list[CheckMessage] = []
+    for key, rule in RULES.items():
+        if key in user and not rule.accepts(user[key]):
+            messages.append(_setting_error(key, user[key], rule.expected))
+    invalid = {key for key in RULES if key in user and not RULES[key].accepts(user[key])}
+
+    if not invalid & {"CAS_BACKOFF_BASE", "CAS_BACKOFF_MAX"}:
+        base, cap = yieldstar_settings.CAS_BACKOFF_BASE, yieldstar_settings.CAS_BACKOFF_MAX
+        if cap < base:
+            messages.append(
+                checks.Error(
+                    f"{SETTING_NAME}['CAS_BACKOFF_MAX'] = {cap!r} is below "
+                    f"{SETTING_NAME}['CAS_BACKOFF_BASE'] = {base!r}.",
+                    hint="Make CAS_BACKOFF_MAX greater than or equal to CAS_BACKOFF_BASE.",
+                    id="yieldstar.E003",
+                )
+            )
+
+    if not invalid & {"MAX_STATE_BYTES", "API_MAX_BODY_BYTES"}:
+        body, state = yieldstar_settings.API_MAX_BODY_BYTES, yieldstar_settings.MAX_STATE_BYTES
+        if body < state:
+            messages.append(
+                checks.Warning(
+                    f"{SETTING_NAME}['API_MAX_BODY_BYTES'] = {body} is below "
+                    f"MAX_STATE_BYTES = {state}: the HTTP API will refuse states that "
+                    "the store accepts.",
+                    hint="Remove API_MAX_BODY_BYTES (it then follows MAX_STATE_BYTES) "
+                    "or raise it above MAX_STATE_BYTES.",
+                    id="yieldstar.W002",
+                )
+            )
+
+    for key in yieldstar_settings.unknown_keys():
+        close = difflib.get_close_matches(key, list(DEFAULTS), n=1)
+        suggestion = f" Did you mean {close[0]!r}?" if close else ""
+        messages.append(
+            checks.Warning(
+                f"Unknown setting {SETTING_NAME}[{key!r}]: it is ignored.",
+                hint=f"Remove it or fix its name.{suggestion} "
+                f"Known keys: {', '.join(sorted(DEFAULTS))}.",
+                id="yieldstar.W001",
+            )
+        )
+    return messages
+
+
+def check_wake_backend(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """E002 if ``WAKE_BACKEND`` cannot be imported or is not callable."""
+    try:
+        configured = yieldstar_settings.get("WAKE_BACKEND")
+        backend = yieldstar_settings.import_setting("WAKE_BACKEND")
+    except ImproperlyConfigured as exc:
+        problem = str(exc)
+    else:
+        if callable(backend):
+            return []
+        problem = f"{SETTING_NAME}['WAKE_BACKEND'] = {configured!r} is not callable."
+    if configured == DEFAULTS["WAKE_BACKEND"]:
+        hint = (
+            "The default backend needs yieldstar_django.wakes and Celery: reinstall "
+            "yieldstar-django, or set "
+            f"{SETTING_NAME}['WAKE_BACKEND'] to the dotted path of a callable deliver(wakes)."
+        )
+    else:
+        hint = (
+            f"Set {SETTING_NAME}['WAKE_BACKEND'] to the dotted path of a callable "
+            f"deliver(wakes), or remove it to use the default ({DEFAULTS['WAKE_BACKEND']!r})."
+        )
+    return [checks.Error(problem, hint=hint, id="yieldstar.E002")]
+
+
+def _is_sqlite(engine: str) -> bool:
+    """Whether the backend ``engine`` is SQLite (the stock one or a subclass such as SpatiaLite)."""
+    from django.db.utils import load_backend
+
+    try:
+        wrapper = load_backend(engine).DatabaseWrapper
+    except Exception:  # a broken ENGINE (or missing GDAL) is reported by Django itself
+        return "sqlite" in engine or "spatialite" in engine
+    return getattr(wrapper, "vendor", None) == "sqlite"
+
+
+def check_sqlite_transaction_mode(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """E001 for each SQLite database whose transactions do not take the write lock at BEGIN.
+
+    yieldstar reads a store and then writes it in one transaction. SQLite's default
+    ``DEFERRED`` transactions take the write lock only at the first write, so two such
+    transactions deadlock and one fails with "database is locked" at once, without
+    waiting for the busy timeout. ``IMMEDIATE`` (or ``EXCLUSIVE``) avoids that.
+    """
+    messages: list[CheckMessage] = []
+    databases: Mapping[str, Mapping[str, Any]] = getattr(settings, "DATABASES", {})
+    for alias, config in databases.items():
+        engine = str(config.get("ENGINE", ""))
+        if not engine or not _is_sqlite(engine):
+            continue
+        options = config.get("OPTIONS") or {}
+        mode = options.get("transaction_mode")
+        if isinstance(mode, str) and mode.upper() in SQLITE_LOCKING_MODES:
+            continue
+        messages.append(
+            checks.Error(
+                f"SQLite database {alias!r} uses transaction_mode={mode!r}: concurrent "
+                "store updates fail with 'database is locked'.",
+                hint=(
+                    f'Set DATABASES[{alias!r}]["OPTIONS"]["transaction_mode"] = "IMMEDIATE" '
+                    "(Django 5.1+), or use PostgreSQL."
+                ),
+                obj=alias,
+                id="yieldstar.E001",
+            )
+        )
+    return messages
+
+
+def register() -> None:
+    """Register every check under the ``yieldstar`` tag (idempotent)."""
+    for check in (check_sqlite_transaction_mode, check_wake_backend, check_settings):
+        checks.register(check, TAG)
