@@ -75,3 +75,5 @@ ensure_rabbitmq() {
 ensure_postgres
 ensure_redis
 ensure_rabbitmq
+echo "==> services: PostgreSQL $(postgres_up && echo up || echo down)," \
+  "Redis $(redis_up && echo up || echo down), RabbitMQ $(rabbitmq_up && echo up || echo down)"
