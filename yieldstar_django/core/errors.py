@@ -47,9 +47,7 @@ class WorkflowValueError(YieldstarError):
     ``""`` outside a workflow; ``path`` locates the offending part of the value.
     """
 
-    def __init__(
-        self, code: str, step_key: str, message: str, *, path: StorePath = ()
-    ) -> None:
+    def __init__(self, code: str, step_key: str, message: str, *, path: StorePath = ()) -> None:
         self.code = code
         self.step_key = step_key
         self.path = tuple(path)
@@ -124,4 +122,3 @@ __all__ = [
     "register_error_class",
     "registered_error_name",
 ]
-

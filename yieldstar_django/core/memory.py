@@ -71,7 +71,9 @@ class MemoryStoreClient(CasStoreClient):
         with self._lock:
             return self._stores.get((definition.name, id))
 
-    def insert_store(self, definition: StoreDefinition, id: str, stored: StoredState) -> StoredState:
+    def insert_store(
+        self, definition: StoreDefinition, id: str, stored: StoredState
+    ) -> StoredState:
         with self._lock:
             existing = self._stores.get((definition.name, id))
             if existing is not None:
@@ -104,7 +106,9 @@ class MemoryStoreClient(CasStoreClient):
                 return MISSING
             elif (current.instance_id, current.version) != (expected.instance_id, expected.version):
                 return conflict(current)
-            written = StoredState(expected.instance_id, expected.version + 1, mutation.encoded_state)
+            written = StoredState(
+                expected.instance_id, expected.version + 1, mutation.encoded_state
+            )
             self._stores[key] = written
             if mutation.step_id is not None:
                 assert mutation.encoded_result is not None

@@ -43,7 +43,7 @@ class WriteLog:
 class TrackedDict(dict[str, Any]):
     """A ``dict`` in an updater's draft that records the paths written through it."""
 
-    __slots__ = ("_ys_path", "_ys_log")
+    __slots__ = ("_ys_log", "_ys_path")
 
     def __init__(self, data: Mapping[str, Any], path: StorePath, log: WriteLog) -> None:
         dict.__init__(self, data)
@@ -76,7 +76,7 @@ class TrackedDict(dict[str, Any]):
             self._record(key)
         return dict.setdefault(self, key, default)
 
-    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, *args: Any, **kwargs: Any) -> None:
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 
@@ -96,7 +96,7 @@ class TrackedDict(dict[str, Any]):
 class TrackedList(list[Any]):
     """A ``list`` in an updater's draft that records the paths written through it."""
 
-    __slots__ = ("_ys_path", "_ys_log")
+    __slots__ = ("_ys_log", "_ys_path")
 
     def __init__(self, data: Iterable[Any], path: StorePath, log: WriteLog) -> None:
         list.__init__(self, data)
@@ -184,11 +184,11 @@ class TrackedList(list[Any]):
         list.reverse(self)
         self._record_self()
 
-    def __iadd__(self, values: Iterable[Any]) -> TrackedList:  # type: ignore[override,misc]
+    def __iadd__(self, values: Iterable[Any]) -> TrackedList:  # type: ignore[misc]
         self.extend(values)
         return self
 
-    def __imul__(self, count: SupportsIndex) -> TrackedList:  # type: ignore[override,misc]
+    def __imul__(self, count: SupportsIndex) -> TrackedList:
         self._record_self()
         list.__imul__(self, count)
         return self
@@ -219,9 +219,9 @@ def build_draft(state: Any, log: WriteLog) -> Any:
             else:
                 continue
             if type(node) is TrackedDict:
-                dict.__setitem__(node, key, wrapped)
+                dict.__setitem__(node, str(key), wrapped)
             else:
-                list.__setitem__(node, key, wrapped)
+                list.__setitem__(node, int(key), wrapped)
             stack.append(wrapped)
     return root
 
@@ -238,11 +238,29 @@ def _refuse(*_args: Any, **_kwargs: Any) -> NoReturn:
 
 
 class _ReadLog:
-    __slots__ = ("paths", "views")
+    """Reads of one selector run.
+
+    ``paths`` holds what the selector observed as a value: leaf values, missing keys and
+    structural reads of containers. ``accessed`` holds containers it merely stepped into;
+    such an access observes only that a container is there, which only a write at that path
+    or above can change, so it is kept only when nothing below it was read (a write above
+    intersects the deeper read anyway).
+    """
+
+    __slots__ = ("accessed", "paths", "views")
 
     def __init__(self) -> None:
         self.paths: list[StorePath] = []
+        self.accessed: list[StorePath] = []
         self.views: dict[int, ReadView] = {}
+
+    def child(self, value: Any, path: StorePath) -> Any:
+        """Record reading ``value`` at ``path`` and return what the selector sees."""
+        if isinstance(value, (dict, list)):
+            self.accessed.append(path)
+            return self.wrap(value, path)
+        self.paths.append(path)
+        return value
 
     def wrap(self, value: Any, path: StorePath) -> Any:
         if isinstance(value, dict):
@@ -257,6 +275,15 @@ class _ReadLog:
         view = view_type(value, path, self)
         self.views[id(value)] = view
         return view
+
+    def read_paths(self) -> list[StorePath]:
+        observed = set(self.paths) | set(self.accessed)
+        extended: set[StorePath] = set()
+        for path in observed:
+            for n in range(len(path)):
+                extended.add(path[:n])
+        kept = [path for path in set(self.accessed) if path not in extended]
+        return collapse_paths([*self.paths, *kept])
 
 
 class ReadView:
@@ -307,14 +334,16 @@ class DictView(ReadView, Mapping[str, Any]):
 
     def __getitem__(self, key: str) -> Any:
         path = (*self._ys_path, key)
-        self._ys_log.paths.append(path)
-        return self._ys_log.wrap(dict.__getitem__(self._ys_target, key), path)
+        if not dict.__contains__(self._ys_target, key):
+            self._ys_log.paths.append(path)
+            raise KeyError(key)
+        return self._ys_log.child(dict.__getitem__(self._ys_target, key), path)
 
     def get(self, key: str, default: Any = None) -> Any:
         path = (*self._ys_path, key)
-        self._ys_log.paths.append(path)
         if dict.__contains__(self._ys_target, key):
-            return self._ys_log.wrap(dict.__getitem__(self._ys_target, key), path)
+            return self._ys_log.child(dict.__getitem__(self._ys_target, key), path)
+        self._ys_log.paths.append(path)
         return default
 
     def __len__(self) -> int:
@@ -365,9 +394,7 @@ class ListView(ReadView, Sequence[Any]):
         if not 0 <= position < size:
             self._read_self()
             raise IndexError("list index out of range")
-        path = (*self._ys_path, position)
-        self._ys_log.paths.append(path)
-        return self._ys_log.wrap(list.__getitem__(target, position), path)
+        return self._ys_log.child(list.__getitem__(target, position), (*self._ys_path, position))
 
     def __len__(self) -> int:
         self._read_self()
@@ -379,7 +406,8 @@ class ListView(ReadView, Sequence[Any]):
         return iter([wrap(v, (*base, i)) for i, v in enumerate(self._ys_target)])
 
     def __reversed__(self) -> Iterator[Any]:
-        return reversed(list(self.__iter__()))
+        items: list[Any] = list(self.__iter__())
+        return iter(items[::-1])
 
     def __contains__(self, value: object) -> bool:
         self._read_self()
@@ -435,8 +463,10 @@ def unwrap_selected(value: Any, *, max_depth: int = 256) -> Any:
 def track_selector(state: Any, selector: Callable[[Any], T]) -> tuple[T, list[StorePath]]:
     """Run ``selector`` over a read-recording view of ``state``; return its result and reads."""
     log = _ReadLog()
+    if not isinstance(state, (dict, list)):
+        log.paths.append(())  # a scalar state is read whole
     result = selector(log.wrap(state, ()))
-    return result, collapse_paths(log.paths)
+    return result, log.read_paths()
 
 
 # --- diff and intersection -------------------------------------------------------------
@@ -474,24 +504,20 @@ def diff_paths(previous: Any, current: Any) -> list[StorePath]:
                 stack.append((left[index], right[index], (*path, index)))
             for index in range(common, max(len(left), len(right))):
                 paths.append((*path, index))
-        elif isinstance(left, (dict, list)) or isinstance(right, (dict, list)):
-            paths.append(path)
-        elif not _same_scalar(left, right):
+        elif (
+            isinstance(left, (dict, list))
+            or isinstance(right, (dict, list))
+            or not _same_scalar(left, right)
+        ):
             paths.append(path)
     return collapse_paths(paths)
 
 
 def collapse_paths(paths: Iterable[StorePath]) -> list[StorePath]:
-    """Deduplicate ``paths`` and drop any path that a kept shorter path is a prefix of."""
-    unique = sorted(set(paths), key=len)
-    kept: set[StorePath] = set()
-    result: list[StorePath] = []
-    for path in unique:
-        if any(path[:n] in kept for n in range(len(path))):
-            continue
-        kept.add(path)
-        result.append(path)
-    return result
+    """Deduplicate ``paths`` (first-seen order) and drop any path under another kept path."""
+    unique = list(dict.fromkeys(paths))
+    present = set(unique)
+    return [path for path in unique if not any(path[:n] in present for n in range(len(path)))]
 
 
 def is_prefix(prefix: StorePath, path: StorePath) -> bool:

@@ -121,9 +121,7 @@ class StoreWaiter:
     read_paths: tuple[StorePath, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "read_paths", tuple(tuple(path) for path in self.read_paths)
-        )
+        object.__setattr__(self, "read_paths", tuple(tuple(path) for path in self.read_paths))
 
 
 @dataclass(frozen=True)

@@ -328,7 +328,9 @@ class CasStoreClient(StoreClient):
         """The store's row, or ``None`` if it does not exist."""
 
     @abstractmethod
-    def insert_store(self, definition: StoreDefinition, id: str, stored: StoredState) -> StoredState:
+    def insert_store(
+        self, definition: StoreDefinition, id: str, stored: StoredState
+    ) -> StoredState:
         """Insert ``stored`` as version 0 unless the store exists; return the row after it."""
 
     @abstractmethod
@@ -347,7 +349,9 @@ class CasStoreClient(StoreClient):
 
     # shared machinery
 
-    def validate_state(self, definition: StoreDefinition, value: Any, step_key: str) -> tuple[Any, str]:
+    def validate_state(
+        self, definition: StoreDefinition, value: Any, step_key: str
+    ) -> tuple[Any, str]:
         """Run the schema, then check durability. Returns (state, canonical encoding)."""
         limits = self.durable_limits()
         try:
@@ -404,7 +408,9 @@ class CasStoreClient(StoreClient):
         draft = build_draft(decode_durable(stored.encoded), log)
         returned = _call_sync(updater, "updater", draft)
         replaced = returned is not None and returned is not draft
-        return self._finalize(definition, stored, returned if replaced else draft, draft, log, step_key)
+        return self._finalize(
+            definition, stored, returned if replaced else draft, draft, log, step_key
+        )
 
     def _finalize(
         self,
@@ -447,7 +453,13 @@ class CasStoreClient(StoreClient):
             version = stored.version + 1
             outcome = self.commit_mutation(
                 StoreMutation(
-                    definition, id, stored, created, encoded, paths, step_id,
+                    definition,
+                    id,
+                    stored,
+                    created,
+                    encoded,
+                    paths,
+                    step_id,
                     _update_record("update", encoded, stored.version, version) if step_id else None,
                 )
             )
@@ -486,7 +498,13 @@ class CasStoreClient(StoreClient):
         version = current.version + 1
         outcome = self.commit_mutation(
             StoreMutation(
-                definition, id, current, False, encoded, paths, step_id,
+                definition,
+                id,
+                current,
+                False,
+                encoded,
+                paths,
+                step_id,
                 _update_record("update_from", encoded, current.version, version)
                 if step_id
                 else None,
@@ -560,7 +578,9 @@ class CasStoreClient(StoreClient):
         while True:
             log = WriteLog()
             draft = build_draft(decode_durable(stored.encoded), log)
-            found, read_paths = track_selector(draft, lambda view: _call_sync(selector, "selector", view))
+            found, read_paths = track_selector(
+                draft, lambda view: _call_sync(selector, "selector", view)
+            )
             if not is_selector_match(found):
                 if created:
                     current = self.insert_store(definition, id, stored)
@@ -591,7 +611,9 @@ class CasStoreClient(StoreClient):
                 StoreMutation(definition, id, stored, created, encoded, paths, step_id, record)
             )
             if outcome.status == "committed":
-                return StoreTakeMatched(decode_durable(selected_encoded), stored.instance_id, version)
+                return StoreTakeMatched(
+                    decode_durable(selected_encoded), stored.instance_id, version
+                )
             if outcome.status == "already-applied":
                 return self._recorded(outcome)  # type: ignore[return-value]
             recorded = self._applied(definition, id, step_id)

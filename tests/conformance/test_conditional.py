@@ -1,0 +1,133 @@
+"""``update_store_from`` and ``delete_store_from``: snapshot comparisons (design §3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from yieldstar_django import StoreSnapshot
+from yieldstar_django.core.results import (
+    StoreDeleteConflict,
+    StoreDeleted,
+    StoreUpdateConflict,
+    StoreUpdated,
+)
+
+
+def test_update_from_current_snapshot(harness: Any, define: Any) -> None:
+    d = define()
+    c = harness.client
+    snap = c.get_store(d, "a")
+    result = c.update_store_from(d, "a", snapshot=snap, updater=lambda s: s.update(count=1))
+    assert result == StoreUpdated({"items": [], "count": 1}, previous_version=0, version=1)
+    assert result.updated is True
+
+
+def test_update_from_stale_snapshot_is_a_conflict_that_changes_nothing(
+    harness: Any, define: Any
+) -> None:
+    d = define()
+    c = harness.client
+    stale = c.get_store(d, "a")
+    c.update_store(d, "a", updater=lambda s: s.update(count=7))
+    calls: list[int] = []
+    result = c.update_store_from(
+        d, "a", snapshot=stale, updater=lambda s: calls.append(1) or s.update(count=0)
+    )
+    assert isinstance(result, StoreUpdateConflict)
+    assert result.updated is False
+    assert (result.expected_instance_id, result.actual_instance_id) == (
+        stale.instance_id,
+        stale.instance_id,
+    )
+    assert (result.expected_version, result.actual_version) == (0, 1)
+    assert calls == []
+    assert c.get_store(d, "a").state["count"] == 7
+    assert c.get_store(d, "a").version == 1
+
+
+def test_update_from_another_instance_is_a_conflict(harness: Any, define: Any) -> None:
+    d = define()
+    c = harness.client
+    old = c.get_store(d, "a")
+    c.delete_store(d, "a")
+    new = c.get_store(d, "a")
+    result = c.update_store_from(d, "a", snapshot=old, updater=lambda s: None)
+    assert isinstance(result, StoreUpdateConflict)
+    assert result.actual_instance_id == new.instance_id
+    assert c.get_store(d, "a") == new
+
+
+def test_update_from_runs_on_stored_state_not_on_the_callers_copy(
+    harness: Any, define: Any
+) -> None:
+    d = define()
+    c = harness.client
+    snap = c.get_store(d, "a")
+    snap.state["items"].append("edited by the caller")  # the caller's copy, not the store
+    seen: list[Any] = []
+    c.update_store_from(d, "a", snapshot=snap, updater=lambda s: seen.append(list(s["items"])))
+    assert seen == [[]]
+
+
+def test_snapshot_without_instance_id_is_refused(harness: Any, define: Any) -> None:
+    d = define()
+    c = harness.client
+    c.get_store(d, "a")
+    bad = StoreSnapshot({"items": [], "count": 0}, "", 0)
+    with pytest.raises(ValueError, match="read a fresh snapshot"):
+        c.update_store_from(d, "a", snapshot=bad, updater=lambda s: None)
+    with pytest.raises(ValueError, match="read a fresh snapshot"):
+        c.delete_store_from(d, "a", snapshot=bad)
+    assert c.get_store(d, "a").version == 0
+
+
+def test_delete_from_current_snapshot(harness: Any, define: Any) -> None:
+    d = define()
+    c = harness.client
+    snap = c.get_store(d, "a")
+    assert c.delete_store_from(d, "a", snapshot=snap) == StoreDeleted()
+    assert c.list_stores(d) == []
+
+
+def test_delete_from_stale_snapshot_is_a_conflict(harness: Any, define: Any) -> None:
+    d = define()
+    c = harness.client
+    snap = c.get_store(d, "a")
+    c.update_store(d, "a", updater=lambda s: s.update(count=1))
+    result = c.delete_store_from(d, "a", snapshot=snap)
+    assert result == StoreDeleteConflict(snap.instance_id, snap.instance_id, 0, 1)
+    assert (result.deleted, result.reason) == (False, "conflict")
+    assert c.get_store(d, "a").state["count"] == 1
+
+
+def test_delete_from_missing_store_creates_it_and_conflicts(harness: Any, define: Any) -> None:
+    d = define()
+    c = harness.client
+    gone = c.get_store(d, "a")
+    c.delete_store(d, "a")
+    result = c.delete_store_from(d, "a", snapshot=gone)
+    assert isinstance(result, StoreDeleteConflict)
+    created = c.get_store(d, "a")
+    assert result.actual_instance_id == created.instance_id != gone.instance_id
+    assert result.actual_version == 0
+    assert c.list_stores(d) == ["a"]
+
+
+def test_delete_store_is_a_no_op_on_a_missing_store(harness: Any, define: Any) -> None:
+    calls: list[str] = []
+    d = define(initial=lambda id: calls.append(id) or {"items": [], "count": 0})
+    harness.client.delete_store(d, "never")
+    assert harness.client.list_stores(d) == []
+    assert calls == []
+
+
+def test_list_stores_uses_code_point_order(harness: Any, define: Any) -> None:
+    d = define()
+    ids = ["b", "a", "B", "aa", "a b", "é", "z", "😀", "\uffef", "Z9", "10", "9", "_", "~"]
+    for id in ids:
+        harness.client.get_store(d, id)
+    other = define()
+    harness.client.get_store(other, "elsewhere")
+    assert harness.client.list_stores(d) == sorted(ids)

@@ -1,0 +1,153 @@
+"""Waiters and wakes: registration is linearizable with mutations (design §3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yieldstar_django import StoreWaiter
+from yieldstar_django.core.results import Wake
+
+
+def wait_on(
+    harness: Any, d: Any, id: str, selector: Any, execution_id: str = "exec"
+) -> StoreWaiter:
+    result = harness.client.take_from_store(d, id, selector=selector, claim=None)
+    assert result.matched is False
+    waiter = StoreWaiter(
+        workflow_id="wf",
+        execution_id=execution_id,
+        step_key="take-0",
+        store_name=d.name,
+        store_id=id,
+        instance_id=result.instance_id,
+        since_version=result.version,
+        read_paths=result.read_paths,
+    )
+    harness.client.register_waiter(waiter)
+    return waiter
+
+
+def ready_job(state: Any) -> Any:
+    return state["jobs"][0] if state["jobs"] else None
+
+
+def test_current_waiter_is_not_woken_until_an_intersecting_change(
+    harness: Any, define: Any
+) -> None:
+    d = define(initial=lambda id: {"jobs": [], "other": 0})
+    wait_on(harness, d, "q", ready_job)
+    assert harness.wakes == []
+    harness.client.update_store(d, "q", updater=lambda s: s.update(other=1))
+    assert harness.wakes == [], "a disjoint change wakes nobody"
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append("j"))
+    assert harness.wakes == [Wake("exec", "wf")]
+
+
+def test_stale_registration_is_woken_at_once(harness: Any, define: Any) -> None:
+    d = define(initial=lambda id: {"jobs": [], "other": 0})
+    result = harness.client.take_from_store(d, "q", selector=ready_job, claim=None)
+    harness.client.update_store(d, "q", updater=lambda s: s.update(other=1))  # even a disjoint one
+    harness.client.register_waiter(
+        StoreWaiter(
+            "wf", "exec", "k", d.name, "q", result.instance_id, result.version, result.read_paths
+        )
+    )
+    assert harness.wakes == [Wake("exec", "wf")]
+
+
+def test_waiter_on_another_instance_is_woken_at_once(harness: Any, define: Any) -> None:
+    d = define(initial=lambda id: {"jobs": []})
+    result = harness.client.take_from_store(d, "q", selector=ready_job, claim=None)
+    harness.client.delete_store(d, "q")
+    harness.client.get_store(d, "q")
+    harness.client.register_waiter(
+        StoreWaiter(
+            "wf", "exec", "k", d.name, "q", result.instance_id, result.version, result.read_paths
+        )
+    )
+    assert harness.wakes == [Wake("exec", "wf")]
+
+
+def test_waiter_stays_registered_until_removed(harness: Any, define: Any) -> None:
+    d = define(initial=lambda id: {"jobs": []})
+    wait_on(harness, d, "q", ready_job)
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append(1))
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append(2))
+    assert [w.execution_id for w in harness.wakes] == ["exec", "exec"]
+    assert len(harness.waiters(d, "q")) == 1
+    harness.client.remove_waiters("exec", "take-0")
+    assert harness.waiters(d, "q") == []
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append(3))
+    assert len(harness.wakes) == 2
+
+
+def test_prefix_intersection_in_both_directions(harness: Any, define: Any) -> None:
+    d = define(initial=lambda id: {"a": {"b": {"c": 0}}, "z": 0})
+    wait_on(harness, d, "s", lambda s: s["a"]["b"]["c"] == 1 or None, execution_id="deep")
+    wait_on(harness, d, "s", lambda s: s["a"] == {"x": 1} or None, execution_id="shallow")
+    harness.client.update_store(d, "s", updater=lambda s: {"a": {"b": {"c": 0}}, "z": 1})
+    assert harness.wakes == [], "a replacement that changes only z is diffed down to z"
+    harness.client.update_store(d, "s", updater=lambda s: s.update(a={"b": {"c": 2}}))
+    assert {w.execution_id for w in harness.wakes} == {"deep", "shallow"}
+    harness.wakes.clear()
+    harness.client.update_store(d, "s", updater=lambda s: s["a"]["b"].update(c=5))
+    assert {w.execution_id for w in harness.wakes} == {"deep", "shallow"}
+
+
+def test_list_shift_wakes_readers_of_any_element(harness: Any, define: Any) -> None:
+    d = define(initial=lambda id: {"jobs": ["a", "b", "c"]})
+    wait_on(harness, d, "q", lambda s: s["jobs"][2] == "x" or None, execution_id="third")
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append("d"))
+    assert harness.wakes == []
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].insert(0, "z"))
+    assert [w.execution_id for w in harness.wakes] == ["third"]
+
+
+def test_last_element_readers_wake_on_append(harness: Any, define: Any) -> None:
+    d = define(initial=lambda id: {"log": ["a"]})
+    wait_on(harness, d, "l", lambda s: s["log"][-1] == "done" or None, execution_id="tail")
+    harness.client.update_store(d, "l", updater=lambda s: s["log"].append("done"))
+    assert [w.execution_id for w in harness.wakes] == ["tail"]
+
+
+def test_deleting_a_store_wakes_and_removes_its_waiters(harness: Any, define: Any) -> None:
+    d = define(initial=lambda id: {"jobs": []})
+    wait_on(harness, d, "q", ready_job, execution_id="one")
+    wait_on(harness, d, "q", ready_job, execution_id="two")
+    harness.client.delete_store(d, "q")
+    assert {w.execution_id for w in harness.wakes} == {"one", "two"}
+    assert harness.waiters(d, "q") == []
+
+
+def test_delete_from_wakes_waiters(harness: Any, define: Any) -> None:
+    d = define(initial=lambda id: {"jobs": []})
+    wait_on(harness, d, "q", ready_job)
+    snap = harness.client.get_store(d, "q")
+    assert harness.client.delete_store_from(d, "q", snapshot=snap).deleted is True
+    assert harness.wakes == [Wake("exec", "wf")]
+
+
+def test_matched_take_wakes_intersecting_waiters(harness: Any, define: Any) -> None:
+    d = define(initial=lambda id: {"jobs": ["a"], "count": 0})
+    wait_on(harness, d, "q", lambda s: s["count"] > 0 or None, execution_id="counter")
+    harness.client.take_from_store(
+        d, "q", selector=ready_job, claim=lambda draft, j: draft.update(count=draft["count"] + 1)
+    )
+    assert [w.execution_id for w in harness.wakes] == ["counter"]
+
+
+def test_changed_paths_are_recorded_precisely(harness: Any, define: Any) -> None:
+    d = define(initial=lambda id: {"items": [1, 2], "meta": {"a": 1, "b": 2}})
+    c = harness.client
+    c.update_store(d, "p", updater=lambda s: s["meta"].update(a=5))
+    c.update_store(d, "p", updater=lambda s: s["items"].append(3))
+    c.update_store(d, "p", updater=lambda s: s["items"].insert(0, 0))
+    c.update_store(d, "p", updater=lambda s: s["meta"].__delitem__("b"))
+    c.update_store(d, "p", updater=lambda s: {**s, "meta": {"a": 5, "c": 1}})
+    assert harness.changed_paths(d, "p") == [
+        (("meta", "a"),),
+        (("items", 2),),
+        (("items",),),
+        (("meta", "b"),),
+        (("meta", "c"),),
+    ]

@@ -1,0 +1,115 @@
+"""Durable values: rejections name the offending path; encoding is canonical."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from yieldstar_django.core.durable import (
+    DurableLimits,
+    check_durable,
+    clone_durable,
+    decode_durable,
+    encode_durable,
+)
+from yieldstar_django.core.errors import WorkflowValueError
+
+
+@pytest.mark.parametrize(
+    ("value", "path", "reason"),
+    [
+        ({"a": [1, math.nan]}, ("a", 1), "finite"),
+        ({"a": -math.inf}, ("a",), "finite"),
+        ({"a": {3: 1}}, ("a",), "keys must be str"),
+        ({"a": {1, 2}}, ("a",), "set values"),
+        ({"a": b"x"}, ("a",), "bytes values"),
+        ({"when": __import__("datetime").date(2026, 1, 1)}, ("when",), "date values"),
+        ({"a": ["ok", "bad\x00"]}, ("a", 1), "\\x00"),
+        ({"a": "\udc00"}, ("a",), "surrogate"),
+        ({"k\x00": 1}, ("k\x00",), "key cannot hold"),
+        ({"a": object()}, ("a",), "object values"),
+    ],
+)
+def test_rejections_name_the_path(value: Any, path: tuple[Any, ...], reason: str) -> None:
+    with pytest.raises(WorkflowValueError) as info:
+        encode_durable(value, step_key="s1", label="Result")
+    err = info.value
+    assert err.code == "INVALID_STEP_VALUE"
+    assert err.step_key == "s1"
+    assert err.path == path
+    assert reason in str(err)
+    assert str(err).startswith("Result is not a durable value")
+
+
+def test_subclasses_of_scalars_are_not_durable() -> None:
+    import enum
+
+    class Color(enum.IntEnum):
+        RED = 1
+
+    with pytest.raises(WorkflowValueError, match="Color values"):
+        check_durable({"c": Color.RED})
+
+
+def test_cycles_are_rejected_but_shared_references_are_fine() -> None:
+    shared = {"x": 1}
+    assert decode_durable(encode_durable({"a": shared, "b": shared})) == {
+        "a": {"x": 1},
+        "b": {"x": 1},
+    }
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(WorkflowValueError, match="cycle"):
+        check_durable(loop)
+
+
+def test_hundred_thousand_levels_is_a_clean_error() -> None:
+    value: Any = 0
+    for _ in range(100_000):
+        value = [value]
+    with pytest.raises(WorkflowValueError, match="deeper than 256"):
+        encode_durable(value)
+
+
+def test_depth_limit_is_exact() -> None:
+    limits = DurableLimits(max_depth=3)
+    check_durable([[[1]]], limits=limits)
+    with pytest.raises(WorkflowValueError):
+        check_durable([[[[1]]]], limits=limits)
+
+
+def test_reference_bombs_are_bounded_by_the_size_limit() -> None:
+    node: Any = ["x" * 10]
+    for _ in range(60):  # 2**60 leaves if expanded
+        node = [node, node]
+    with pytest.raises(WorkflowValueError, match="larger than"):
+        check_durable(node, limits=DurableLimits(max_bytes=1 << 20, max_depth=256))
+
+
+def test_size_limit_counts_utf8_bytes() -> None:
+    limits = DurableLimits(max_bytes=100)
+    encode_durable("é" * 40, limits=limits)  # 80 bytes + quotes
+    with pytest.raises(WorkflowValueError, match="larger than the limit of 100 bytes"):
+        encode_durable("é" * 60, limits=limits)
+
+
+def test_canonical_encoding() -> None:
+    assert (
+        encode_durable({"b": 1, "a": [True, None, 1.5, "é"]}) == '{"a":[true,null,1.5,"é"],"b":1}'
+    )
+    assert encode_durable({"a": 1, "b": 2}) == encode_durable({"b": 2, "a": 1})
+    assert encode_durable((1, 2)) == encode_durable([1, 2])
+
+
+def test_numbers_keep_their_type_and_value() -> None:
+    for value in (1e20, 2**70, 1e300, 0.1, -0.0, 5e-324, 10**400):
+        back = clone_durable(value)
+        assert type(back) is type(value)
+        assert repr(back) == repr(value)
+
+
+def test_decode_refuses_non_finite_constants() -> None:
+    with pytest.raises(ValueError):
+        decode_durable("[NaN]")

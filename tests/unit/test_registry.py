@@ -1,0 +1,62 @@
+"""``define_store`` registers definitions by name."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from yieldstar_django import StoreDefinition, define_store
+from yieldstar_django.core.definition import get_definition, unregister_store
+
+
+def _define(name: str) -> StoreDefinition:
+    return define_store(name, None, initial=lambda id: {})
+
+
+def test_same_place_re_registers_and_another_place_raises() -> None:
+    try:
+        first = _define("registry-a")
+        second = _define("registry-a")  # same line: a module re-import
+        assert get_definition("registry-a") is second is not first
+        with pytest.raises(ImproperlyConfigured, match="already defined"):
+            define_store("registry-a", None, initial=lambda id: {})
+    finally:
+        unregister_store("registry-a")
+
+
+def test_definition_is_frozen_and_validates_its_arguments() -> None:
+    d = StoreDefinition("frozen", None, lambda id: {})
+    with pytest.raises(AttributeError):
+        d.name = "x"  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        StoreDefinition("", None, lambda id: {})
+    with pytest.raises(TypeError):
+        StoreDefinition("x", None, {})  # type: ignore[arg-type]
+
+
+def test_package_imports_without_settings_or_optional_libraries() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        for blocked in ("pydantic", "jsonschema", "rest_framework", "psycopg", "redis"):
+            sys.modules[blocked] = None
+        import os
+        os.environ.pop("DJANGO_SETTINGS_MODULE", None)
+        import yieldstar_django as y
+        d = y.define_store("plain", lambda s: None, initial=lambda id: {"n": 0})
+        c = y.MemoryStoreClient()
+        assert c.update_store(d, "a", updater=lambda s: s.update(n=1)).version == 1
+        from django.conf import settings
+        assert not settings.configured
+        print("ok")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -1,0 +1,106 @@
+"""Every supported schema kind accepts, transforms and rejects with issues and paths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from yieldstar_django.core.errors import StoreValidationError
+from yieldstar_django.core.schema import compile_schema, describe_schema
+
+
+def reject(schema: Any, value: Any) -> list[Any]:
+    with pytest.raises(StoreValidationError) as info:
+        compile_schema("s", schema)(value)
+    assert str(info.value).startswith('Invalid store state for "s"')
+    for issue in info.value.issues:
+        assert issue["message"] in str(info.value)
+    return info.value.issues
+
+
+def test_callable_returning_none_accepts_input_unchanged() -> None:
+    value = {"a": 1}
+    assert compile_schema("s", lambda v: None)(value) is value
+
+
+def test_callable_may_transform_and_may_reject() -> None:
+    assert compile_schema("s", lambda v: {**v, "b": 2})({"a": 1}) == {"a": 1, "b": 2}
+
+    def no(value: Any) -> None:
+        raise ValueError("nope")
+
+    assert reject(no, {}) == [{"message": "nope", "path": ()}]
+
+
+def test_django_validation_error_with_fields() -> None:
+    def validate(value: Any) -> None:
+        raise ValidationError({"count": ["too small"], "__all__": ["bad %(x)s"]}, params={"x": 1})
+
+    issues = reject(validate, {})
+    assert {"message": "too small", "path": ("count",)} in issues
+    assert len(issues) == 2
+
+
+def test_drf_serializer() -> None:
+    from rest_framework import serializers
+
+    class Item(serializers.Serializer[Any]):
+        name = serializers.CharField()
+
+    class State(serializers.Serializer[Any]):
+        count = serializers.IntegerField(min_value=0)
+        items = Item(many=True, required=False, default=list)
+
+    validate = compile_schema("s", State)
+    assert dict(validate({"count": 1})) == {"count": 1, "items": []}
+    issues = reject(State, {"count": -1, "items": [{"name": "ok"}, {}]})
+    paths = {tuple(i["path"]) for i in issues}
+    assert ("count",) in paths
+    assert ("items", 1, "name") in paths
+    assert describe_schema(State).startswith("DRF serializer")
+
+
+def test_pydantic_model_and_type_adapter() -> None:
+    import pydantic
+
+    class Job(pydantic.BaseModel):
+        id: int
+        tags: list[str] = []
+
+    class State(pydantic.BaseModel):
+        jobs: list[Job]
+
+    assert compile_schema("s", State)({"jobs": [{"id": 1}]}) == {"jobs": [{"id": 1, "tags": []}]}
+    issues = reject(State, {"jobs": [{"id": "x"}]})
+    assert issues[0]["path"] == ("jobs", 0, "id")
+    adapter = pydantic.TypeAdapter(list[int])
+    assert compile_schema("s", adapter)(["1", 2]) == [1, 2]
+    assert reject(adapter, ["x"])[0]["path"] == (0,)
+
+
+def test_json_schema() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "count": {"type": "integer", "minimum": 0},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["count"],
+    }
+    value = {"count": 1}
+    assert compile_schema("s", schema)(value) is value
+    issues = reject(schema, {"count": -1, "tags": ["a", 2]})
+    assert sorted(tuple(i["path"]) for i in issues) == [("count",), ("tags", 1)]
+    with pytest.raises(
+        Exception, match=r"is not valid under any of the given schemas|is not of type"
+    ):
+        compile_schema("s", {"type": 12})
+
+
+def test_unsupported_schema_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="Unsupported schema"):
+        compile_schema("s", 42)
+    with pytest.raises(TypeError, match="Unsupported schema"):
+        compile_schema("s", int)
