@@ -80,13 +80,18 @@ def check_durable(
     limits: DurableLimits = DEFAULT_LIMITS,
     step_key: str = "",
     label: str = "Value",
+    at: StorePath = (),
 ) -> None:
     """Raise ``WorkflowValueError`` (``INVALID_STEP_VALUE``) unless ``value`` is durable.
 
+    ``at`` places ``value`` inside a larger value: depth and error paths count from the root.
     Work is bounded by ``limits.max_bytes``: every node counts at least one byte.
     """
     budget = limits.max_bytes
-    stack: list[Any] = [(value, 0, None)]
+    start: _PathNode = None
+    for segment in at:
+        start = (segment, start)
+    stack: list[Any] = [(value, len(at), start)]
     on_path: set[int] = set()
     while stack:
         item = stack.pop()
@@ -169,6 +174,46 @@ def encode_durable(
     return text
 
 
+def encode_changed(
+    root: Any,
+    changed: list[StorePath],
+    *,
+    limits: DurableLimits = DEFAULT_LIMITS,
+    step_key: str = "",
+    label: str = "Value",
+) -> str:
+    """Encode ``root`` checking only the subtrees at ``changed`` paths.
+
+    For a draft whose unchanged parts were read from storage (so are durable) and whose
+    writes are all covered by ``changed``. Anything the encoder itself trips over falls back
+    to the full check, so errors are the same as ``encode_durable``'s.
+    """
+    for path in changed:
+        node = root
+        for segment in path:
+            if isinstance(node, dict):
+                if type(segment) is not str or _check_text(segment):
+                    return encode_durable(root, limits=limits, step_key=step_key, label=label)
+                if not dict.__contains__(node, segment):
+                    break  # deleted: nothing to check
+                node = dict.__getitem__(node, segment)
+            elif isinstance(node, (list, tuple)) and type(segment) is int:
+                if not 0 <= segment < len(node):
+                    break
+                node = node[segment]
+            else:
+                return encode_durable(root, limits=limits, step_key=step_key, label=label)
+        else:
+            check_durable(node, limits=limits, step_key=step_key, label=label, at=path)
+    try:
+        text = _dumps(root)
+    except (TypeError, ValueError, RecursionError):
+        return encode_durable(root, limits=limits, step_key=step_key, label=label)
+    if len(text) * 4 > limits.max_bytes and len(text.encode("utf-8")) > limits.max_bytes:
+        raise _fail(label, step_key, None, _too_large(limits))
+    return text
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a durable value")
 
@@ -190,5 +235,6 @@ __all__ = [
     "check_durable",
     "clone_durable",
     "decode_durable",
+    "encode_changed",
     "encode_durable",
 ]

@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .definition import StoreDefinition
-from .durable import DEFAULT_LIMITS, DurableLimits, check_durable, decode_durable, encode_durable
+from .durable import (
+    DEFAULT_LIMITS,
+    DurableLimits,
+    check_durable,
+    decode_durable,
+    encode_changed,
+    encode_durable,
+)
 from .errors import StoreContentionError, StoreValidationError
 from .paths import WriteLog, build_draft, diff_paths, track_selector, unwrap_selected
 from .results import (
@@ -421,9 +428,21 @@ class CasStoreClient(StoreClient):
         log: WriteLog,
         step_key: str,
     ) -> tuple[str, list[StorePath]]:
-        state, encoded = self.validate_state(definition, candidate, step_key)
+        limits = self.durable_limits()
+        label = _state_label(definition)
+        try:
+            state = definition.validator(candidate)
+        except RecursionError:
+            check_durable(candidate, limits=limits, step_key=step_key, label=label)
+            raise StoreValidationError(
+                definition.name, [{"message": "the state nests too deeply", "path": ()}]
+            ) from None
         if state is draft and candidate is draft and isinstance(draft, (dict, list)):
-            return encoded, log.paths()
+            # The draft was decoded from storage: only what the updater wrote needs checking.
+            paths = log.paths()
+            encoded = encode_changed(draft, paths, limits=limits, step_key=step_key, label=label)
+            return encoded, paths
+        encoded = encode_durable(state, limits=limits, step_key=step_key, label=label)
         return encoded, diff_paths(decode_durable(stored.encoded), state)
 
     # operations
