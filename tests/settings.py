@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from demo_project.dburl import parse_database_url
+from demo_project.dburl import parse_database_url, sqlite_database
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -72,6 +72,15 @@ def _database() -> dict[str, Any]:
 
 
 DATABASES: dict[str, dict[str, Any]] = {"default": _database()}
+
+# A second, file-based SQLite database, so one run covers both backends: the conformance
+# suite and the integration tests use it through ``databases=["sqlite"]``.
+_SQLITE_PATH = Path(os.environ.get("YIELDSTAR_TEST_SQLITE", BASE_DIR / "var" / "tests.sqlite3"))
+_SQLITE_PATH.parent.mkdir(parents=True, exist_ok=True)
+DATABASES["sqlite"] = {
+    **sqlite_database(_SQLITE_PATH, timeout=20.0),
+    "TEST": {"NAME": str(_SQLITE_PATH.with_name(f"test_{_SQLITE_PATH.name}"))},
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 USE_TZ = True

@@ -1,0 +1,781 @@
+"""The database store client: the seed's compare-and-swap protocol on Django's database.
+
+``get_store_client(using)`` returns a :class:`DatabaseStoreClient`, a ``CasStoreClient``
+whose primitives commit in one database transaction each. ``CasStoreClient`` runs all user
+code (``initial``, updaters, selectors, claims, schemas) before the transaction and hands
+this module canonical JSON text, so a value the core rejects never reaches SQL.
+
+A commit (``commit_mutation``) does, in one transaction, in this order:
+
+1. the ledger lookup for the step id: a recorded result wins over every other check;
+2. the store row lock (``FOR NO KEY UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE``
+   already holds the database write lock) and the (instance_id, version) comparison, or
+   the insertion of a missing store (``ON CONFLICT DO NOTHING``, so concurrent first touches
+   record one instance);
+3. the ledger row (``ON CONFLICT DO NOTHING``: a concurrent commit of the same step that
+   slipped in is reported as already applied and nothing is written);
+4. the new state, the version row (and version 0 for a created store), history pruning;
+5. the waiters whose read paths intersect the changed paths, found by index
+   (:class:`~yieldstar_django.models.WaiterPath`), and one wake intent per woken execution.
+
+``transaction.on_commit`` then hands the wakes to the ``WAKE_BACKEND``
+(:mod:`yieldstar_django.wakes`). Every primitive joins an enclosing ``transaction.atomic``:
+a user can change their models and stores in one transaction, wakes go out only when the
+outermost transaction commits, and a rollback wakes nobody.
+
+Locks are always taken in the same order, store row first, then ledger, versions, waiters
+and outbox, and each commit locks a single store row. A transaction of your own that
+changes several stores should change them in a consistent order (say, sorted by name and
+id); PostgreSQL detects a deadlock between two that do not and aborts one.
+
+On PostgreSQL a mutation or deletion is one call of a PL/pgSQL function (migration
+``0002_postgres_functions``), one round trip; elsewhere the same steps run as separate
+statements. Both must run at READ COMMITTED, PostgreSQL's default isolation level.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from .conf import yieldstar_settings
+from .core.definition import StoreDefinition
+from .core.durable import DurableLimits
+from .core.results import StoreStepId, StoreWaiter, Wake
+from .core.store import (
+    COMMITTED,
+    MISSING,
+    CasStoreClient,
+    CommitOutcome,
+    RetryPolicy,
+    StoreDeletion,
+    StoredState,
+    StoreMutation,
+    already_applied,
+    conflict,
+)
+from .core.types import StorePath
+from .wakes import PendingWake, deliver_on_commit, write_intents
+
+__all__ = [
+    "DatabaseStoreClient",
+    "PathMatch",
+    "get_store_client",
+    "path_key",
+    "path_match",
+    "waiter_path_rows",
+]
+
+STORE_TABLE: Final = "yieldstar_storeinstance"
+VERSION_TABLE: Final = "yieldstar_storeversion"
+LEDGER_TABLE: Final = "yieldstar_appliedstep"
+WAITER_TABLE: Final = "yieldstar_waiter"
+WAITER_PATH_TABLE: Final = "yieldstar_waiterpath"
+
+COMMIT_MUTATION_FUNCTION: Final = "yieldstar_commit_mutation_v1"
+COMMIT_DELETION_FUNCTION: Final = "yieldstar_commit_deletion_v1"
+
+#: ``WaiterPath.kind`` values.
+READ, PREFIX, ALWAYS = 0, 1, 2
+
+#: Key and id lengths the tables hold (``models.MAX_KEY_LENGTH``; instance ids 64).
+MAX_KEY_LENGTH: Final = 255
+MAX_INSTANCE_ID_LENGTH: Final = 64
+#: Path keys longer than this are replaced by a digest, so any path fits a btree entry.
+MAX_PATH_KEY_LENGTH: Final = 200
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+# --- paths and their index keys ---------------------------------------------------------
+
+
+def path_key(path: Iterable[str | int]) -> str:
+    """The text a path is indexed by: equal paths, and only they, have equal keys.
+
+    Compact ASCII JSON of the segments (``["a",0]``), so a ``str`` segment never equals an
+    ``int`` one, and any character (``"\\x00"``, lone surrogates) is stored escaped. A key
+    longer than ``MAX_PATH_KEY_LENGTH`` becomes ``#`` + its SHA-256.
+    """
+    text = json.dumps(list(path), ensure_ascii=True, separators=(",", ":"))
+    if len(text) > MAX_PATH_KEY_LENGTH:
+        return "#" + hashlib.sha256(text.encode("ascii")).hexdigest()
+    return text
+
+
+def waiter_path_rows(
+    read_paths: Iterable[StorePath], *, same_instance: bool = True
+) -> list[tuple[int, str]]:
+    """The ``(kind, key)`` rows that index a waiter (see ``WaiterPath``).
+
+    ``READ`` for each read path, ``PREFIX`` for each of its non-empty proper prefixes; a
+    waiter registered against another instance than the store's gets one ``ALWAYS`` row
+    instead, so every later mutation wakes it.
+    """
+    if not same_instance:
+        return [(ALWAYS, "")]
+    rows: dict[tuple[int, str], None] = {}
+    for path in read_paths:
+        path = tuple(path)
+        rows[(READ, path_key(path))] = None
+        for n in range(1, len(path)):
+            rows[(PREFIX, path_key(path[:n]))] = None
+    return list(rows)
+
+
+@dataclass(frozen=True)
+class PathMatch:
+    """The index lookups that find the waiters a set of changed paths wakes."""
+
+    wake_all: bool
+    read_keys: list[str]
+    prefix_keys: list[str]
+
+
+def path_match(changed_paths: Iterable[StorePath]) -> PathMatch:
+    """A read path ``r`` and a changed path ``c`` intersect iff ``r`` is a prefix of ``c``
+    (``READ`` rows keyed by any prefix of ``c``, ``c`` and ``()`` included) or ``c`` a
+    proper prefix of ``r`` (``PREFIX`` rows keyed by ``c``). A change at ``()`` wakes
+    every waiter of the store."""
+    read: dict[str, None] = {}
+    prefix: dict[str, None] = {}
+    for path in changed_paths:
+        path = tuple(path)
+        if not path:
+            return PathMatch(True, [], [])
+        prefix[path_key(path)] = None
+        for n in range(len(path) + 1):
+            read[path_key(path[:n])] = None
+    return PathMatch(False, list(read), list(prefix))
+
+
+def _paths_json(paths: Iterable[StorePath]) -> str:
+    return json.dumps([list(p) for p in paths], ensure_ascii=True, separators=(",", ":"))
+
+
+def _check_text(label: str, value: object, max_length: int = MAX_KEY_LENGTH) -> None:
+    """Refuse, before any SQL, a key the tables cannot hold."""
+    if not isinstance(value, str):
+        raise TypeError(f"{label} must be a str, not {type(value).__name__}")
+    if len(value) > max_length:
+        raise ValueError(f"{label} is longer than {max_length} characters")
+    if _UNSTORABLE.search(value):
+        raise ValueError(f'{label} cannot hold "\\x00" or lone surrogates')
+
+
+def _check_store(name: str, id: str) -> None:
+    _check_text("store name", name)
+    _check_text("store id", id)
+
+
+def _check_step(step_id: StoreStepId | None) -> None:
+    if step_id is not None:
+        _check_text("step execution id", step_id.execution_id)
+        _check_text("step key", step_id.step_key)
+
+
+def _in_clause(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+# --- the client -------------------------------------------------------------------------
+
+
+class DatabaseStoreClient(CasStoreClient):
+    """The ``CasStoreClient`` on a Django database alias (PostgreSQL or SQLite).
+
+    Limits and the retry policy are read from ``YIELDSTAR`` settings on each call unless
+    given here. ``use_functions`` picks the one-round-trip PL/pgSQL commit (default: on
+    PostgreSQL) or the portable statements. ``commit_attempts`` counts calls of
+    ``commit_mutation``/``commit_deletion`` (for contention figures).
+    """
+
+    def __init__(
+        self,
+        using: str = "default",
+        *,
+        limits: DurableLimits | None = None,
+        retry: RetryPolicy | None = None,
+        use_functions: bool | None = None,
+    ) -> None:
+        super().__init__(limits=limits, retry=retry)
+        self.using = using
+        self._explicit_limits = limits
+        self._explicit_retry = retry
+        self._use_functions = use_functions
+        self.commit_attempts = 0
+
+    def __repr__(self) -> str:
+        return f"<DatabaseStoreClient using={self.using!r}>"
+
+    # configuration
+
+    def durable_limits(self) -> DurableLimits:
+        if self._explicit_limits is not None:
+            return self._explicit_limits
+        return DurableLimits(
+            max_bytes=yieldstar_settings.MAX_STATE_BYTES, max_depth=yieldstar_settings.MAX_DEPTH
+        )
+
+    def retry_policy(self) -> RetryPolicy:
+        if self._explicit_retry is not None:
+            return self._explicit_retry
+        return RetryPolicy(
+            max_attempts=yieldstar_settings.CAS_MAX_ATTEMPTS,
+            base_delay=yieldstar_settings.CAS_BACKOFF_BASE,
+            max_delay=yieldstar_settings.CAS_BACKOFF_MAX,
+        )
+
+    @property
+    def connection(self) -> BaseDatabaseWrapper:
+        return connections[self.using]
+
+    def _postgres(self) -> bool:
+        return self.connection.vendor == "postgresql"
+
+    def _functions(self) -> bool:
+        if self._use_functions is None:
+            return self._postgres()
+        return self._use_functions and self._postgres()
+
+    def _lock(self, mode: str) -> str:
+        """`` FOR <mode>`` on PostgreSQL; nothing on SQLite, whose IMMEDIATE transactions
+        hold the write lock from their first statement."""
+        return f" FOR {mode}" if self._postgres() else ""
+
+    def _now(self) -> Any:
+        return self.connection.ops.adapt_datetimefield_value(timezone.now())
+
+    def _committed(self) -> None:
+        """Called right after a primitive's own transaction committed, before the wakes are
+        handed over and before it returns (not called inside an enclosing ``atomic``).
+        A hook for fault-injection tests; does nothing."""
+
+    def _finish(self, pending: Sequence[PendingWake]) -> None:
+        if not self.connection.in_atomic_block:
+            self._committed()
+        deliver_on_commit(pending, using=self.using)
+
+    # reads
+
+    def read_store(self, definition: StoreDefinition, id: str) -> StoredState | None:
+        _check_store(definition.name, id)
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT instance_id, version, state FROM {STORE_TABLE} "
+                "WHERE name = %s AND store_id = %s",
+                [definition.name, id],
+            )
+            row = cursor.fetchone()
+        return None if row is None else StoredState(row[0], int(row[1]), row[2])
+
+    def get_applied_step(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId
+    ) -> str | None:
+        _check_store(definition.name, id)
+        _check_step(step_id)
+        with self.connection.cursor() as cursor:
+            return self._ledger_result(cursor, definition.name, id, step_id)
+
+    @staticmethod
+    def _ledger_result(cursor: Any, name: str, id: str, step_id: StoreStepId) -> str | None:
+        cursor.execute(
+            f"SELECT result FROM {LEDGER_TABLE} WHERE store_name = %s AND store_id = %s "
+            "AND execution_id = %s AND step_key = %s",
+            [name, id, step_id.execution_id, step_id.step_key],
+        )
+        row = cursor.fetchone()
+        return None if row is None else str(row[0])
+
+    def list_stores(self, definition: StoreDefinition) -> list[str]:
+        """Ids in ascending code-point order: ``COLLATE "C"`` (UTF-8 byte order) on
+        PostgreSQL, SQLite's default ``BINARY`` collation elsewhere."""
+        _check_text("store name", definition.name)
+        collate = ' COLLATE "C"' if self._postgres() else ""
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT store_id FROM {STORE_TABLE} WHERE name = %s ORDER BY store_id{collate}",
+                [definition.name],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    # creation
+
+    def insert_store(
+        self, definition: StoreDefinition, id: str, stored: StoredState
+    ) -> StoredState:
+        _check_store(definition.name, id)
+        _check_text("instance id", stored.instance_id, MAX_INSTANCE_ID_LENGTH)
+        while True:
+            with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+                if self._insert_row(cursor, definition.name, id, stored) is not None:
+                    self._insert_version(
+                        cursor,
+                        definition.name,
+                        id,
+                        stored.instance_id,
+                        0,
+                        "[]",
+                        None,
+                        stored.encoded,
+                    )
+                    return stored
+                existing = self._read_locked(cursor, definition.name, id, None)
+                if existing is not None:
+                    return existing[1]
+            # The conflicting row was deleted before we could read it: try again.
+
+    def _insert_row(self, cursor: Any, name: str, id: str, stored: StoredState) -> int | None:
+        now = self._now()
+        cursor.execute(
+            f"INSERT INTO {STORE_TABLE} "
+            "(name, store_id, instance_id, version, state, created_at, updated_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (name, store_id) DO NOTHING RETURNING id",
+            [name, id, stored.instance_id, stored.version, stored.encoded, now, now],
+        )
+        row = cursor.fetchone()
+        return None if row is None else int(row[0])
+
+    def _read_locked(
+        self, cursor: Any, name: str, id: str, mode: str | None
+    ) -> tuple[int, StoredState] | None:
+        lock = self._lock(mode) if mode else ""
+        cursor.execute(
+            f"SELECT id, instance_id, version, state FROM {STORE_TABLE} "
+            f"WHERE name = %s AND store_id = %s{lock}",
+            [name, id],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        return int(row[0]), StoredState(row[1], int(row[2]), row[3])
+
+    def _insert_version(
+        self,
+        cursor: Any,
+        name: str,
+        id: str,
+        instance_id: str,
+        version: int,
+        paths: str,
+        step_id: StoreStepId | None,
+        encoded: str,
+    ) -> None:
+        keep = yieldstar_settings.VERSION_HISTORY_KEEP_STATE
+        cursor.execute(
+            f"INSERT INTO {VERSION_TABLE} (store_name, store_id, instance_id, version, "
+            "changed_paths, step_execution_id, step_key, state, created_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [
+                name,
+                id,
+                instance_id,
+                version,
+                paths,
+                step_id.execution_id if step_id else None,
+                step_id.step_key if step_id else None,
+                encoded if keep else None,
+                self._now(),
+            ],
+        )
+
+    # commits
+
+    def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
+        self.commit_attempts += 1
+        _check_store(mutation.definition.name, mutation.id)
+        _check_step(mutation.step_id)
+        _check_text("instance id", mutation.expected.instance_id, MAX_INSTANCE_ID_LENGTH)
+        if self._functions():
+            outcome, pending = self._commit_mutation_function(mutation)
+        else:
+            outcome, pending = self._commit_mutation_statements(mutation)
+        if outcome.status == "committed":
+            self._finish(pending)
+        return outcome
+
+    def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
+        self.commit_attempts += 1
+        _check_store(deletion.definition.name, deletion.id)
+        _check_step(deletion.step_id)
+        outcome, pending = self._delete(
+            deletion.definition.name,
+            deletion.id,
+            deletion.expected,
+            deletion.step_id,
+            deletion.encoded_result,
+        )
+        if outcome.status == "committed":
+            self._finish(pending)
+        return outcome
+
+    def delete_store(self, definition: StoreDefinition, id: str) -> None:
+        _check_store(definition.name, id)
+        outcome, pending = self._delete(definition.name, id, None, None, None)
+        if outcome.status == "committed":
+            self._finish(pending)
+
+    def _commit_mutation_function(
+        self, m: StoreMutation
+    ) -> tuple[CommitOutcome, list[PendingWake]]:
+        match = path_match(m.changed_paths)
+        limit = yieldstar_settings.VERSION_HISTORY_LIMIT
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT * FROM {COMMIT_MUTATION_FUNCTION}(%s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                "%s::text[], %s::text[], %s, %s, %s, %s, %s, %s)",
+                [
+                    m.definition.name,
+                    m.id,
+                    m.expected.instance_id,
+                    m.expected.version,
+                    m.created,
+                    m.expected.encoded,
+                    m.encoded_state,
+                    _paths_json(m.changed_paths),
+                    match.wake_all,
+                    match.read_keys,
+                    match.prefix_keys,
+                    m.step_id.execution_id if m.step_id else None,
+                    m.step_id.step_key if m.step_id else None,
+                    m.encoded_result,
+                    yieldstar_settings.VERSION_HISTORY_KEEP_STATE,
+                    limit,
+                    float(yieldstar_settings.RELAY_DELAY),
+                ],
+            )
+            row = cursor.fetchone()
+        assert row is not None
+        return _function_outcome(row)
+
+    def _commit_mutation_statements(
+        self, m: StoreMutation
+    ) -> tuple[CommitOutcome, list[PendingWake]]:
+        name, id, expected = m.definition.name, m.id, m.expected
+        version = expected.version + 1
+        recorded: str | None = None
+        try:
+            with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+                if m.step_id is not None:
+                    recorded = self._ledger_result(cursor, name, id, m.step_id)
+                    if recorded is not None:
+                        return already_applied(recorded), []
+                if m.created:
+                    pk = self._insert_row(
+                        cursor,
+                        name,
+                        id,
+                        StoredState(expected.instance_id, version, m.encoded_state),
+                    )
+                    if pk is None:
+                        current = self._read_locked(cursor, name, id, "NO KEY UPDATE")
+                        return (MISSING if current is None else conflict(current[1])), []
+                else:
+                    found = self._read_locked(cursor, name, id, "NO KEY UPDATE")
+                    if found is None:
+                        return MISSING, []
+                    pk, current_state = found
+                    if (current_state.instance_id, current_state.version) != (
+                        expected.instance_id,
+                        expected.version,
+                    ):
+                        return conflict(current_state), []
+                if m.step_id is not None and not self._record_step(
+                    cursor, name, id, m.step_id, m.encoded_result
+                ):
+                    recorded = self._ledger_result(cursor, name, id, m.step_id)
+                    raise _StepRecordedMeanwhile
+                now = self._now()
+                if m.created:
+                    self._insert_version(
+                        cursor, name, id, expected.instance_id, 0, "[]", None, expected.encoded
+                    )
+                else:
+                    cursor.execute(
+                        f"UPDATE {STORE_TABLE} SET version = %s, state = %s, updated_at = %s "
+                        "WHERE id = %s",
+                        [version, m.encoded_state, now, pk],
+                    )
+                self._insert_version(
+                    cursor,
+                    name,
+                    id,
+                    expected.instance_id,
+                    version,
+                    _paths_json(m.changed_paths),
+                    m.step_id,
+                    m.encoded_state,
+                )
+                self._prune_versions(cursor, expected.instance_id, version)
+                wakes = self._matching_wakes(cursor, pk, m.changed_paths)
+                pending = write_intents(wakes, reason="store", using=self.using)
+                return COMMITTED, pending
+        except _StepRecordedMeanwhile:
+            assert recorded is not None
+            return already_applied(recorded), []
+
+    def _record_step(
+        self, cursor: Any, name: str, id: str, step_id: StoreStepId, result: str | None
+    ) -> bool:
+        """Insert the ledger row; False if the step is recorded already."""
+        assert result is not None, "a step id needs a result to record"
+        cursor.execute(
+            f"INSERT INTO {LEDGER_TABLE} "
+            "(store_name, store_id, execution_id, step_key, result, created_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (store_name, store_id, execution_id, step_key) DO NOTHING RETURNING id",
+            [name, id, step_id.execution_id, step_id.step_key, result, self._now()],
+        )
+        return cursor.fetchone() is not None
+
+    def _prune_versions(self, cursor: Any, instance_id: str, version: int) -> None:
+        limit = yieldstar_settings.VERSION_HISTORY_LIMIT
+        if limit is not None and version >= limit:
+            cursor.execute(
+                f"DELETE FROM {VERSION_TABLE} WHERE instance_id = %s AND version <= %s",
+                [instance_id, version - limit],
+            )
+
+    def _matching_wakes(
+        self, cursor: Any, store_pk: int, changed_paths: Sequence[StorePath]
+    ) -> list[Wake]:
+        """The executions whose waiters the changed paths wake, in registration order."""
+        sql, params = matching_waiters_sql(store_pk, path_match(changed_paths))
+        cursor.execute(sql, params)
+        return [Wake(e, w) for e, w in cursor.fetchall()]
+
+    def _delete(
+        self,
+        name: str,
+        id: str,
+        expected: StoredState | None,
+        step_id: StoreStepId | None,
+        result: str | None,
+    ) -> tuple[CommitOutcome, list[PendingWake]]:
+        if self._functions():
+            with self.connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT * FROM {COMMIT_DELETION_FUNCTION}(%s, %s, %s, %s, %s, %s, %s, %s)",
+                    [
+                        name,
+                        id,
+                        expected.instance_id if expected else None,
+                        expected.version if expected else None,
+                        step_id.execution_id if step_id else None,
+                        step_id.step_key if step_id else None,
+                        result,
+                        float(yieldstar_settings.RELAY_DELAY),
+                    ],
+                )
+                row = cursor.fetchone()
+            assert row is not None
+            return _function_outcome(row)
+        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+            if step_id is not None:
+                recorded = self._ledger_result(cursor, name, id, step_id)
+                if recorded is not None:
+                    return already_applied(recorded), []
+            found = self._read_locked(cursor, name, id, "UPDATE")
+            if found is None:
+                return MISSING, []
+            pk, current = found
+            if expected is not None and (current.instance_id, current.version) != (
+                expected.instance_id,
+                expected.version,
+            ):
+                return conflict(current), []
+            if step_id is not None and not self._record_step(cursor, name, id, step_id, result):
+                recorded = self._ledger_result(cursor, name, id, step_id)
+                assert recorded is not None
+                return already_applied(recorded), []
+            cursor.execute(
+                f"SELECT execution_id, workflow_id FROM {WAITER_TABLE} WHERE store_pk = %s "
+                "GROUP BY execution_id, workflow_id ORDER BY MIN(id)",
+                [pk],
+            )
+            wakes = [Wake(e, w) for e, w in cursor.fetchall()]
+            cursor.execute(f"DELETE FROM {WAITER_PATH_TABLE} WHERE store_pk = %s", [pk])
+            cursor.execute(f"DELETE FROM {WAITER_TABLE} WHERE store_pk = %s", [pk])
+            cursor.execute(f"DELETE FROM {STORE_TABLE} WHERE id = %s", [pk])
+            return COMMITTED, write_intents(wakes, reason="delete", using=self.using)
+
+    # waiters
+
+    def register_waiter(self, waiter: StoreWaiter) -> None:
+        """Register ``waiter``, linearizably with every mutation of its store.
+
+        In one transaction: read the store row under a share lock (``FOR SHARE`` on
+        PostgreSQL, which conflicts with the ``FOR NO KEY UPDATE`` a commit takes; SQLite's
+        ``BEGIN IMMEDIATE`` serializes all writers), compare its (instance_id, version)
+        with the waiter's, upsert the waiter and its path rows, and, if the observation is
+        stale, write a wake intent in the same transaction. A mutation therefore either
+        committed before the lock was granted (the version moved: the waiter is woken at
+        once) or takes the row lock after this transaction committed, and its waiter
+        lookup, a later statement at READ COMMITTED, sees the new waiter. A missing store
+        wakes the waiter at once and registers nothing.
+
+        Registering again for the same (execution, step, store) replaces the observation.
+        """
+        w = waiter
+        _check_store(w.store_name, w.store_id)
+        _check_text("workflow id", w.workflow_id)
+        _check_text("execution id", w.execution_id)
+        _check_text("step key", w.step_key)
+        _check_text("instance id", w.instance_id, MAX_INSTANCE_ID_LENGTH)
+        read_paths = [tuple(p) for p in w.read_paths]
+        wake = Wake(w.execution_id, w.workflow_id)
+        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, instance_id, version FROM {STORE_TABLE} "
+                f"WHERE name = %s AND store_id = %s{self._lock('SHARE')}",
+                [w.store_name, w.store_id],
+            )
+            row = cursor.fetchone()
+            if row is None:
+                pending = write_intents([wake], reason="missing", using=self.using)
+            else:
+                store_pk, instance_id, version = int(row[0]), row[1], int(row[2])
+                same_instance = instance_id == w.instance_id
+                cursor.execute(
+                    f"INSERT INTO {WAITER_TABLE} (workflow_id, execution_id, step_key, store_pk, "
+                    "instance_id, since_version, read_paths, created_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (execution_id, step_key, store_pk) DO UPDATE SET "
+                    "workflow_id = excluded.workflow_id, instance_id = excluded.instance_id, "
+                    "since_version = excluded.since_version, read_paths = excluded.read_paths, "
+                    "created_at = excluded.created_at RETURNING id",
+                    [
+                        w.workflow_id,
+                        w.execution_id,
+                        w.step_key,
+                        store_pk,
+                        w.instance_id,
+                        w.since_version,
+                        _paths_json(read_paths),
+                        self._now(),
+                    ],
+                )
+                fetched = cursor.fetchone()
+                assert fetched is not None
+                waiter_pk = int(fetched[0])
+                cursor.execute(f"DELETE FROM {WAITER_PATH_TABLE} WHERE waiter_id = %s", [waiter_pk])
+                rows = waiter_path_rows(read_paths, same_instance=same_instance)
+                for start in range(0, len(rows), 500):
+                    chunk = rows[start : start + 500]
+                    cursor.execute(
+                        f"INSERT INTO {WAITER_PATH_TABLE} (waiter_id, store_pk, kind, path) VALUES "
+                        + ", ".join(["(%s, %s, %s, %s)"] * len(chunk)),
+                        [v for kind, key in chunk for v in (waiter_pk, store_pk, kind, key)],
+                    )
+                stale = not same_instance or version != w.since_version
+                pending = write_intents([wake], reason="stale", using=self.using) if stale else []
+        self._finish(pending)
+
+    def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
+        _check_text("execution id", execution_id)
+        where, params = "execution_id = %s", [execution_id]
+        if step_key is not None:
+            _check_text("step key", step_key)
+            where, params = where + " AND step_key = %s", [execution_id, step_key]
+        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {WAITER_PATH_TABLE} WHERE waiter_id IN "
+                f"(SELECT id FROM {WAITER_TABLE} WHERE {where})",
+                params,
+            )
+            cursor.execute(f"DELETE FROM {WAITER_TABLE} WHERE {where}", params)
+
+    def waiters(self, definition: StoreDefinition, id: str) -> list[StoreWaiter]:
+        """The waiters registered on a store, in registration order."""
+        _check_store(definition.name, id)
+        with self.connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT w.workflow_id, w.execution_id, w.step_key, w.instance_id, "
+                f"w.since_version, w.read_paths FROM {WAITER_TABLE} w "
+                f"JOIN {STORE_TABLE} s ON s.id = w.store_pk "
+                "WHERE s.name = %s AND s.store_id = %s ORDER BY w.id",
+                [definition.name, id],
+            )
+            return [
+                StoreWaiter(
+                    wf,
+                    ex,
+                    key,
+                    definition.name,
+                    id,
+                    inst,
+                    int(since),
+                    tuple(tuple(p) for p in json.loads(paths)),
+                )
+                for wf, ex, key, inst, since, paths in cursor.fetchall()
+            ]
+
+
+class _StepRecordedMeanwhile(Exception):
+    """Rolls back a commit whose step was recorded by a concurrent commit."""
+
+
+def matching_waiters_sql(store_pk: int, match: PathMatch) -> tuple[str, list[Any]]:
+    """The portable query for the (execution_id, workflow_id) pairs a change wakes, in
+    registration order. Every lookup is an equality on the ``(store_pk, kind, path)``
+    index."""
+    if match.wake_all:
+        return (
+            f"SELECT execution_id, workflow_id FROM {WAITER_TABLE} WHERE store_pk = %s "
+            "GROUP BY execution_id, workflow_id ORDER BY MIN(id)",
+            [store_pk],
+        )
+    parts = [f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND kind = {ALWAYS}"]
+    params: list[Any] = [store_pk]
+    for kind, keys in ((READ, match.read_keys), (PREFIX, match.prefix_keys)):
+        if keys:
+            parts.append(
+                f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND kind = {kind} "
+                f"AND path IN ({_in_clause(len(keys))})"
+            )
+            params += [store_pk, *keys]
+    sql = (
+        f"SELECT execution_id, workflow_id FROM {WAITER_TABLE} WHERE id IN ("
+        + " UNION ALL ".join(parts)
+        + ") GROUP BY execution_id, workflow_id ORDER BY MIN(id)"
+    )
+    return sql, params
+
+
+def _function_outcome(row: Sequence[Any]) -> tuple[CommitOutcome, list[PendingWake]]:
+    status, recorded, instance_id, version, state, ids, executions, workflows = row
+    if status == "committed":
+        pending = [
+            PendingWake(int(i), Wake(e, w))
+            for i, e, w in zip(ids or [], executions or [], workflows or [], strict=True)
+        ]
+        return COMMITTED, pending
+    if status == "already-applied":
+        return already_applied(recorded), []
+    if status == "conflict":
+        return conflict(StoredState(instance_id, int(version), state)), []
+    return MISSING, []
+
+
+_clients: dict[str, DatabaseStoreClient] = {}
+_clients_lock = threading.Lock()
+
+
+def get_store_client(using: str = "default") -> DatabaseStoreClient:
+    """The store client of a database alias (one per alias, shared by threads: it keeps no
+    connection, Django's connections are per thread)."""
+    client = _clients.get(using)
+    if client is None:
+        with _clients_lock:
+            client = _clients.setdefault(using, DatabaseStoreClient(using))
+    return client

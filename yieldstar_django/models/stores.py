@@ -1,0 +1,272 @@
+"""Store models: instances, versions, the applied-steps ledger, waiters and wake intents.
+
+The connector (:mod:`yieldstar_django.connector`) writes these tables with raw SQL on its
+hot path; the ORM is for reading them (the admin, the API, tests). Writing them through the
+ORM bypasses the compare-and-swap and the wakes: change stores through a store client.
+
+States, results and paths are kept as ``TEXT`` holding canonical JSON, never ``jsonb``:
+``jsonb`` rewrites numbers (``1e20`` reads back as an integer) and durable values must read
+back unchanged (design §4).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+
+from ..core.durable import decode_durable
+from ..core.types import StorePath
+
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "AppliedStep",
+    "StoreInstance",
+    "StoreVersion",
+    "Waiter",
+    "WaiterPath",
+    "WakeIntent",
+]
+
+#: Longest store name, store id, execution id, workflow id or step key, in characters.
+MAX_KEY_LENGTH = 255
+
+
+def _decode_paths(text: str) -> list[StorePath]:
+    return [tuple(path) for path in json.loads(text)]
+
+
+class StoreInstance(models.Model):
+    """The current state of one store: ``(name, store_id)`` at ``(instance_id, version)``.
+
+    A new ``instance_id`` names each creation of the store; ``version`` is 0 at creation and
+    grows by one per committed change. ``state`` is the canonical JSON encoding.
+    """
+
+    name = models.CharField("store name", max_length=MAX_KEY_LENGTH)
+    store_id = models.CharField("store id", max_length=MAX_KEY_LENGTH)
+    instance_id = models.CharField("instance id", max_length=64)
+    version = models.BigIntegerField("version")
+    state = models.TextField("state (canonical JSON)")
+    created_at = models.DateTimeField("created")
+    updated_at = models.DateTimeField("updated")
+
+    class Meta:
+        verbose_name = "store"
+        verbose_name_plural = "stores"
+        constraints = [
+            models.UniqueConstraint(fields=["name", "store_id"], name="yieldstar_store_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}/{self.store_id} v{self.version}"
+
+    @property
+    def value(self) -> Any:
+        """The decoded state."""
+        return decode_durable(self.state)
+
+
+class StoreVersion(models.Model):
+    """One committed change of a store instance (version 0 is its creation).
+
+    Kept for the last ``VERSION_HISTORY_LIMIT`` versions of each instance, with the full
+    state when ``VERSION_HISTORY_KEEP_STATE``; deleted with the instance. ``step_execution_id``
+    and ``step_key`` name the workflow step that made the change, if any.
+    """
+
+    store_name = models.CharField("store name", max_length=MAX_KEY_LENGTH)
+    store_id = models.CharField("store id", max_length=MAX_KEY_LENGTH)
+    instance_id = models.CharField("instance id", max_length=64)
+    version = models.BigIntegerField("version")
+    changed_paths = models.TextField("changed paths (JSON)", default="[]")
+    # NULL means "no step" / "state not kept", which an empty string cannot say.
+    step_execution_id = models.CharField(  # noqa: DJ001
+        "step execution id", max_length=MAX_KEY_LENGTH, null=True, blank=True
+    )
+    step_key = models.CharField(  # noqa: DJ001
+        "step key", max_length=MAX_KEY_LENGTH, null=True, blank=True
+    )
+    state = models.TextField("state (canonical JSON)", null=True, blank=True)  # noqa: DJ001
+    created_at = models.DateTimeField("committed")
+
+    class Meta:
+        verbose_name = "store version"
+        verbose_name_plural = "store versions"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["instance_id", "version"], name="yieldstar_version_key"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["store_name", "store_id"], name="yieldstar_version_store"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.store_name}/{self.store_id} v{self.version}"
+
+    @property
+    def paths(self) -> list[StorePath]:
+        """The decoded changed paths, as tuples."""
+        return _decode_paths(self.changed_paths)
+
+    @property
+    def value(self) -> Any:
+        """The decoded state, or ``None`` when it was not kept."""
+        return None if self.state is None else decode_durable(self.state)
+
+
+class AppliedStep(models.Model):
+    """The applied-steps ledger: the recorded result of a store operation made by a step.
+
+    Keyed by (store name, store id, execution id, step key); written in the transaction of
+    the change it records, and kept across deletion and re-creation of the store.
+    """
+
+    store_name = models.CharField("store name", max_length=MAX_KEY_LENGTH)
+    store_id = models.CharField("store id", max_length=MAX_KEY_LENGTH)
+    execution_id = models.CharField("execution id", max_length=MAX_KEY_LENGTH)
+    step_key = models.CharField("step key", max_length=MAX_KEY_LENGTH)
+    result = models.TextField("recorded result (canonical JSON)")
+    created_at = models.DateTimeField("recorded")
+
+    class Meta:
+        verbose_name = "applied step"
+        verbose_name_plural = "applied steps"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["store_name", "store_id", "execution_id", "step_key"],
+                name="yieldstar_applied_step_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.execution_id}:{self.step_key} on {self.store_name}/{self.store_id}"
+
+    @property
+    def value(self) -> Any:
+        """The decoded ledger record."""
+        return decode_durable(self.result)
+
+
+class Waiter(models.Model):
+    """An execution waiting for a change of a store (a versioned read observation).
+
+    ``read_paths`` is the JSON list of the paths its selector read at
+    (``instance_id``, ``since_version``). Matching goes through :class:`WaiterPath`.
+    """
+
+    workflow_id = models.CharField("workflow id", max_length=MAX_KEY_LENGTH)
+    execution_id = models.CharField("execution id", max_length=MAX_KEY_LENGTH)
+    step_key = models.CharField("step key", max_length=MAX_KEY_LENGTH)
+    store = models.ForeignKey(
+        StoreInstance,
+        on_delete=models.CASCADE,
+        related_name="waiters",
+        verbose_name="store",
+        db_column="store_pk",
+    )
+    instance_id = models.CharField("instance id", max_length=64)
+    since_version = models.BigIntegerField("since version")
+    read_paths = models.TextField("read paths (JSON)", default="[]")
+    created_at = models.DateTimeField("registered")
+
+    class Meta:
+        verbose_name = "waiter"
+        verbose_name_plural = "waiters"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["execution_id", "step_key", "store"], name="yieldstar_waiter_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.execution_id}:{self.step_key} waits since v{self.since_version}"
+
+    @property
+    def paths(self) -> list[StorePath]:
+        """The decoded read paths, as tuples."""
+        return _decode_paths(self.read_paths)
+
+
+class WaiterPath(models.Model):
+    """The index of waiters by read path: how a mutation finds the waiters it wakes.
+
+    A read path ``r`` and a changed path ``c`` intersect when one is a prefix of the other.
+    Each read path ``r`` of a waiter has a row of kind ``READ`` holding ``key(r)`` and one
+    row of kind ``PREFIX`` for each non-empty proper prefix ``p`` of ``r`` holding
+    ``key(p)``; a waiter whose instance is not the store's has one row of kind ``ALWAYS``.
+    A mutation with changed paths ``C`` wakes the waiters with a ``READ`` row whose key is
+    that of a prefix of some ``c`` (``c`` included), a ``PREFIX`` row whose key is that of
+    some ``c``, or an ``ALWAYS`` row: equality lookups on ``(store, kind, key)`` only, so
+    the cost does not grow with the number of waiters and no collation is involved. A
+    change at the root ``()`` wakes every waiter of the store. ``key`` is
+    :func:`yieldstar_django.connector.path_key`.
+    """
+
+    READ = 0
+    PREFIX = 1
+    ALWAYS = 2
+    KIND_CHOICES = [(READ, "read path"), (PREFIX, "prefix of a read path"), (ALWAYS, "always")]
+
+    waiter = models.ForeignKey(
+        Waiter, on_delete=models.CASCADE, related_name="path_rows", db_constraint=False
+    )
+    store = models.ForeignKey(
+        StoreInstance,
+        on_delete=models.CASCADE,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+        db_column="store_pk",
+    )
+    kind = models.SmallIntegerField(choices=KIND_CHOICES)
+    path = models.TextField("path key")
+
+    class Meta:
+        verbose_name = "waiter path"
+        verbose_name_plural = "waiter paths"
+        indexes = [
+            models.Index(fields=["store", "kind", "path"], name="yieldstar_waiterpath_match"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.path}"
+
+
+class WakeIntent(models.Model):
+    """The wake outbox: a request to resume ``execution_id``, written in the transaction
+    that requires it.
+
+    An immediate wake is handed to the wake backend when its transaction commits and marked
+    ``delivered_at``; if that does not happen (broker down, process killed), the relay
+    delivers it once ``available_at`` (commit time + ``RELAY_DELAY``) has passed. A durable
+    timer is an intent whose ``available_at`` is its due time, delivered by the relay.
+    """
+
+    execution_id = models.CharField("execution id", max_length=MAX_KEY_LENGTH)
+    workflow_id = models.CharField("workflow id", max_length=MAX_KEY_LENGTH)
+    reason = models.CharField("reason", max_length=32)
+    available_at = models.DateTimeField("deliverable from")
+    delivered_at = models.DateTimeField("delivered", null=True, blank=True)
+    attempts = models.IntegerField("failed attempts", default=0)
+    last_error = models.TextField("last error", blank=True, default="")
+    created_at = models.DateTimeField("created")
+
+    class Meta:
+        verbose_name = "wake intent"
+        verbose_name_plural = "wake intents"
+        indexes = [
+            models.Index(
+                fields=["available_at"],
+                condition=Q(delivered_at__isnull=True),
+                name="yieldstar_wake_due",
+            ),
+            models.Index(fields=["execution_id"], name="yieldstar_wake_execution"),
+        ]
+
+    def __str__(self) -> str:
+        state = "delivered" if self.delivered_at else "pending"
+        return f"wake {self.execution_id} ({self.reason}, {state})"

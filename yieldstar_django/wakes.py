@@ -1,0 +1,365 @@
+"""Durable wakes: the outbox of wake intents, the wake backends, and the relay.
+
+A wake asks for an execution to be resumed; it carries no copy of the event (the execution
+re-reads the store when it runs). Every wake is first written as a ``WakeIntent`` row in
+the transaction that requires it, so once that transaction is durable the wake is durable
+too. Then:
+
+- **Immediate wakes** (a mutation woke a waiter, a stale waiter registered, ``wake_now``) are
+  handed to the ``WAKE_BACKEND`` by ``transaction.on_commit`` and marked delivered. A
+  failure there is logged and never raised into the committed write.
+- **The relay** (``python manage.py yieldstar_relay``, or the Celery beat task
+  ``yieldstar_django.relay_wakes``) delivers every intent not marked delivered once its
+  ``available_at`` has passed: ``RELAY_DELAY`` after the commit for an immediate wake
+  whose ``on_commit`` delivery did not happen (broker down, process killed after the
+  commit), the due time for a durable timer (``schedule_wake``).
+
+Delivery is at least once: a wake may be delivered twice (the relay and a slow
+``on_commit`` racing, a crash between handing over and marking), and several wakes of one
+execution may be coalesced into one; a wake is never lost. ``resume_execution`` is
+idempotent, so a duplicate costs one spurious run.
+
+This module does not import the models, so it can be imported before the app registry is
+ready; it writes the ``yieldstar_wakeintent`` table with SQL.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import FrameType
+from typing import Any, Final
+
+from celery import shared_task
+from django.db import connections, transaction
+from django.utils import timezone
+
+from .conf import yieldstar_settings
+from .core.results import Wake
+
+__all__ = [
+    "INTENT_TABLE",
+    "RESUME_TASK",
+    "PendingWake",
+    "celery_backend",
+    "deliver_wakes",
+    "relay_once",
+    "relay_wakes",
+    "run_relay",
+    "schedule_wake",
+    "wake_now",
+]
+
+logger = logging.getLogger("yieldstar_django.wakes")
+
+#: The Celery task a wake enqueues (implemented in :mod:`yieldstar_django.tasks`).
+RESUME_TASK: Final = "yieldstar_django.resume_execution"
+#: The table of :class:`yieldstar_django.models.WakeIntent`.
+INTENT_TABLE: Final = "yieldstar_wakeintent"
+#: Longest pause before the relay retries an intent whose delivery failed, in seconds.
+MAX_RETRY_DELAY: Final = 300.0
+#: Longest error text kept on an intent.
+MAX_ERROR_LENGTH: Final = 2000
+
+
+@dataclass(frozen=True)
+class PendingWake:
+    """A written wake intent (``intent_id``) and the wake it stands for."""
+
+    intent_id: int
+    wake: Wake
+
+
+# --- backends -------------------------------------------------------------------------
+
+
+def celery_backend(wakes: Sequence[Wake]) -> None:
+    """The default ``WAKE_BACKEND``: enqueue ``resume_execution(execution_id)`` per wake.
+
+    Uses the current Celery app (the one the project configures). Raises when the broker
+    refuses a message; the relay then retries the wakes not marked delivered.
+    """
+    from celery import current_app
+
+    for wake in wakes:
+        current_app.send_task(RESUME_TASK, args=[wake.execution_id])
+
+
+def _coalesce(wakes: Iterable[Wake]) -> list[Wake]:
+    seen: dict[str, Wake] = {}
+    for wake in wakes:
+        seen.setdefault(wake.execution_id, wake)
+    return list(seen.values())
+
+
+def _now() -> datetime:
+    return timezone.now()
+
+
+def _adapt(using: str, value: datetime) -> Any:
+    return connections[using].ops.adapt_datetimefield_value(value)
+
+
+def _is_postgres(using: str) -> bool:
+    return connections[using].vendor == "postgresql"
+
+
+def _in_clause(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+def _mark_delivered(using: str, intent_ids: Sequence[int]) -> None:
+    if not intent_ids:
+        return
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {INTENT_TABLE} SET delivered_at = %s "
+            f"WHERE id IN ({_in_clause(len(intent_ids))}) AND delivered_at IS NULL",
+            [_adapt(using, _now()), *intent_ids],
+        )
+
+
+def _record_failure(using: str, intent_ids: Sequence[int], error: BaseException) -> None:
+    """Count a failed attempt on each intent and push its ``available_at`` back
+    (exponential, capped at ``MAX_RETRY_DELAY``)."""
+    if not intent_ids:
+        return
+    text = f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
+    now = _now()
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, attempts FROM {INTENT_TABLE} WHERE id IN ({_in_clause(len(intent_ids))})",
+            list(intent_ids),
+        )
+        for intent_id, attempts in cursor.fetchall():
+            delay = min(MAX_RETRY_DELAY, yieldstar_settings.RELAY_INTERVAL * 2 ** min(attempts, 20))
+            cursor.execute(
+                f"UPDATE {INTENT_TABLE} SET attempts = attempts + 1, last_error = %s, "
+                "available_at = %s WHERE id = %s AND delivered_at IS NULL",
+                [text, _adapt(using, now + timedelta(seconds=delay)), intent_id],
+            )
+
+
+# --- delivery -------------------------------------------------------------------------
+
+
+def deliver_wakes(pending: Sequence[PendingWake], *, using: str = "default") -> bool:
+    """Hand ``pending`` wakes to the ``WAKE_BACKEND`` and mark their intents delivered.
+
+    Wakes of one execution are coalesced into one. Returns whether the backend accepted
+    them. Never raises: a failure is logged and recorded on the intents (best effort),
+    which stay undelivered for the relay. Called by ``on_commit`` after a commit that woke
+    executions; call it only for intents whose transaction has committed.
+    """
+    if not pending:
+        return True
+    ids = [p.intent_id for p in pending]
+    try:
+        backend = yieldstar_settings.wake_backend
+        backend(_coalesce(p.wake for p in pending))
+    except Exception as exc:
+        logger.warning(
+            "wake backend failed for %d wake(s); the relay will retry them",
+            len(pending),
+            exc_info=True,
+        )
+        try:
+            _record_failure(using, ids, exc)
+        except Exception:
+            logger.warning("could not record the failed delivery", exc_info=True)
+        return False
+    try:
+        _mark_delivered(using, ids)
+    except Exception:
+        # The wakes went out; the relay may deliver them again (a spurious wake).
+        logger.warning("could not mark %d wake intent(s) delivered", len(ids), exc_info=True)
+    return True
+
+
+def deliver_on_commit(pending: Sequence[PendingWake], *, using: str = "default") -> None:
+    """Deliver ``pending`` when the current transaction on ``using`` commits (now, in
+    autocommit mode); nothing is delivered if it rolls back."""
+    if pending:
+        items = list(pending)
+        transaction.on_commit(lambda: deliver_wakes(items, using=using), using=using)
+
+
+def _insert_intents(
+    using: str, wakes: Sequence[Wake], reason: str, available_at: datetime
+) -> list[PendingWake]:
+    now = _adapt(using, _now())
+    at = _adapt(using, available_at)
+    pending: list[PendingWake] = []
+    with connections[using].cursor() as cursor:
+        for wake in wakes:
+            cursor.execute(
+                f"INSERT INTO {INTENT_TABLE} (execution_id, workflow_id, reason, available_at, "
+                "delivered_at, attempts, last_error, created_at) "
+                "VALUES (%s, %s, %s, %s, NULL, 0, '', %s) RETURNING id",
+                [wake.execution_id, wake.workflow_id, reason, at, now],
+            )
+            row = cursor.fetchone()
+            assert row is not None
+            pending.append(PendingWake(int(row[0]), wake))
+    return pending
+
+
+def write_intents(
+    wakes: Sequence[Wake], *, reason: str, using: str = "default"
+) -> list[PendingWake]:
+    """Write immediate wake intents in the current transaction (``available_at`` = now +
+    ``RELAY_DELAY``) and return them; the caller delivers them on commit."""
+    delay = timedelta(seconds=float(yieldstar_settings.RELAY_DELAY))
+    return _insert_intents(using, wakes, reason, _now() + delay)
+
+
+def wake_now(
+    execution_id: str, workflow_id: str, *, reason: str = "wake", using: str = "default"
+) -> int:
+    """Wake an execution when the current transaction commits (at once in autocommit mode).
+
+    The intent is written in the current transaction, so a rollback wakes nobody and a
+    crash after the commit leaves it to the relay. Returns the intent id.
+    """
+    with transaction.atomic(using=using):
+        pending = write_intents([Wake(execution_id, workflow_id)], reason=reason, using=using)
+    deliver_on_commit(pending, using=using)
+    return pending[0].intent_id
+
+
+def schedule_wake(
+    execution_id: str,
+    workflow_id: str,
+    at: datetime,
+    *,
+    reason: str = "timer",
+    using: str = "default",
+) -> int:
+    """A durable timer: wake an execution at ``at`` (an aware datetime).
+
+    Written in the current transaction and delivered by the relay once due (within about
+    ``RELAY_INTERVAL`` of ``at``). Returns the intent id.
+    """
+    if timezone.is_naive(at):
+        raise ValueError("schedule_wake needs an aware datetime")
+    return _insert_intents(using, [Wake(execution_id, workflow_id)], reason, at)[0].intent_id
+
+
+# --- the relay ------------------------------------------------------------------------
+
+
+def _claim_due(using: str, limit: int) -> list[PendingWake]:
+    lock = " FOR UPDATE SKIP LOCKED" if _is_postgres(using) else ""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, execution_id, workflow_id FROM {INTENT_TABLE} "
+            "WHERE delivered_at IS NULL AND available_at <= %s "
+            f"ORDER BY available_at, id LIMIT %s{lock}",
+            [_adapt(using, _now()), limit],
+        )
+        return [PendingWake(int(i), Wake(e, w)) for i, e, w in cursor.fetchall()]
+
+
+def relay_once(*, using: str = "default", batch_size: int = 100) -> int:
+    """Deliver every due, undelivered wake intent; return how many intents were delivered.
+
+    On PostgreSQL each batch is claimed with ``FOR UPDATE SKIP LOCKED`` and held until it
+    is marked, so several relays share the work without delivering a batch twice. On SQLite
+    the batch is read and delivered outside a transaction (holding SQLite's write lock
+    during a broker call would stall every writer); two relays may then deliver an intent
+    twice, which is a spurious wake. A batch the backend refuses is recorded as failed,
+    pushed back, and retried later.
+    """
+    delivered = 0
+    postgres = _is_postgres(using)
+    while True:
+        ok = False
+        if postgres:
+            with transaction.atomic(using=using):
+                batch = _claim_due(using, batch_size)
+                if batch:
+                    ok = _deliver_batch(batch, using)
+        else:
+            batch = _claim_due(using, batch_size)
+            if batch:
+                ok = _deliver_batch(batch, using)
+        if ok:
+            delivered += len(batch)
+        if len(batch) < batch_size:
+            return delivered
+
+
+def _deliver_batch(batch: Sequence[PendingWake], using: str) -> bool:
+    ids = [p.intent_id for p in batch]
+    try:
+        yieldstar_settings.wake_backend(_coalesce(p.wake for p in batch))
+    except Exception as exc:
+        logger.warning("relay: wake backend failed for %d wake(s)", len(batch), exc_info=True)
+        _record_failure(using, ids, exc)
+        return False
+    _mark_delivered(using, ids)
+    logger.debug("relay: delivered %d wake(s)", len(batch))
+    return True
+
+
+def run_relay(
+    *,
+    using: str = "default",
+    interval: float | None = None,
+    stop: threading.Event | None = None,
+    once: bool = False,
+    on_error: Callable[[BaseException], None] | None = None,
+) -> int:
+    """Run ``relay_once`` every ``interval`` seconds (``RELAY_INTERVAL``) until ``stop`` is
+    set; return the number of intents delivered.
+
+    A database error in one round is logged (and passed to ``on_error``), the connection
+    closed, and the loop goes on; the next round reconnects.
+    """
+    stop = stop or threading.Event()
+    total = 0
+    while True:
+        try:
+            total += relay_once(using=using)
+        except Exception as exc:
+            logger.exception("relay round failed")
+            if on_error is not None:
+                on_error(exc)
+            connections[using].close()
+        if once:
+            return total
+        wait = yieldstar_settings.RELAY_INTERVAL if interval is None else interval
+        if stop.wait(wait):
+            return total
+
+
+def stop_on_signals(stop: threading.Event) -> None:
+    """Set ``stop`` on SIGINT and SIGTERM (in the main thread)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        logger.info("relay: received signal %d, stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+@shared_task(name="yieldstar_django.relay_wakes", ignore_result=True)
+def relay_wakes(using: str = "default") -> int:
+    """Celery beat task: one relay round (schedule it every ``RELAY_INTERVAL`` or so)."""
+    return relay_once(using=using)
+
+
+def prune_delivered(*, older_than: float, using: str = "default") -> int:
+    """Delete intents delivered more than ``older_than`` seconds ago; return how many."""
+    cutoff = _adapt(using, _now() - timedelta(seconds=older_than))
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {INTENT_TABLE} WHERE delivered_at IS NOT NULL AND delivered_at < %s",
+            [cutoff],
+        )
+        return int(cursor.rowcount)
