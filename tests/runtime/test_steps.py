@@ -1,0 +1,398 @@
+"""Step primitives: results recorded in the heap and replayed, errors re-raised as their
+class, durable values enforced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+
+from yieldstar_django.core.errors import WorkflowValueError, register_error_class
+from yieldstar_django.core.results import StoreSnapshot, StoreUpdateResult
+from yieldstar_django.models import Execution
+from yieldstar_django.runtime import (
+    RetryableError,
+    Step,
+    WorkflowStepError,
+    cancel_execution,
+    get_execution,
+    start_workflow,
+)
+
+from .conftest import Runtime
+
+
+class PaymentDeclined(Exception):
+    """An importable, unregistered error class."""
+
+    def __init__(self, order: str, amount: int) -> None:
+        super().__init__(f"order {order}: {amount} declined")
+        self.order = order
+        self.amount = amount
+
+
+class Registered(Exception):
+    pass
+
+
+register_error_class("tests.Registered", Registered)
+
+
+def test_run_results_are_recorded_and_replayed(rt: Runtime) -> None:
+    calls: list[str] = []
+
+    def add(a: int, b: int) -> int:
+        calls.append("add")
+        return a + b
+
+    @rt.workflow
+    def wf(step: Step, x: int) -> Any:
+        first = yield from step.run(add, x, 1)
+        second = yield from step.run(add, first, 10, key="second")
+        yield from step.sleep(0)
+        return {"first": first, "second": second}
+
+    eid = start_workflow(wf, 5)
+    rt.settle()
+    execution = get_execution(eid)
+    assert execution.status == "completed"
+    assert execution.result == {"first": 6, "second": 16}
+    assert calls == ["add", "add"]
+    steps = rt.steps(eid)
+    assert sorted(steps) == ["0", "2", "second"]
+    assert [steps[k].kind for k in ("0", "second", "2")] == ["run", "run", "sleep"]
+    assert steps["second"].value == 16 and steps["second"].position == 1
+
+
+def test_replay_returns_recorded_results_without_calling_again(rt: Runtime) -> None:
+    calls: list[int] = []
+    store = rt.define(initial=lambda id: {"items": []})
+
+    def record(n: int) -> list[int]:
+        calls.append(n)
+        return [n, n]  # read back as a list on every replay
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        value = yield from step.run(record, 1)
+        taken = yield from step.take(store, "q", lambda s: s["items"][0] if s["items"] else None,
+                                     lambda d, sel: d["items"].pop(0))
+        return [value, taken]
+
+    eid = start_workflow(wf)
+    rt.settle()
+    assert get_execution(eid).status == "waiting"
+    rt.client.update_store(store, "q", updater=lambda d: d["items"].append("job"))
+    rt.settle()
+    execution = get_execution(eid)
+    assert execution.status == "completed", execution.error
+    assert execution.result == [[1, 1], "job"]
+    assert calls == [1]
+    assert execution.runs == 2
+
+
+def test_update_and_get_return_typed_results(rt: Runtime) -> None:
+    store = rt.define(initial=lambda id: {"n": 0})
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        updated = yield from step.update(store, "s", lambda d: d.update(n=d["n"] + 1))
+        snapshot = yield from step.get(store, "s")
+        assert isinstance(updated, StoreUpdateResult)
+        assert isinstance(snapshot, StoreSnapshot)
+        yield from step.sleep(0.05)
+        again = yield from step.get(store, "s")
+        return [updated.version, updated.state, snapshot.version, again.state]
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    execution = get_execution(eid)
+    assert execution.status == "completed", execution.error
+    assert execution.result == [1, {"n": 1}, 1, {"n": 1}]
+    # The update happened once although the workflow was replayed after the sleep.
+    assert rt.client.get_store(store, "s").version == 1
+
+
+def test_step_error_is_reraised_as_its_class_on_every_replay(rt: Runtime) -> None:
+    calls: list[str] = []
+
+    def declined() -> None:
+        calls.append("declined")
+        raise PaymentDeclined("o-1", 30)
+
+    def registered() -> None:
+        calls.append("registered")
+        raise Registered("reg")
+
+    def builtin() -> None:
+        calls.append("builtin")
+        raise KeyError("k")
+
+    seen: list[tuple[str, Any]] = []
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        out = []
+        for fn in (declined, registered, builtin):
+            try:
+                yield from step.run(fn)
+            except (PaymentDeclined, Registered, KeyError) as exc:
+                seen.append((type(exc).__name__, exc.args))
+                out.append(type(exc).__name__)
+                if isinstance(exc, PaymentDeclined):
+                    out.append([exc.order, exc.amount])
+        yield from step.sleep(0.05)
+        return out
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    execution = get_execution(eid)
+    assert execution.status == "completed", execution.error
+    assert execution.result == ["PaymentDeclined", ["o-1", 30], "Registered", "KeyError"]
+    assert calls == ["declined", "registered", "builtin"]  # never called on replay
+    assert seen[:3] == seen[3:]  # the replay saw the same errors at the same points
+    steps = rt.steps(eid)
+    assert steps["0"].status == "failed"
+    assert steps["0"].error["type"] == f"{__name__}:PaymentDeclined"
+    assert steps["1"].error["type"] == "tests.Registered"
+    assert steps["2"].error["type"] == "builtins:KeyError"
+
+
+def test_unknown_error_class_is_revived_as_workflow_step_error(rt: Runtime) -> None:
+    from yieldstar_django.runtime.errors import error_from_record
+
+    exc = error_from_record({"type": "gone.module:Missing", "message": "boom", "args": ["boom"]})
+    assert isinstance(exc, WorkflowStepError)
+    assert exc.error_type == "gone.module:Missing" and str(exc) == "boom"
+
+
+def test_uncaught_error_fails_the_execution(rt: Runtime) -> None:
+    def boom() -> None:
+        raise ValueError("bad input")
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.run(boom)
+
+    eid = start_workflow(wf)
+    rt.settle()
+    execution = get_execution(eid)
+    assert execution.status == "failed"
+    assert execution.error is not None
+    assert execution.error["type"] == "builtins:ValueError"
+    assert execution.error["message"] == "bad input"
+    assert "boom" in execution.error["traceback"]
+    assert execution.lease_owner == "" and execution.finished_at is not None
+
+
+def test_step_results_must_be_durable(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        try:
+            yield from step.run(lambda: {1, 2})
+        except WorkflowValueError as exc:
+            return [exc.code, exc.step_key]
+        return "unreachable"
+
+    eid = start_workflow(wf)
+    rt.settle()
+    assert get_execution(eid).result == ["INVALID_STEP_VALUE", "0"]
+
+
+def test_workflow_result_must_be_durable(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.sleep(0)
+        return float("nan")
+
+    eid = start_workflow(wf)
+    rt.settle()
+    execution = get_execution(eid)
+    assert execution.status == "failed"
+    assert execution.error is not None and execution.error["type"] == "WorkflowValueError"
+
+
+def test_arguments_must_be_durable(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step, value: Any) -> Any:
+        yield from step.sleep(0)
+
+    with pytest.raises(WorkflowValueError):
+        start_workflow(wf, object())
+    assert not Execution.objects.exists()
+
+
+def test_retryable_error_retries_on_a_durable_timer(rt: Runtime) -> None:
+    attempts: list[int] = []
+
+    def flaky() -> str:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) < 3:
+            raise RetryableError("gateway timeout", max_attempts=3, retry_interval=0.05)
+        return "paid"
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.run(flaky))
+
+    eid = start_workflow(wf)
+    rt.pump()
+    execution = get_execution(eid)
+    assert execution.status == "retrying"
+    assert execution.wake_at is not None
+    step = rt.steps(eid)["0"]
+    assert step.status == "pending" and step.attempts == 1
+    assert step.error is not None and step.error["message"] == "gateway timeout"
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == "paid"
+    assert attempts == [1, 2, 3]
+    assert rt.steps(eid)["0"].attempts == 3
+
+
+def test_exhausted_retries_record_the_cause(rt: Runtime) -> None:
+    def always() -> None:
+        try:
+            raise ConnectionError("down")
+        except ConnectionError as exc:
+            raise RetryableError(max_attempts=2, retry_interval=0) from exc
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        try:
+            yield from step.run(always)
+        except ConnectionError as exc:
+            return f"gave up: {exc}"
+        return "unreachable"
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == "gave up: down"
+    step = rt.steps(eid)["0"]
+    assert step.status == "failed" and step.attempts == 2
+
+
+def test_retryable_subclass_defaults() -> None:
+    class Slow(RetryableError):
+        max_attempts = 5
+        retry_interval = 2.0
+        backoff = 2.0
+
+    exc = Slow()
+    assert exc.max_attempts == 5
+    assert [exc.delay_after(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
+    assert Slow(max_attempts=1).max_attempts == 1
+    with pytest.raises(ValueError):
+        RetryableError(max_attempts=0)
+
+
+def test_sleep_completes_after_its_time_and_not_before(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.sleep(0.3)
+        return "awake"
+
+    eid = start_workflow(wf)
+    rt.pump()
+    execution = get_execution(eid)
+    assert execution.status == "sleeping"
+    sleep = rt.steps(eid)["0"]
+    assert sleep.status == "pending" and sleep.wake_at is not None
+    assert (sleep.wake_at - sleep.created_at).total_seconds() >= 0.3
+    # An early wake (a spurious one) does not end the sleep.
+    from yieldstar_django.runtime.executions import run_execution
+
+    run_execution(eid)
+    assert rt.steps(eid)["0"].status == "pending"
+    rt.settle(lambda: get_execution(eid).is_finished)
+    sleep = rt.steps(eid)["0"]
+    assert sleep.status == "completed"
+    assert sleep.recorded_at is not None and sleep.recorded_at >= sleep.wake_at
+    assert get_execution(eid).result == "awake"
+
+
+def test_cancel_stops_a_waiting_execution(rt: Runtime) -> None:
+    store = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.take(store, "q", lambda s: s["items"] or None))
+
+    eid = start_workflow(wf)
+    rt.settle()
+    assert get_execution(eid).status == "waiting"
+    assert cancel_execution(eid) is True
+    assert cancel_execution(eid) is False
+    execution = get_execution(eid)
+    assert execution.status == "cancelled" and execution.is_finished
+    rt.client.update_store(store, "q", updater=lambda d: d["items"].append(1))
+    rt.settle()
+    assert get_execution(eid).status == "cancelled"
+    assert rt.client.get_store(store, "q").state == {"items": [1]}
+
+
+@pytest.mark.django_db
+def test_get_execution_of_unknown_id_raises() -> None:
+    with pytest.raises(Execution.DoesNotExist):
+        get_execution("no-such-execution")
+
+
+@pytest.mark.usefixtures("transactional_db")
+def test_missing_execution_resume_is_a_no_op() -> None:
+    from yieldstar_django.runtime.executions import ResumeResult, run_execution
+
+    assert run_execution("no-such-execution") == ResumeResult.GONE
+
+
+def test_start_is_idempotent_with_an_execution_id(rt: Runtime) -> None:
+    calls: list[int] = []
+
+    @rt.workflow
+    def wf(step: Step, n: int) -> Any:
+        return (yield from step.run(lambda: calls.append(n) or n))
+
+    assert start_workflow(wf, 1, execution_id="order-1") == "order-1"
+    assert start_workflow(wf, 2, execution_id="order-1") == "order-1"
+    rt.settle()
+    assert start_workflow(wf, 3, execution_id="order-1") == "order-1"
+    rt.settle()
+    assert Execution.objects.filter(pk="order-1").count() == 1
+    assert get_execution("order-1").result == 1
+    assert calls == [1]
+
+    @rt.workflow
+    def other(step: Step) -> Any:
+        yield from step.sleep(0)
+
+    with pytest.raises(ValueError, match="already exists"):
+        start_workflow(other, execution_id="order-1")
+
+
+def test_start_in_a_rolled_back_transaction_creates_and_runs_nothing(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.sleep(0)
+
+    class Rollback(Exception):
+        pass
+
+    with pytest.raises(Rollback), transaction.atomic():
+        start_workflow(wf, execution_id="rolled-back")
+        raise Rollback
+    rt.settle()
+    assert not Execution.objects.filter(pk="rolled-back").exists()
+
+
+def test_start_by_name_and_unknown_names(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step, x: int) -> Any:
+        yield from step.sleep(0)
+        return x * 2
+
+    eid = start_workflow(wf.name, x=21)
+    rt.settle()
+    assert get_execution(eid).result == 42
+    assert get_execution(eid).input == {"args": [], "kwargs": {"x": 21}}
+    assert wf.start(1) != eid
+    with pytest.raises(LookupError, match="No workflow named"):
+        start_workflow("no-such-workflow")

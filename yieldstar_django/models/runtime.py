@@ -1,0 +1,172 @@
+"""Runtime models: workflow executions and their heap of recorded steps.
+
+Durable values (arguments, step results, workflow results, errors) are stored as their
+canonical JSON text (design §4) in ``TextField`` columns, never as ``jsonb``, so numbers
+read back exactly. The ``*_json`` columns hold that text; the properties without the
+suffix decode them (``""`` stands for "none"; a recorded ``None`` is the text ``null``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.utils import timezone
+
+from ..core.durable import decode_durable
+
+__all__ = ["Execution", "ExecutionStatus", "ExecutionStep", "StepKind", "StepStatus"]
+
+
+class ExecutionStatus(models.TextChoices):
+    """Where an execution is. ``completed``, ``failed`` and ``cancelled`` are terminal."""
+
+    PENDING = "pending", "pending"  # created; its first run is requested
+    RUNNING = "running", "running"  # a worker holds its lease (or held it and died)
+    WAITING = "waiting", "waiting"  # suspended on a take; a waiter is registered
+    SLEEPING = "sleeping", "sleeping"  # suspended on a sleep; a timer is scheduled
+    RETRYING = "retrying", "retrying"  # a retryable run step failed; a retry is scheduled
+    COMPLETED = "completed", "completed"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
+TERMINAL_STATUSES: frozenset[str] = frozenset(
+    {ExecutionStatus.COMPLETED, ExecutionStatus.FAILED, ExecutionStatus.CANCELLED}
+)
+
+
+class StepKind(models.TextChoices):
+    """The step primitive that recorded a heap entry."""
+
+    RUN = "run", "run"
+    SLEEP = "sleep", "sleep"
+    TAKE = "take", "take"
+    UPDATE = "update", "update"
+    GET = "get", "get"
+
+
+class StepStatus(models.TextChoices):
+    """``pending``: started but not finished (a sleep's timer, a retry, a waiting take)."""
+
+    PENDING = "pending", "pending"
+    COMPLETED = "completed", "completed"
+    FAILED = "failed", "failed"
+
+
+class Execution(models.Model):
+    """One run of a workflow, from ``start_workflow`` to a terminal status.
+
+    The lease (``lease_owner``, ``lease_expires_at``) is taken by a conditional UPDATE when
+    a worker starts a run and cleared when it suspends or finishes; a lease past its expiry
+    may be taken over. ``wake_pending`` records a wake that arrived during a run, so the
+    lease holder runs the workflow again before releasing it.
+    """
+
+    id = models.CharField(primary_key=True, max_length=255)
+    workflow_name = models.CharField(max_length=255, db_index=True)
+    status = models.CharField(
+        max_length=16, choices=ExecutionStatus.choices, default=ExecutionStatus.PENDING
+    )
+    input_json = models.TextField(help_text="Canonical JSON of {args, kwargs}.")
+    result_json = models.TextField(blank=True, default="")
+    error_json = models.TextField(blank=True, default="")
+    waiting_on = models.CharField(
+        max_length=255, blank=True, default="", help_text="Key of the step it is suspended on."
+    )
+    wake_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a sleeping or retrying execution is due."
+    )
+    lease_owner = models.CharField(max_length=64, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    wake_pending = models.BooleanField(default=False)
+    runs = models.PositiveIntegerField(default=0, help_text="Runs (replays) so far.")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "yieldstar_execution"
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["status", "created_at"], name="yieldstar_exec_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_name} {self.id} ({self.status})"
+
+    @property
+    def input(self) -> dict[str, Any]:
+        """``{"args": [...], "kwargs": {...}}`` the execution was started with."""
+        value: dict[str, Any] = decode_durable(self.input_json)
+        return value
+
+    @property
+    def result(self) -> Any:
+        """The workflow's return value once ``completed``, else ``None``."""
+        return decode_durable(self.result_json) if self.result_json else None
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """Once ``failed``: ``{"type", "message", "traceback", ...}`` of the error."""
+        if not self.error_json:
+            return None
+        value: dict[str, Any] = decode_durable(self.error_json)
+        return value
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the status is terminal (``completed``, ``failed`` or ``cancelled``)."""
+        return self.status in TERMINAL_STATUSES
+
+
+class ExecutionStep(models.Model):
+    """One heap entry: the recorded outcome of one step of an execution, by step key.
+
+    A ``completed`` entry holds the step's result (``value_json``), a ``failed`` one the
+    error re-raised into the workflow on every replay (``error_json``). A ``pending`` entry
+    marks a step that has started but not finished: a sleep until ``wake_at``, a run step
+    retrying at ``wake_at``, a take waiting for a match.
+    """
+
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="steps")
+    step_key = models.CharField(max_length=255)
+    position = models.PositiveIntegerField(help_text="Index of the step in replay order.")
+    kind = models.CharField(max_length=16, choices=StepKind.choices)
+    fingerprint = models.CharField(
+        max_length=512, blank=True, default="", help_text="What the step ran: function or store."
+    )
+    status = models.CharField(max_length=16, choices=StepStatus.choices)
+    value_json = models.TextField(blank=True, default="")
+    error_json = models.TextField(blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+    wake_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    recorded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "yieldstar_execution_step"
+        ordering = ["execution", "position"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["execution", "step_key"], name="yieldstar_step_unique_key"
+            ),
+        ]
+        verbose_name = "heap entry"
+        verbose_name_plural = "heap entries"
+
+    def __str__(self) -> str:
+        return f"{self.execution_id}/{self.step_key} {self.kind} ({self.status})"
+
+    @property
+    def value(self) -> Any:
+        """The recorded result (``None`` unless ``completed``)."""
+        return decode_durable(self.value_json) if self.value_json else None
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """The recorded error (``failed``), or the last retryable error (``pending``)."""
+        if not self.error_json:
+            return None
+        value: dict[str, Any] = decode_durable(self.error_json)
+        return value

@@ -1,0 +1,561 @@
+"""The replay engine: one run of an execution under a held lease.
+
+A run calls the workflow function from the top. Each ``StepCall`` it yields is looked up
+in the heap by step key: a recorded result is sent back (a recorded error thrown in)
+without running anything; a missing or pending step is executed and its outcome recorded
+before the workflow sees it. A step that cannot finish now (a take with no match, a sleep
+not yet due, a retry not yet due) suspends the run: the generator is closed, and a waiter
+or a durable timer resumes the execution later.
+
+Heap writes are fenced by the lease: a row is inserted only while this run still holds
+the lease of a live execution, in the same statement, so a run that lost its lease (or
+whose execution was cancelled) records nothing more. The unique (execution, step key)
+constraint means a step has at most one recorded outcome, whoever records it first.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final, NoReturn
+
+from django.db import connections, router, transaction
+from django.db.models import Exists, Field, OuterRef, Q
+from django.utils import timezone
+
+from ..conf import yieldstar_settings
+from ..core.durable import DurableLimits, decode_durable, encode_durable
+from ..core.errors import StoreContentionError, WorkflowValueError
+from ..core.results import StoreSnapshot, StoreStepId, StoreUpdateResult, StoreWaiter
+from ..core.store import StoreClient
+from ..models.runtime import (
+    TERMINAL_STATUSES,
+    Execution,
+    ExecutionStatus,
+    ExecutionStep,
+    StepKind,
+    StepStatus,
+)
+from . import timers
+from .errors import (
+    NonDeterminismError,
+    RetryableError,
+    StepKeyError,
+    error_from_record,
+    error_to_record,
+)
+from .leases import Lease, LeaseLost
+from .registry import Workflow
+from .steps import Step, StepCall
+
+logger = logging.getLogger("yieldstar_django.runtime")
+
+__all__ = ["Engine", "RunOutcome", "durable_limits", "encode_error"]
+
+#: Seconds before a step that lost a compare-and-swap race too often is tried again.
+CONTENTION_RETRY_SECONDS: Final = 1.0
+#: Longest error message kept in a recorded error.
+MAX_MESSAGE_CHARS: Final = 16_000
+
+
+def durable_limits() -> DurableLimits:
+    """The durable-value limits from settings (``MAX_STATE_BYTES``, ``MAX_DEPTH``)."""
+    return DurableLimits(
+        max_bytes=int(yieldstar_settings.MAX_STATE_BYTES),
+        max_depth=int(yieldstar_settings.MAX_DEPTH),
+    )
+
+
+def encode_error(exc: BaseException) -> str:
+    """The canonical text of ``error_to_record(exc)``, trimmed to fit the limits."""
+    record = error_to_record(exc)
+    if len(record["message"]) > MAX_MESSAGE_CHARS:
+        record["message"] = record["message"][:MAX_MESSAGE_CHARS] + "..."
+    try:
+        return encode_durable(record, limits=durable_limits())
+    except WorkflowValueError:
+        record["args"], record["attrs"] = [], {}
+        record["message"] = record["message"][:1000]
+        return encode_durable(record)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: ``completed`` / ``failed`` (terminal, with the encoded result or
+    error), or ``suspended`` with the status to show, the step it waits on and when a
+    timer is due."""
+
+    kind: str
+    status: str
+    result_json: str = ""
+    error_json: str = ""
+    waiting_on: str = ""
+    wake_at: datetime | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.kind != "suspended"
+
+
+def _completed(result_json: str) -> RunOutcome:
+    return RunOutcome("completed", ExecutionStatus.COMPLETED, result_json=result_json)
+
+
+def _failed(exc: BaseException) -> RunOutcome:
+    return RunOutcome("failed", ExecutionStatus.FAILED, error_json=encode_error(exc))
+
+
+class _Suspend(Exception):
+    def __init__(self, status: str, step_key: str, wake_at: datetime | None = None) -> None:
+        self.outcome = RunOutcome("suspended", status, waiting_on=step_key, wake_at=wake_at)
+
+
+@dataclass
+class _Value:
+    value: Any
+
+
+@dataclass
+class _Error:
+    error: BaseException
+
+
+_Result = _Value | _Error
+
+
+class Engine:
+    """Replays one execution once. Create one per run; ``run()`` returns how it ended.
+
+    ``LeaseLost`` propagates (nothing more may be recorded); so does any error of the
+    runtime itself (a database error, say), which leaves the execution for a later run.
+    """
+
+    def __init__(self, workflow: Workflow[Any, Any], lease: Lease, client: StoreClient) -> None:
+        self.workflow = workflow
+        self.lease = lease
+        self.execution = lease.execution
+        self.client = client
+        self.limits = durable_limits()
+        self.alias = router.db_for_write(ExecutionStep)
+        self.heap: dict[str, ExecutionStep] = {
+            row.step_key: row
+            for row in ExecutionStep.objects.filter(execution_id=self.execution.id)
+        }
+        self.used: set[str] = set()
+        self.position = 0
+
+    # -- the run loop ---------------------------------------------------------------------
+
+    def run(self) -> RunOutcome:
+        """Run the workflow from the top until it returns, raises or suspends."""
+        step = Step(self.execution.id, self.execution.workflow_name)
+        try:
+            inputs = decode_durable(self.execution.input_json)
+            gen = self.workflow.fn(step, *inputs["args"], **inputs["kwargs"])
+        except Exception as exc:
+            return _failed(exc)
+        if not inspect.isgenerator(gen):
+            return _failed(TypeError(f"workflow {self.workflow.name!r} did not return a generator"))
+        send: Any = None
+        throw: BaseException | None = None
+        while True:
+            self.lease.check()
+            try:
+                call = gen.send(send) if throw is None else gen.throw(throw)
+            except StopIteration as stop:
+                return self._complete(stop.value)
+            except Exception as exc:
+                return _failed(exc)
+            send, throw = None, None
+            if not isinstance(call, StepCall):
+                _close(gen)
+                return _failed(
+                    TypeError(
+                        f"workflow {self.workflow.name!r} yielded {call!r}; use the step "
+                        "primitives as `result = yield from step.run(...)`"
+                    )
+                )
+            try:
+                result = self._execute(call)
+            except _Suspend as suspend:
+                _close(gen)
+                return suspend.outcome
+            except (NonDeterminismError, StepKeyError) as exc:
+                _close(gen)
+                return _failed(exc)
+            except BaseException:
+                _close(gen)
+                raise
+            if isinstance(result, _Error):
+                throw = result.error
+            else:
+                send = result.value
+
+    def _complete(self, value: Any) -> RunOutcome:
+        try:
+            encoded = encode_durable(
+                value,
+                limits=self.limits,
+                label=f'The result of workflow "{self.workflow.name}"',
+            )
+        except WorkflowValueError as exc:
+            return _failed(exc)
+        return _completed(encoded)
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def _execute(self, call: StepCall) -> _Result:
+        key = call.key if call.key is not None else str(self.position)
+        position = self.position
+        self.position += 1
+        if key in self.used:
+            raise StepKeyError(
+                f"step key {key!r} is used twice in execution {self.execution.id!r}; "
+                "give each step a unique key="
+            )
+        self.used.add(key)
+        row = self.heap.get(key)
+        if row is not None:
+            if row.kind != call.kind or row.fingerprint != call.fingerprint:
+                raise NonDeterminismError(
+                    self.execution.id,
+                    key,
+                    recorded=_describe(row.kind, row.fingerprint),
+                    replayed=_describe(call.kind, call.fingerprint),
+                )
+            if row.status == StepStatus.COMPLETED:
+                return _Value(_revive_value(call.kind, row.value_json))
+            if row.status == StepStatus.FAILED:
+                return _Error(error_from_record(decode_durable(row.error_json)))
+        if call.kind == StepKind.RUN:
+            return self._run(call, key, position, row)
+        if call.kind == StepKind.SLEEP:
+            return self._sleep(call, key, position, row)
+        if call.kind == StepKind.TAKE:
+            return self._take(call, key, position, row)
+        if call.kind == StepKind.UPDATE:
+            return self._update(call, key, position, row)
+        if call.kind == StepKind.GET:
+            return self._get(call, key, position, row)
+        raise TypeError(f"unknown step kind {call.kind!r}")  # pragma: no cover
+
+    # -- primitives -----------------------------------------------------------------------
+
+    def _run(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
+        now = timezone.now()
+        if row is not None and row.wake_at is not None and row.wake_at > now:
+            self._ensure_timer(row.wake_at, "retry")
+            raise _Suspend(ExecutionStatus.RETRYING, key, row.wake_at)
+        attempts = (row.attempts if row is not None else 0) + 1
+        assert call.fn is not None
+        try:
+            value = call.fn(*call.args, **call.kwargs)
+            if inspect.isawaitable(value) or inspect.isgenerator(value):
+                close = getattr(value, "close", None)
+                if close is not None:
+                    close()
+                raise TypeError(
+                    f"step.run() needs a plain function; {call.fingerprint} returned "
+                    f"{type(value).__name__}"
+                )
+            encoded = encode_durable(
+                value, limits=self.limits, step_key=key, label=f"The result of step {key!r}"
+            )
+        except RetryableError as exc:
+            if attempts < exc.max_attempts:
+                wake_at = timezone.now() + timedelta(seconds=exc.delay_after(attempts))
+                with transaction.atomic(using=self.alias):
+                    self._write(
+                        call,
+                        key,
+                        position,
+                        row,
+                        status=StepStatus.PENDING,
+                        attempts=attempts,
+                        error_json=encode_error(exc),
+                        wake_at=wake_at,
+                    )
+                    self._timer(wake_at, "retry")
+                raise _Suspend(ExecutionStatus.RETRYING, key, wake_at) from None
+            final = exc.final_error()
+            self._record_error(call, key, position, row, final, attempts)
+            return _Error(final)
+        except Exception as exc:
+            self._record_error(call, key, position, row, exc, attempts)
+            return _Error(exc)
+        self._write(
+            call,
+            key,
+            position,
+            row,
+            status=StepStatus.COMPLETED,
+            attempts=attempts,
+            value_json=encoded,
+        )
+        return _Value(decode_durable(encoded))
+
+    def _sleep(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
+        now = timezone.now()
+        if row is None:
+            if call.seconds <= 0:
+                self._write(
+                    call, key, position, None, status=StepStatus.COMPLETED, wake_at=now, now=now
+                )
+                return _Value(None)
+            wake_at = now + timedelta(seconds=call.seconds)
+            with transaction.atomic(using=self.alias):
+                self._write(
+                    call, key, position, None, status=StepStatus.PENDING, wake_at=wake_at, now=now
+                )
+                self._timer(wake_at, "sleep")
+            raise _Suspend(ExecutionStatus.SLEEPING, key, wake_at)
+        assert row.wake_at is not None
+        if now < row.wake_at:
+            self._ensure_timer(row.wake_at, "sleep")
+            raise _Suspend(ExecutionStatus.SLEEPING, key, row.wake_at)
+        self._write(call, key, position, row, status=StepStatus.COMPLETED)
+        return _Value(None)
+
+    def _take(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
+        assert call.definition is not None and call.selector is not None
+        try:
+            result = self.client.take_from_store(
+                call.definition,
+                call.store_id,
+                selector=call.selector,
+                claim=call.claim,
+                step_id=StoreStepId(self.execution.id, key),
+            )
+        except StoreContentionError:
+            self._contended(key)
+        except Exception as exc:
+            with transaction.atomic(using=self.alias):
+                self._record_error(call, key, position, row, exc, 1)
+                if row is not None:
+                    self.client.remove_waiters(self.execution.id, key)
+            return _Error(exc)
+        if result.matched:
+            encoded = encode_durable(result.selected, limits=self.limits, step_key=key)
+            with transaction.atomic(using=self.alias):
+                self._write(
+                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
+                )
+                if row is not None:
+                    self.client.remove_waiters(self.execution.id, key)
+            return _Value(decode_durable(encoded))
+        waiter = StoreWaiter(
+            workflow_id=self.execution.workflow_name,
+            execution_id=self.execution.id,
+            step_key=key,
+            store_name=call.definition.name,
+            store_id=call.store_id,
+            instance_id=result.instance_id,
+            since_version=result.version,
+            read_paths=result.read_paths,
+        )
+        with transaction.atomic(using=self.alias):
+            if row is None:
+                self._write(call, key, position, None, status=StepStatus.PENDING)
+            self.client.register_waiter(waiter)
+        raise _Suspend(ExecutionStatus.WAITING, key)
+
+    def _update(
+        self, call: StepCall, key: str, position: int, row: ExecutionStep | None
+    ) -> _Result:
+        assert call.definition is not None and call.updater is not None
+        try:
+            result = self.client.update_store(
+                call.definition,
+                call.store_id,
+                updater=call.updater,
+                step_id=StoreStepId(self.execution.id, key),
+            )
+        except StoreContentionError:
+            self._contended(key)
+        except Exception as exc:
+            self._record_error(call, key, position, row, exc, 1)
+            return _Error(exc)
+        record = {
+            "state": result.state,
+            "previous_version": result.previous_version,
+            "version": result.version,
+        }
+        encoded = encode_durable(record, limits=self.limits, step_key=key)
+        self._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
+        return _Value(_revive_value(StepKind.UPDATE, encoded))
+
+    def _get(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
+        assert call.definition is not None
+        try:
+            snapshot = self.client.get_store(call.definition, call.store_id)
+        except Exception as exc:
+            self._record_error(call, key, position, row, exc, 1)
+            return _Error(exc)
+        record = {
+            "state": snapshot.state,
+            "instance_id": snapshot.instance_id,
+            "version": snapshot.version,
+        }
+        encoded = encode_durable(record, limits=self.limits, step_key=key)
+        self._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
+        return _Value(_revive_value(StepKind.GET, encoded))
+
+    # -- recording ------------------------------------------------------------------------
+
+    def _contended(self, key: str) -> NoReturn:
+        wake_at = timezone.now() + timedelta(seconds=CONTENTION_RETRY_SECONDS)
+        self._timer(wake_at, "contention")
+        raise _Suspend(ExecutionStatus.RETRYING, key, wake_at)
+
+    def _timer(self, at: datetime, reason: str) -> None:
+        timers.schedule_timer(self.execution.id, self.execution.workflow_name, at, reason=reason)
+
+    def _ensure_timer(self, at: datetime, reason: str) -> None:
+        """Re-arm a timer after an early wake (another clock may have fired it early)."""
+        self._timer(at, reason)
+
+    def _record_error(
+        self,
+        call: StepCall,
+        key: str,
+        position: int,
+        row: ExecutionStep | None,
+        exc: BaseException,
+        attempts: int,
+    ) -> None:
+        self._write(
+            call,
+            key,
+            position,
+            row,
+            status=StepStatus.FAILED,
+            attempts=attempts,
+            error_json=encode_error(exc),
+        )
+
+    def _write(
+        self,
+        call: StepCall,
+        key: str,
+        position: int,
+        row: ExecutionStep | None,
+        *,
+        status: str,
+        attempts: int | None = None,
+        value_json: str = "",
+        error_json: str = "",
+        wake_at: datetime | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        """Record a step outcome, fenced by the lease. Raises ``LeaseLost`` if not written.
+
+        Inserts the heap row, or moves an existing ``pending`` row on (only if no one else
+        did: the update is conditional on its ``attempts``).
+        """
+        now = now or timezone.now()
+        recorded_at = now if status != StepStatus.PENDING else None
+        if row is None:
+            values: dict[str, Any] = {
+                "execution": self.execution.id,
+                "step_key": key,
+                "position": position,
+                "kind": call.kind,
+                "fingerprint": call.fingerprint,
+                "status": status,
+                "attempts": attempts if attempts is not None else 1,
+                "created_at": now,
+                "value_json": value_json,
+                "error_json": error_json,
+                "wake_at": wake_at,
+                "recorded_at": recorded_at,
+            }
+            self._fenced_insert(values)
+            return
+        changes: dict[str, Any] = {
+            "status": status,
+            "value_json": value_json,
+            "recorded_at": recorded_at,
+        }
+        if error_json or status != StepStatus.PENDING:
+            changes["error_json"] = error_json
+        if attempts is not None:
+            changes["attempts"] = attempts
+        if wake_at is not None:
+            changes["wake_at"] = wake_at
+        fence = Execution.objects.filter(
+            ~Q(status__in=TERMINAL_STATUSES),
+            pk=OuterRef("execution_id"),
+            lease_owner=self.lease.token,
+        )
+        written = ExecutionStep.objects.filter(
+            Exists(fence), pk=row.pk, status=StepStatus.PENDING, attempts=row.attempts
+        ).update(**changes)
+        if not written:
+            raise LeaseLost(self.execution.id)
+
+    def _fenced_insert(self, values: dict[str, Any]) -> None:
+        """``INSERT ... SELECT ... WHERE EXISTS (the lease is ours)`` in one statement."""
+        connection = connections[self.alias]
+        quote = connection.ops.quote_name
+        meta = ExecutionStep._meta
+        columns: list[str] = []
+        params: list[Any] = []
+        for name, value in values.items():
+            field = _concrete(name)
+            columns.append(quote(_column(field)))
+            params.append(field.get_db_prep_save(value, connection=connection))
+        placeholders = ", ".join(["%s"] * len(params))
+        statuses = ", ".join(["%s"] * len(TERMINAL_STATUSES))
+        unique = ", ".join(quote(_column(_concrete(name))) for name in ("execution", "step_key"))
+        sql = (
+            f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
+            f"SELECT {placeholders} WHERE EXISTS (SELECT 1 FROM "
+            f"{quote(Execution._meta.db_table)} WHERE {quote('id')} = %s AND "
+            f"{quote('lease_owner')} = %s AND {quote('status')} NOT IN ({statuses})) "
+            f"ON CONFLICT ({unique}) DO NOTHING"
+        )
+        params += [self.execution.id, self.lease.token, *sorted(TERMINAL_STATUSES)]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            inserted = cursor.rowcount
+        if inserted != 1:
+            # The lease is gone, or another run recorded this step first (and so holds
+            # the lease now): this run records nothing more.
+            raise LeaseLost(self.execution.id)
+
+
+def _concrete(name: str) -> Field[Any, Any]:
+    field = ExecutionStep._meta.get_field(name)
+    assert isinstance(field, Field)
+    return field
+
+
+def _column(field: Field[Any, Any]) -> str:
+    assert field.column is not None
+    return field.column
+
+
+def _describe(kind: str, fingerprint: str) -> str:
+    return f"{kind}({fingerprint})" if fingerprint else kind
+
+
+def _revive_value(kind: str, value_json: str) -> Any:
+    """The step's return value from its recorded text (``""``: ``None``)."""
+    if not value_json:
+        return None
+    value = decode_durable(value_json)
+    if kind == StepKind.UPDATE:
+        return StoreUpdateResult(value["state"], value["previous_version"], value["version"])
+    if kind == StepKind.GET:
+        return StoreSnapshot(value["state"], value["instance_id"], value["version"])
+    return value
+
+
+def _close(gen: Any) -> None:
+    """Close a suspended generator (its ``finally`` blocks run); never raise from it."""
+    try:
+        gen.close()
+    except Exception:
+        logger.warning("a workflow raised while being closed after a suspension", exc_info=True)

@@ -1,0 +1,237 @@
+"""Errors of the workflow runtime, and how a step's error is recorded and revived.
+
+A step error is recorded as a durable dict and re-raised into the workflow on every replay
+as the same class: a class registered with ``register_error_class`` is found by its
+registered name; any other exception class by its import path (``module:qualname``,
+builtins included). A class that can no longer be imported is revived as
+``WorkflowStepError``. Revival never calls ``__init__``: it sets ``args`` and the recorded
+durable attributes, so it has no side effects and needs no particular signature.
+"""
+
+from __future__ import annotations
+
+import builtins
+import traceback
+from datetime import timedelta
+from importlib import import_module
+from typing import Any, ClassVar
+
+from ..core.durable import check_durable
+from ..core.errors import (
+    WorkflowValueError,
+    YieldstarError,
+    error_class,
+    register_error_class,
+    registered_error_name,
+)
+
+__all__ = [
+    "NonDeterminismError",
+    "RetryableError",
+    "StepKeyError",
+    "WorkflowStepError",
+    "error_from_record",
+    "error_to_record",
+]
+
+#: Longest traceback text kept with a recorded error.
+MAX_TRACEBACK_CHARS = 8000
+
+
+class RetryableError(YieldstarError):
+    """Raise it from a ``step.run`` function to have the step retried on a durable timer.
+
+    ``max_attempts`` counts every attempt, the first included; attempt ``n + 1`` starts
+    ``retry_interval * backoff ** (n - 1)`` seconds after attempt ``n`` failed. After the
+    last attempt the step fails with the error's ``__cause__`` when there is one (so
+    ``raise RetryableError(max_attempts=5) from exc`` retries ``exc`` and finally records
+    it), else with this error. Subclasses may set the three as class attributes::
+
+        class GatewayTimeout(RetryableError):
+            max_attempts = 5
+            retry_interval = 2.0
+    """
+
+    max_attempts: ClassVar[int] = 3
+    retry_interval: ClassVar[float] = 1.0
+    backoff: ClassVar[float] = 1.0
+
+    def __init__(
+        self,
+        *args: object,
+        max_attempts: int | None = None,
+        retry_interval: float | timedelta | None = None,
+        backoff: float | None = None,
+    ) -> None:
+        super().__init__(*args)
+        if max_attempts is not None:
+            if max_attempts < 1:
+                raise ValueError("max_attempts must be at least 1")
+            self.max_attempts = max_attempts  # type: ignore[misc]
+        if retry_interval is not None:
+            if isinstance(retry_interval, timedelta):
+                retry_interval = retry_interval.total_seconds()
+            if retry_interval < 0:
+                raise ValueError("retry_interval must not be negative")
+            self.retry_interval = float(retry_interval)  # type: ignore[misc]
+        if backoff is not None:
+            if backoff < 1:
+                raise ValueError("backoff must be at least 1")
+            self.backoff = float(backoff)  # type: ignore[misc]
+
+    def delay_after(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        return float(self.retry_interval * self.backoff ** max(attempt - 1, 0))
+
+    def final_error(self) -> BaseException:
+        """What the step records once no attempt is left: the cause, else this error."""
+        cause = self.__cause__
+        return cause if isinstance(cause, Exception) else self
+
+
+class NonDeterminismError(YieldstarError):
+    """Replay reached a recorded step that the workflow code no longer makes.
+
+    The execution fails with it; it is never thrown into the workflow. It means the code
+    of a workflow changed while executions of it were in flight (a step was inserted,
+    removed or reordered without a new ``key``).
+    """
+
+    def __init__(
+        self,
+        execution_id: str,
+        step_key: str,
+        *,
+        recorded: str,
+        replayed: str,
+    ) -> None:
+        self.execution_id = execution_id
+        self.step_key = step_key
+        self.recorded = recorded
+        self.replayed = replayed
+        super().__init__(
+            f"Execution {execution_id!r} replayed step {step_key!r} as {replayed}, but its heap "
+            f"recorded {recorded}. The workflow code changed under a running execution; "
+            "give new steps their own key= or start a new execution."
+        )
+
+
+class StepKeyError(YieldstarError):
+    """A workflow used one step key twice in one run. Keys must be unique per execution."""
+
+
+class WorkflowStepError(YieldstarError):
+    """Revives a recorded error whose class can no longer be found.
+
+    ``error_type`` names the original class; ``str()`` is its message.
+    """
+
+    def __init__(self, error_type: str, message: str) -> None:
+        self.error_type = error_type
+        super().__init__(message)
+
+
+for _cls in (RetryableError, NonDeterminismError, StepKeyError, WorkflowStepError):
+    register_error_class(_cls.__name__, _cls)
+
+# Attributes every exception carries that are not part of its recorded state.
+_SKIPPED_ATTRS = frozenset({"__traceback__", "__cause__", "__context__", "__notes__"})
+
+
+def _durable_or_none(value: Any) -> Any:
+    if isinstance(value, tuple):
+        value = list(value)
+    try:
+        check_durable(value)
+    except WorkflowValueError:
+        return None
+    return value
+
+
+def _durable_attrs(exc: BaseException) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for name, value in vars(exc).items():
+        if name in _SKIPPED_ATTRS or name.startswith("__"):
+            continue
+        durable = _durable_or_none(value)
+        if durable is not None or value is None:
+            attrs[name] = durable
+    return attrs
+
+
+def error_type_name(cls: type[BaseException]) -> str:
+    """The name an error class is recorded under: registered name, else ``module:qualname``."""
+    registered = registered_error_name(cls)
+    if registered is not None:
+        return registered
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def error_to_record(exc: BaseException) -> dict[str, Any]:
+    """A durable description of ``exc``: type, message, args, attributes, traceback."""
+    args = [arg if _durable_or_none(arg) is not None else str(arg) for arg in exc.args]
+    text = "".join(traceback.format_exception(exc))
+    if len(text) > MAX_TRACEBACK_CHARS:
+        text = "...\n" + text[-MAX_TRACEBACK_CHARS:]
+    record: dict[str, Any] = {
+        "type": error_type_name(type(exc)),
+        "message": _clean_text(str(exc)),
+        "args": [_clean_text(a) if isinstance(a, str) else a for a in args],
+        "attrs": _durable_attrs(exc),
+        "traceback": _clean_text(text),
+    }
+    return record
+
+
+def _clean_text(text: str) -> str:
+    """Replace what a durable string cannot hold (NUL, lone surrogates)."""
+    text = text.replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def resolve_error_class(name: str) -> type[BaseException] | None:
+    """The class recorded as ``name``: registry first, then its import path."""
+    cls = error_class(name)
+    if cls is not None:
+        return cls
+    module_name, sep, qualname = name.partition(":")
+    if not sep:
+        candidate = getattr(builtins, name, None)
+        return candidate if _is_exception_class(candidate) else None
+    try:
+        target: Any = import_module(module_name)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError):
+        return None
+    return target if _is_exception_class(target) else None
+
+
+def _is_exception_class(value: object) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseException)
+
+
+def error_from_record(record: dict[str, Any]) -> BaseException:
+    """Revive a recorded error as its class, without calling ``__init__``."""
+    name = str(record.get("type", ""))
+    message = str(record.get("message", ""))
+    args = tuple(record.get("args") or ())
+    cls = resolve_error_class(name)
+    exc: BaseException
+    if cls is None:
+        exc = WorkflowStepError(name, message)
+    else:
+        try:
+            exc = cls.__new__(cls, *args)
+            exc.args = args
+            for attr, value in (record.get("attrs") or {}).items():
+                setattr(exc, attr, value)
+        except Exception:
+            exc = WorkflowStepError(name, message)
+    recorded_traceback = record.get("traceback")
+    if recorded_traceback:
+        try:
+            exc.add_note(f"Recorded by an earlier run:\n{recorded_traceback}")
+        except Exception:
+            pass
+    return exc

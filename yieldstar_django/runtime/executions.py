@@ -1,0 +1,297 @@
+"""Starting, inspecting, cancelling and resuming executions.
+
+``run_execution`` is what the Celery task ``yieldstar_django.resume_execution`` calls: it
+takes the lease, replays the workflow (again, while wakes arrived during the run), and
+records where the execution stands. It is idempotent; calling it for a finished
+execution, or while another worker runs it, does no harm.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from enum import StrEnum
+from typing import Any, Final
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from ..core.durable import encode_durable
+from ..core.store import StoreClient
+from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus
+from . import timers
+from .engine import Engine, RunOutcome, durable_limits
+from .leases import Lease, LeaseLost, acquire_lease, lease_seconds, mark_wake_pending
+from .registry import Workflow, get_workflow, registered_workflows
+
+logger = logging.getLogger("yieldstar_django.runtime")
+
+__all__ = [
+    "ResumeResult",
+    "cancel_execution",
+    "get_execution",
+    "run_execution",
+    "start_workflow",
+]
+
+#: Runs one resume makes (wakes that arrived meanwhile) before it hands over to a new task.
+MAX_RUNS_PER_RESUME: Final = 25
+#: Seconds before a worker that does not know an execution's workflow tries it again.
+UNKNOWN_WORKFLOW_RETRY_SECONDS: Final = 30.0
+
+
+class ResumeResult(StrEnum):
+    """What ``run_execution`` did."""
+
+    FINISHED = "finished"  # the execution reached a terminal status in this resume
+    SUSPENDED = "suspended"  # it waits for a wake or a timer
+    BUSY = "busy"  # another run holds the lease; it will run again afterwards
+    GONE = "gone"  # it was already finished, or does not exist
+    LOST = "lost"  # the lease was lost mid-run (expired and taken over, or cancelled)
+    DEFERRED = "deferred"  # this worker cannot run it now; a timer or a new task will
+
+
+def _resolve(fn_or_name: Workflow[Any, Any] | Callable[..., Any] | str) -> Workflow[Any, Any]:
+    if isinstance(fn_or_name, Workflow):
+        return get_workflow(fn_or_name.name)
+    if isinstance(fn_or_name, str):
+        return get_workflow(fn_or_name)
+    for registered in registered_workflows():
+        if registered.fn is fn_or_name:
+            return registered
+    raise LookupError(f"{fn_or_name!r} is not a registered workflow; decorate it with @workflow")
+
+
+def start_workflow(
+    fn_or_name: Workflow[Any, Any] | Callable[..., Any] | str,
+    *args: Any,
+    execution_id: str | None = None,
+    **kwargs: Any,
+) -> str:
+    """Create an execution of a workflow and return its id.
+
+    Its first run is requested when the surrounding transaction commits (at once outside
+    one), through a durable wake intent, so a crash after the commit cannot lose it; a
+    rolled-back transaction creates nothing. Arguments must be durable values
+    (``WorkflowValueError`` otherwise). With ``execution_id`` the start is idempotent: an
+    execution with that id is created and run once, ever; starting it again returns the
+    id and does nothing (``ValueError`` if that id names an execution of another
+    workflow).
+    """
+    wf = _resolve(fn_or_name)
+    input_json = encode_durable(
+        {"args": list(args), "kwargs": kwargs},
+        limits=durable_limits(),
+        label=f'The arguments of workflow "{wf.name}"',
+    )
+    if execution_id is not None and (
+        not isinstance(execution_id, str) or not execution_id or len(execution_id) > 255
+    ):
+        raise ValueError("execution_id must be a non-empty str of at most 255 characters")
+    new_id = execution_id or str(uuid.uuid4())
+    with transaction.atomic():
+        if execution_id is None:
+            Execution.objects.create(id=new_id, workflow_name=wf.name, input_json=input_json)
+        else:
+            try:
+                with transaction.atomic():
+                    Execution.objects.create(
+                        id=new_id, workflow_name=wf.name, input_json=input_json
+                    )
+            except IntegrityError:
+                existing = (
+                    Execution.objects.filter(pk=new_id)
+                    .values_list("workflow_name", flat=True)
+                    .first()
+                )
+                if existing is None:
+                    raise
+                if existing != wf.name:
+                    raise ValueError(
+                        f"execution {new_id!r} already exists for workflow {existing!r}, "
+                        f"not {wf.name!r}"
+                    ) from None
+                return new_id
+        timers.request_run(new_id, wf.name, reason="start")
+    return new_id
+
+
+def get_execution(execution_id: str) -> Execution:
+    """The execution with that id (``.status``, ``.result``, ``.error``, ``.steps``).
+
+    Raises ``Execution.DoesNotExist`` if there is none.
+    """
+    return Execution.objects.get(pk=execution_id)
+
+
+def cancel_execution(execution_id: str) -> bool:
+    """Cancel an execution that has not finished; ``True`` if this call cancelled it.
+
+    It stops at its next step: a run in progress records nothing more and its waiters
+    are removed. Steps already recorded (store changes included) are not undone.
+    """
+    with transaction.atomic():
+        cancelled = Execution.objects.filter(
+            ~Q(status__in=TERMINAL_STATUSES), pk=execution_id
+        ).update(
+            status=ExecutionStatus.CANCELLED,
+            finished_at=timezone.now(),
+            lease_owner="",
+            lease_expires_at=None,
+            wake_pending=False,
+            wake_at=None,
+            waiting_on="",
+        )
+        if cancelled:
+            _store_client().remove_waiters(execution_id)
+    return bool(cancelled)
+
+
+def _store_client() -> StoreClient:
+    from ..connector import get_store_client
+
+    return get_store_client()
+
+
+def run_execution(execution_id: str) -> ResumeResult:
+    """Resume an execution: the body of the ``yieldstar_django.resume_execution`` task.
+
+    Takes the lease (or, if another run holds it, flags a pending wake for that run and
+    returns ``BUSY``), replays the workflow until it finishes or suspends, runs it again
+    while wakes arrived during the run, and releases the lease. Errors of the runtime
+    itself (a database outage) propagate after a best-effort release; the execution then
+    resumes on its next wake or at its lease timer.
+    """
+    lease: Lease | None = None
+    for _ in range(5):
+        lease = acquire_lease(execution_id)
+        if lease is not None:
+            break
+        if mark_wake_pending(execution_id):
+            return ResumeResult.BUSY
+        if not Execution.objects.filter(~Q(status__in=TERMINAL_STATUSES), pk=execution_id).exists():
+            return ResumeResult.GONE
+    if lease is None:
+        return ResumeResult.BUSY
+    try:
+        wf = get_workflow(lease.execution.workflow_name)
+    except LookupError:
+        logger.error(
+            "execution %s: workflow %r is not registered in this process; retrying in %ss",
+            execution_id,
+            lease.execution.workflow_name,
+            UNKNOWN_WORKFLOW_RETRY_SECONDS,
+        )
+        _release_later(lease, UNKNOWN_WORKFLOW_RETRY_SECONDS)
+        return ResumeResult.DEFERRED
+    lease.start_heartbeat()
+    try:
+        return _run_loop(lease, wf)
+    except LeaseLost:
+        return ResumeResult.LOST
+    except BaseException:
+        _abandon(lease)
+        raise
+    finally:
+        lease.stop_heartbeat()
+
+
+def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
+    client = _store_client()
+    for _ in range(MAX_RUNS_PER_RESUME):
+        outcome = Engine(wf, lease, client).run()
+        if outcome.terminal:
+            _finish(lease, outcome, client)
+            return ResumeResult.FINISHED
+        if _release_suspended(lease, outcome):
+            return ResumeResult.SUSPENDED
+        # A wake arrived during the run: clear it and run again under the same lease.
+        if not Execution.objects.filter(lease.owned()).update(
+            wake_pending=False,
+            lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds()),
+        ):
+            raise LeaseLost(lease.execution_id)
+    _release_later(lease, 0.0)
+    return ResumeResult.DEFERRED
+
+
+def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient) -> None:
+    now = timezone.now()
+    with transaction.atomic():
+        finished = Execution.objects.filter(lease.owned()).update(
+            status=outcome.status,
+            result_json=outcome.result_json,
+            error_json=outcome.error_json,
+            finished_at=now,
+            updated_at=now,
+            lease_owner="",
+            lease_expires_at=None,
+            wake_pending=False,
+            waiting_on="",
+            wake_at=None,
+        )
+        if not finished:
+            raise LeaseLost(lease.execution_id)
+        client.remove_waiters(lease.execution_id)
+    _cancel_lease_timer(lease)
+    if outcome.status == ExecutionStatus.FAILED:
+        logger.info("execution %s failed: %s", lease.execution_id, outcome.error_json)
+
+
+def _release_suspended(lease: Lease, outcome: RunOutcome) -> bool:
+    """Release the lease as ``outcome.status`` unless a wake arrived during the run."""
+    released = Execution.objects.filter(lease.owned(), wake_pending=False).update(
+        status=outcome.status,
+        waiting_on=outcome.waiting_on,
+        wake_at=outcome.wake_at,
+        lease_owner="",
+        lease_expires_at=None,
+        updated_at=timezone.now(),
+    )
+    if released:
+        _cancel_lease_timer(lease)
+    return bool(released)
+
+
+def _release_later(lease: Lease, seconds: float) -> None:
+    """Release the lease with a durable timer that runs the execution again."""
+    at = timezone.now() + timedelta(seconds=seconds)
+    with transaction.atomic():
+        released = Execution.objects.filter(lease.owned()).update(
+            lease_owner="", lease_expires_at=None, wake_pending=False
+        )
+        if released:
+            if seconds > 0:
+                timers.schedule_timer(
+                    lease.execution_id, lease.execution.workflow_name, at, reason="deferred"
+                )
+            else:
+                timers.request_run(
+                    lease.execution_id, lease.execution.workflow_name, reason="deferred"
+                )
+    if released:
+        _cancel_lease_timer(lease)
+
+
+def _abandon(lease: Lease) -> None:
+    """After an unexpected error: let the lease expire now, so any wake may take over.
+
+    The lease timer scheduled at acquisition stays, so the execution is resumed even if
+    nothing else wakes it. Best effort: the database may be what failed.
+    """
+    try:
+        Execution.objects.filter(lease.owned()).update(lease_expires_at=timezone.now())
+    except Exception:
+        logger.warning("could not release the lease of %s", lease.execution_id, exc_info=True)
+
+
+def _cancel_lease_timer(lease: Lease) -> None:
+    if lease.timer is None:
+        return
+    try:
+        timers.cancel_timer(lease.timer)
+    except Exception:  # a leftover timer is only a spurious wake
+        logger.debug("could not cancel the lease timer of %s", lease.execution_id, exc_info=True)

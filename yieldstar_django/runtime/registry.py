@@ -1,0 +1,129 @@
+"""The workflow registry: ``@workflow("name")`` and lookups by name.
+
+Every process (web, Celery worker, relay) must know every workflow it may resume; the app
+config imports the ``workflows`` module of every installed app at startup for that.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+
+from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from .steps import Step, StepCall
+
+__all__ = ["Workflow", "get_workflow", "registered_workflows", "unregister_workflow", "workflow"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+WorkflowFunction = Callable[..., Generator["StepCall", Any, Any]]
+
+
+class Workflow(Generic[P, R]):
+    """A registered workflow: a generator function ``fn(step, *args, **kwargs)``.
+
+    Calling it calls the function, so a workflow can run another inline with
+    ``yield from other(step, ...)`` (its steps then belong to the caller's execution).
+    ``start(*args, **kwargs)`` is ``start_workflow(self, *args, **kwargs)``.
+    """
+
+    def __init__(self, name: str, fn: Callable[..., Generator[StepCall, Any, R]]) -> None:
+        self.name = name
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, step: Step, *args: Any, **kwargs: Any) -> Generator[StepCall, Any, R]:
+        return self.fn(step, *args, **kwargs)
+
+    def start(self, *args: Any, execution_id: str | None = None, **kwargs: Any) -> str:
+        """Start an execution of this workflow; see ``start_workflow``."""
+        from .executions import start_workflow
+
+        return start_workflow(self, *args, execution_id=execution_id, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Workflow {self.name!r}>"
+
+
+_registry: dict[str, tuple[Workflow[Any, Any], tuple[str, str]]] = {}
+_lock = threading.Lock()
+
+
+def _register(name: str, fn: Callable[..., Any]) -> Workflow[Any, Any]:
+    if not isinstance(name, str) or not name:
+        raise ValueError("a workflow name must be a non-empty str")
+    target = inspect.unwrap(fn)
+    if not inspect.isgeneratorfunction(target):
+        raise TypeError(
+            f"@workflow({name!r}) needs a generator function (one that uses `yield from "
+            f"step.X(...)`); {fn!r} is not one"
+        )
+    origin = (target.__module__, target.__qualname__)
+    wf: Workflow[Any, Any] = Workflow(name, fn)
+    with _lock:
+        existing = _registry.get(name)
+        if existing is not None and existing[1] != origin:
+            raise ImproperlyConfigured(
+                f"A workflow named {name!r} is already registered by "
+                f"{existing[1][0]}.{existing[1][1]}; workflow names must be unique."
+            )
+        _registry[name] = (wf, origin)
+    return wf
+
+
+@overload
+def workflow(name: Callable[..., Generator[Any, Any, R]], /) -> Workflow[..., R]: ...
+
+
+@overload
+def workflow(
+    name: str | None = None, /
+) -> Callable[[Callable[..., Generator[Any, Any, R]]], Workflow[..., R]]: ...
+
+
+def workflow(name: Any = None, /) -> Any:
+    """Register a generator function as the workflow ``name``.
+
+    Used as ``@workflow("name")``; a bare ``@workflow`` names it ``module.qualname``. The
+    function is called as ``fn(step, *args, **kwargs)`` and uses the step primitives as
+    ``result = yield from step.run(...)``. Its return value is the execution's result and
+    must be a durable value. Registering another function under a taken name raises
+    ``ImproperlyConfigured``; re-importing the same module re-registers silently.
+    """
+    if callable(name):
+        fn = name
+        return _register(f"{fn.__module__}.{fn.__qualname__}", fn)
+
+    def decorator(fn: Callable[..., Generator[Any, Any, R]]) -> Workflow[..., R]:
+        return _register(name or f"{fn.__module__}.{fn.__qualname__}", fn)
+
+    return decorator
+
+
+def get_workflow(name: str) -> Workflow[Any, Any]:
+    """The workflow registered as ``name``. Raises ``LookupError`` naming what is known."""
+    entry = _registry.get(name)
+    if entry is None:
+        known = ", ".join(sorted(_registry)) or "none"
+        raise LookupError(
+            f"No workflow named {name!r} is registered (known: {known}). Is the module that "
+            "defines it an installed app's `workflows` module, or imported by one?"
+        )
+    return entry[0]
+
+
+def registered_workflows() -> list[Workflow[Any, Any]]:
+    """Every registered workflow, ordered by name."""
+    return [entry[0] for _, entry in sorted(_registry.items())]
+
+
+def unregister_workflow(name: str) -> None:
+    """Forget a workflow (for tests that define throwaway workflows)."""
+    with _lock:
+        _registry.pop(name, None)

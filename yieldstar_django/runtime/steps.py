@@ -1,0 +1,182 @@
+"""The step primitives a workflow uses as ``result = yield from step.X(...)``.
+
+Each primitive is a tiny generator: it yields one ``StepCall`` to the engine and returns
+what the engine sends back (the recorded result), or raises what it throws (the recorded
+error), at the very point the workflow called it. Every primitive takes an optional
+``key=``; without one, the step's index in the run (``"0"``, ``"1"``, ...) is its key.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Final, TypeVar
+
+from ..core.definition import StoreDefinition
+from ..core.results import StoreSnapshot, StoreUpdateResult
+from ..core.store import Claim, Selector, Updater
+
+__all__ = ["Step", "StepCall", "StepGenerator"]
+
+R = TypeVar("R")
+
+#: What every primitive returns: ``yield from`` it inside a workflow.
+StepGenerator = Generator["StepCall", Any, R]
+
+MAX_KEY_LENGTH: Final = 255
+MAX_FINGERPRINT_LENGTH: Final = 512
+
+
+@dataclass(frozen=True, eq=False)
+class StepCall:
+    """One step request from a workflow to the engine. Not for use outside the runtime."""
+
+    kind: str
+    key: str | None
+    fingerprint: str
+    fn: Callable[..., Any] | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    definition: StoreDefinition | None = None
+    store_id: str = ""
+    selector: Selector | None = None
+    claim: Claim | None = None
+    updater: Updater | None = None
+
+
+def callable_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname`` of a callable (looking through ``functools.partial``)."""
+    target: Any = fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
+    module = getattr(target, "__module__", None) or type(target).__module__
+    return f"{module}.{qualname}"[:MAX_FINGERPRINT_LENGTH]
+
+
+def _check_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key:
+        raise TypeError(f"a step key must be a non-empty str, not {key!r}")
+    if len(key) > MAX_KEY_LENGTH:
+        raise ValueError(f"a step key is at most {MAX_KEY_LENGTH} characters: {key[:40]!r}...")
+    return key
+
+
+def _check_store(definition: StoreDefinition, id: str) -> str:
+    if not isinstance(definition, StoreDefinition):
+        raise TypeError(f"expected a StoreDefinition (from define_store), not {definition!r}")
+    if not isinstance(id, str):
+        raise TypeError(f"a store id must be a str, not {type(id).__name__}")
+    return f"{definition.name}/{id}"[:MAX_FINGERPRINT_LENGTH]
+
+
+class Step:
+    """The step primitives of one execution, handed to the workflow function.
+
+    ``execution_id`` and ``workflow_name`` identify the execution (an
+    ``execution_id``-derived idempotency key is a good way to make an external call in
+    ``run`` safe to repeat).
+    """
+
+    __slots__ = ("execution_id", "workflow_name")
+
+    def __init__(self, execution_id: str, workflow_name: str) -> None:
+        self.execution_id = execution_id
+        self.workflow_name = workflow_name
+
+    def run(
+        self, fn: Callable[..., R], /, *args: Any, key: str | None = None, **kwargs: Any
+    ) -> Generator[StepCall, Any, R]:
+        """Call ``fn(*args, **kwargs)`` once and record its result (a durable value).
+
+        On replay the recorded result is returned without calling ``fn``. ``fn`` runs at
+        least once: a worker that dies after calling it and before recording the result
+        calls it again. ``RetryableError`` retries it on a durable timer; any other error
+        is recorded and raised here, on this and every later replay.
+        """
+        call = StepCall(
+            "run", _check_key(key), callable_name(fn), fn=fn, args=args, kwargs=dict(kwargs)
+        )
+        result: R = yield call
+        return result
+
+    def sleep(self, seconds: float | timedelta, *, key: str | None = None) -> StepGenerator[None]:
+        """Suspend for ``seconds`` on a durable timer; returns ``None`` once they passed.
+
+        The wake-up time is recorded when the sleep first runs, so replays never extend it.
+        """
+        if isinstance(seconds, timedelta):
+            seconds = seconds.total_seconds()
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError(f"sleep() needs a number of seconds, not {seconds!r}")
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"sleep() needs a finite, non-negative number of seconds: {seconds}")
+        yield StepCall("sleep", _check_key(key), "", seconds=float(seconds))
+        return None
+
+    def take(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        selector: Selector,
+        claim: Claim | None = None,
+        *,
+        key: str | None = None,
+    ) -> StepGenerator[Any]:
+        """Select and claim from a store, suspending until the selector matches.
+
+        Returns the claimed ``selected`` value. While nothing matches, the execution waits
+        (status ``waiting``) with a waiter on the paths the selector read; a change to them
+        resumes it. The claim commits exactly once (through the applied-steps ledger).
+        """
+        fingerprint = _check_store(definition, id)
+        if not callable(selector):
+            raise TypeError("take() needs a selector callable")
+        if claim is not None and not callable(claim):
+            raise TypeError("take()'s claim must be callable or None")
+        selected = yield StepCall(
+            "take",
+            _check_key(key),
+            fingerprint,
+            definition=definition,
+            store_id=id,
+            selector=selector,
+            claim=claim,
+        )
+        return selected
+
+    def update(
+        self, definition: StoreDefinition, id: str, updater: Updater, *, key: str | None = None
+    ) -> StepGenerator[StoreUpdateResult]:
+        """Apply ``updater`` to a store exactly once (through the applied-steps ledger)."""
+        fingerprint = _check_store(definition, id)
+        if not callable(updater):
+            raise TypeError("update() needs an updater callable")
+        result: StoreUpdateResult = yield StepCall(
+            "update",
+            _check_key(key),
+            fingerprint,
+            definition=definition,
+            store_id=id,
+            updater=updater,
+        )
+        return result
+
+    def get(
+        self, definition: StoreDefinition, id: str, *, key: str | None = None
+    ) -> StepGenerator[StoreSnapshot]:
+        """Read a store; the snapshot is recorded, so every replay sees the same one."""
+        fingerprint = _check_store(definition, id)
+        snapshot: StoreSnapshot = yield StepCall(
+            "get", _check_key(key), fingerprint, definition=definition, store_id=id
+        )
+        return snapshot
+
+    def __repr__(self) -> str:
+        return f"<Step of {self.workflow_name} {self.execution_id}>"

@@ -1,0 +1,51 @@
+"""Celery tasks of yieldstar_django.
+
+``yieldstar_django.resume_execution(execution_id)`` is what every wake enqueues (the default
+``WAKE_BACKEND``). It is idempotent and safe to deliver twice or late: the execution's
+lease serializes runs, and a wake that arrives during a run makes that run go again. Each
+call closes stale database connections before and after it runs, as Django does around a
+request (Celery workers get no request signals).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError, close_old_connections
+
+logger = logging.getLogger("yieldstar_django.tasks")
+
+__all__ = ["resume_execution"]
+
+#: Longest Celery countdown between two retries after a database error, in seconds.
+MAX_RETRY_COUNTDOWN = 30
+
+
+@shared_task(
+    bind=True,
+    name="yieldstar_django.resume_execution",
+    acks_late=True,
+    ignore_result=True,
+    max_retries=8,
+)
+def resume_execution(self: Any, execution_id: str) -> str:
+    """Run the execution until it finishes or suspends; return what happened.
+
+    A database error (the database restarting, say) retries the task with a short
+    backoff; beyond that the execution's durable timers resume it.
+    """
+    from .runtime.executions import run_execution
+
+    close_old_connections()
+    try:
+        return str(run_execution(execution_id))
+    except (OperationalError, InterfaceError) as exc:
+        countdown = min(MAX_RETRY_COUNTDOWN, 2 ** int(self.request.retries))
+        logger.warning(
+            "resume of %s hit a database error; retrying in %ss", execution_id, countdown
+        )
+        raise self.retry(exc=exc, countdown=countdown) from exc
+    finally:
+        close_old_connections()
