@@ -1,0 +1,72 @@
+"""ETags and ``If-Match`` for stores.
+
+A store's ETag is ``"<instance_id>:<version>"`` (strong). ``If-Match`` holds ``*`` or a
+list of entity tags; weak tags never match (RFC 9110 compares strongly).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from ..core.results import StoreSnapshot
+from .exceptions import InvalidHeader
+
+_ENTITY_TAG: Final = re.compile(r'\s*(W/)?"([\x21\x23-\x7e\x80-\xff]*)"\s*(?:,|$)')
+
+
+def make_etag(instance_id: str, version: int) -> str:
+    """The ETag of a store at (``instance_id``, ``version``)."""
+    return f'"{instance_id}:{version}"'
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A parsed ``If-Match``: ``any`` for ``*``, else the strong tags it lists (unquoted)."""
+
+    any: bool
+    tags: tuple[str, ...]
+
+    def single_snapshot(self) -> StoreSnapshot | None:
+        """The (instance_id, version) of a lone ``"<instance_id>:<version>"`` tag, else
+        ``None``. The snapshot has no state: a conditional write only compares versions."""
+        if self.any or len(self.tags) != 1:
+            return None
+        instance_id, sep, version = self.tags[0].rpartition(":")
+        if not sep or not instance_id or not version.isdigit() or not version.isascii():
+            return None
+        if len(version) > 18:
+            return None
+        return StoreSnapshot(None, instance_id, int(version))
+
+    def matches(self, etag: str) -> bool:
+        """Whether the quoted ``etag`` satisfies the condition."""
+        return self.any or etag[1:-1] in self.tags
+
+
+def parse_if_match(header: str | None) -> Condition | None:
+    """Parse ``If-Match``; ``None`` when absent. Raises ``InvalidHeader`` (``400``)."""
+    if header is None:
+        return None
+    text = header.strip()
+    if text == "*":
+        return Condition(True, ())
+    tags: list[str] = []
+    position = 0
+    while position < len(text):
+        match = _ENTITY_TAG.match(text, position)
+        if match is None:
+            raise InvalidHeader(
+                'If-Match must be "*" or a list of quoted entity tags, as the ETag header '
+                "gives them."
+            )
+        if match.group(1) is None:
+            tags.append(match.group(2))
+        position = match.end()
+    if not tags and not text:
+        raise InvalidHeader("If-Match is empty.")
+    return Condition(False, tuple(tags))
+
+
+__all__ = ["Condition", "make_etag", "parse_if_match"]

@@ -1,0 +1,143 @@
+"""The API's errors and the exception handler that renders every error as JSON.
+
+Every error body is ``{"detail": str, "code": str, ...}``; some codes add members
+(``issues`` for a schema rejection, ``path`` for a non-durable value, ``current_etag`` for
+a failed precondition). The handler never lets a store error become a ``500``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import SuspiciousOperation
+from rest_framework import status
+from rest_framework.exceptions import APIException, ErrorDetail, ValidationError
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from ..core.errors import StoreContentionError, StoreValidationError, WorkflowValueError
+from .json_patch import InvalidPatch, PatchConflict, PatchTestFailed
+
+
+class RequestTooLarge(APIException):
+    """The request body is larger than ``API_MAX_BODY_BYTES``."""
+
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "request_too_large"
+
+
+class BodyRequired(APIException):
+    """A write without a body."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "This request needs a JSON body."
+    default_code = "body_required"
+
+
+class NullState(APIException):
+    """A write whose result is ``null``: a store's state cannot be set to ``null``."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "A store's state cannot be replaced by null."
+    default_code = "null_state"
+
+
+class PreconditionFailed(APIException):
+    """``If-Match`` named another version than the current one; nothing changed."""
+
+    status_code = status.HTTP_412_PRECONDITION_FAILED
+    default_detail = "The store has changed since the version named in If-Match."
+    default_code = "precondition_failed"
+
+    def __init__(self, current_etag: str, detail: str | None = None) -> None:
+        super().__init__(detail)
+        self.current_etag = current_etag
+
+
+class PreconditionRequired(APIException):
+    """``API_REQUIRE_IF_MATCH`` is set and the write has no ``If-Match``."""
+
+    status_code = status.HTTP_428_PRECONDITION_REQUIRED
+    default_detail = "This server requires If-Match on writes; GET the store for its ETag."
+    default_code = "precondition_required"
+
+
+class IdempotencyKeyReused(APIException):
+    """The ``Idempotency-Key`` was used before with a different request."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = "This Idempotency-Key was already used with a different request."
+    default_code = "idempotency_key_reused"
+
+
+class InvalidHeader(APIException):
+    """A header the API reads is malformed."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "A request header is malformed."
+    default_code = "invalid_header"
+
+
+class Contention(APIException):
+    """The compare-and-swap retry cap was reached; nothing was committed. Retry later."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The store is too busy; nothing was changed. Retry later."
+    default_code = "contention"
+
+
+def _path(path: Any) -> list[Any]:
+    return list(path)
+
+
+def _error(status_code: int, code: str, detail: str, **extra: Any) -> Response:
+    return Response({"detail": detail, "code": code, **extra}, status=status_code)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF exception handler for the yieldstar views (set per view, not project-wide)."""
+    if isinstance(exc, StoreValidationError):
+        return _error(
+            400,
+            "invalid_state",
+            str(exc),
+            issues=[{"message": i["message"], "path": _path(i["path"])} for i in exc.issues],
+        )
+    if isinstance(exc, WorkflowValueError):
+        return _error(400, "not_durable", str(exc), path=_path(exc.path))
+    if isinstance(exc, StoreContentionError):
+        exc = Contention()
+    if isinstance(exc, InvalidPatch):
+        return _error(400, "invalid_patch", str(exc), operation=exc.index)
+    if isinstance(exc, PatchTestFailed):
+        return _error(409, "patch_test_failed", str(exc), operation=exc.index)
+    if isinstance(exc, PatchConflict):
+        return _error(409, "patch_conflict", str(exc), operation=exc.index)
+    if isinstance(exc, SuspiciousOperation):
+        return _error(400, "bad_request", str(exc) or "Bad request.")
+    response = drf_exception_handler(exc, context)
+    if response is None or not isinstance(exc, APIException):
+        return response
+    detail = exc.detail
+    if isinstance(exc, ValidationError) or not isinstance(detail, (str, ErrorDetail)):
+        response.data = {"detail": "Invalid input.", "code": "invalid", "field_errors": detail}
+    else:
+        response.data = {"detail": str(detail), "code": getattr(detail, "code", "error")}
+    if isinstance(exc, PreconditionFailed):
+        response.data["current_etag"] = exc.current_etag
+        response.headers["ETag"] = exc.current_etag
+    return response
+
+
+__all__ = [
+    "BodyRequired",
+    "Contention",
+    "IdempotencyKeyReused",
+    "InvalidHeader",
+    "NullState",
+    "PreconditionFailed",
+    "PreconditionRequired",
+    "RequestTooLarge",
+    "exception_handler",
+]

@@ -1,0 +1,204 @@
+"""Execution endpoints: start a workflow, read an execution with its heap, cancel one.
+
+``POST executions/`` needs ``yieldstar.add_execution``, ``GET executions/<id>/``
+``view_execution`` and ``POST executions/<id>/cancel/`` ``change_execution``.
+A start is idempotent with an ``execution_id`` in the body (that id names one execution,
+ever) or with an ``Idempotency-Key`` (which names the execution for the user).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import APIException, NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from ..core.errors import WorkflowValueError
+from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
+from ..models.stores import MAX_KEY_LENGTH
+from . import idempotency
+from .openapi import IDEMPOTENCY_KEY, errors
+from .permissions import ExecutionPermission
+from .serializers import ExecutionSerializer, ExecutionStartSerializer
+from .views import YieldstarAPIView
+
+
+class UnknownWorkflow(APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "No workflow of that name is registered."
+    default_code = "unknown_workflow"
+
+
+class ExecutionConflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The execution cannot be changed that way."
+    default_code = "execution_conflict"
+
+
+def execution_body(execution: Execution) -> dict[str, Any]:
+    """An execution and its heap, in replay order (two queries)."""
+    steps = ExecutionStep.objects.filter(execution=execution).order_by("position", "pk")
+    return {
+        "id": execution.id,
+        "workflow": execution.workflow_name,
+        "status": execution.status,
+        "input": execution.input,
+        "result": execution.result,
+        "error": execution.error,
+        "created_at": execution.created_at,
+        "updated_at": execution.updated_at,
+        "finished_at": execution.finished_at,
+        "steps": [
+            {
+                "key": step.step_key,
+                "position": step.position,
+                "kind": step.kind,
+                "status": step.status,
+                "value": step.value,
+                "error": step.error,
+                "attempts": step.attempts,
+                "wake_at": step.wake_at,
+                "recorded_at": step.recorded_at,
+            }
+            for step in steps
+        ],
+    }
+
+
+def execution_or_404(execution_id: str) -> Execution:
+    if len(execution_id) > MAX_KEY_LENGTH or "\x00" in execution_id:
+        raise NotFound("There is no such execution.")
+    execution = Execution.objects.filter(pk=execution_id).first()
+    if execution is None:
+        raise NotFound("There is no such execution.")
+    return execution
+
+
+def detail_url(request: Request, execution_id: str) -> str:
+    namespace = request.resolver_match.namespace if request.resolver_match else ""
+    name = f"{namespace}:execution-detail" if namespace else "execution-detail"
+    return request.build_absolute_uri(reverse(name, args=[execution_id]))
+
+
+class ExecutionStartView(YieldstarAPIView):
+    """``POST executions/``: start a workflow."""
+
+    permission_classes = [ExecutionPermission]
+
+    def execution_action(self, request: Request) -> str:
+        return "add"
+
+    @extend_schema(
+        operation_id="execution_start",
+        summary="Start a workflow",
+        description="Creates an execution and requests its first run. Starting an "
+        "`execution_id` that exists returns it (`200`); a new one is `201`.",
+        request=ExecutionStartSerializer,
+        parameters=[IDEMPOTENCY_KEY],
+        responses={
+            201: ExecutionSerializer,
+            200: OpenApiResponse(ExecutionSerializer, description="It existed already."),
+            **errors(400, 401, 403, 409, 413, 415, 422),
+        },
+        tags=["executions"],
+    )
+    def post(self, request: Request) -> Response:
+        from ..runtime import start_workflow
+        from ..runtime.registry import get_workflow
+
+        serializer = ExecutionStartSerializer(data=self.body(request))
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            workflow = get_workflow(data["workflow"])
+        except LookupError:
+            name = data["workflow"]
+            raise UnknownWorkflow(f"No workflow named {name!r} is registered.") from None
+        execution_id: str | None = data.get("execution_id")
+        key = idempotency.read_key(request)
+        claim: idempotency.Claim | None = None
+        if key is not None:
+            claim = idempotency.claim(
+                request,
+                key,
+                method="POST",
+                target="executions",
+                fingerprint=idempotency.fingerprint("POST", "executions", dict(data)),
+            )
+            if execution_id is None:
+                digest = hashlib.sha256(key.encode("ascii")).hexdigest()[:40]
+                execution_id = f"{claim.record.principal}:{digest}"
+        existed = execution_id is not None and Execution.objects.filter(pk=execution_id).exists()
+        try:
+            new_id = start_workflow(
+                workflow, *data["args"], execution_id=execution_id, **data["kwargs"]
+            )
+        except (WorkflowValueError, ValueError) as exc:
+            if claim is not None:
+                claim.release()
+            if isinstance(exc, WorkflowValueError):
+                raise
+            raise ExecutionConflict(str(exc)) from None
+        execution = execution_or_404(new_id)
+        return Response(
+            execution_body(execution),
+            status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+            headers={"Location": detail_url(request, new_id)},
+        )
+
+
+class ExecutionDetailView(YieldstarAPIView):
+    """``GET executions/<id>/``: an execution with its steps."""
+
+    permission_classes = [ExecutionPermission]
+
+    def execution_action(self, request: Request) -> str:
+        return "view"
+
+    @extend_schema(
+        operation_id="execution_retrieve",
+        summary="Read an execution",
+        description="Status, result or error, and the heap: every recorded step in replay order.",
+        responses={200: ExecutionSerializer, **errors(401, 403, 404)},
+        tags=["executions"],
+    )
+    def get(self, request: Request, execution_id: str) -> Response:
+        return Response(execution_body(execution_or_404(execution_id)))
+
+
+class ExecutionCancelView(YieldstarAPIView):
+    """``POST executions/<id>/cancel/``: cancel an unfinished execution (idempotent)."""
+
+    permission_classes = [ExecutionPermission]
+    body_methods = frozenset()
+
+    def execution_action(self, request: Request) -> str:
+        return "change"
+
+    @extend_schema(
+        operation_id="execution_cancel",
+        summary="Cancel an execution",
+        description="Stops the execution at its next step; recorded steps are not undone. "
+        "Cancelling a cancelled execution is a no-op; a completed or failed one is `409`.",
+        request=None,
+        responses={200: ExecutionSerializer, **errors(401, 403, 404, 409)},
+        tags=["executions"],
+    )
+    def post(self, request: Request, execution_id: str) -> Response:
+        from ..runtime import cancel_execution
+
+        execution = execution_or_404(execution_id)
+        if not cancel_execution(execution.id):
+            execution.refresh_from_db()
+            if execution.status != ExecutionStatus.CANCELLED:
+                raise ExecutionConflict(f"The execution already finished ({execution.status}).")
+        execution.refresh_from_db()
+        return Response(execution_body(execution))
+
+
+__all__ = ["ExecutionCancelView", "ExecutionDetailView", "ExecutionStartView"]

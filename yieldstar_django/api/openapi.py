@@ -1,0 +1,153 @@
+"""The OpenAPI 3 description of the API (drf-spectacular): shared parameters, headers and
+error responses, and the schema view that serves only this API's operations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from drf_spectacular.renderers import OpenApiJsonRenderer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+
+from .permissions import SchemaPermission
+from .serializers import ErrorSerializer
+
+ETAG_HEADER = OpenApiParameter(
+    "ETag",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description='The store\'s version: `"<instance_id>:<version>"`.',
+    response=[200, 304, 412],
+)
+WRITE_ETAG_HEADER = OpenApiParameter(
+    "ETag",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description='The version written: `"<instance_id>:<version>"` (absent only on a replay '
+    "that cannot name the instance).",
+    response=[200, 412],
+)
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="Write only if the store is still at this ETag (`412` otherwise, with the "
+    "current ETag). `*` matches any version. Required when `API_REQUIRE_IF_MATCH` is set "
+    "(`428` without it).",
+)
+IF_NONE_MATCH = OpenApiParameter(
+    "If-None-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="Answer `304` without a body if the store is still at this ETag.",
+)
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="Makes the write exactly once: a retry with the same key and request gets "
+    "the recorded outcome (`replayed: true`); the same key with a different request is "
+    "`422`. 1 to 200 printable ASCII characters, scoped to the authenticated user.",
+)
+CURSOR = OpenApiParameter(
+    "cursor",
+    OpenApiTypes.STR,
+    OpenApiParameter.QUERY,
+    description="Opaque position from a page's `next` link.",
+)
+LIMIT = OpenApiParameter(
+    "limit",
+    OpenApiTypes.INT,
+    OpenApiParameter.QUERY,
+    description="Ids per page, 1 to 1000 (default 100).",
+)
+
+_ERROR_DESCRIPTIONS = {
+    400: "Malformed request: bad JSON, a body nested too deeply, a schema rejection "
+    "(`invalid_state`, with `issues`), a value that is not durable (`not_durable`), an "
+    "invalid patch (`invalid_patch`) or header.",
+    401: "Not authenticated (with an authentication scheme that challenges).",
+    403: "Not authenticated, no permission, or a failed CSRF check.",
+    404: "No such store definition, store id, execution or workflow.",
+    409: "A patch does not apply to the state (`patch_conflict`, `patch_test_failed`), or "
+    "the store is too contended (`contention`); nothing changed.",
+    412: "`If-Match` does not name the current version; nothing changed.",
+    413: "The body is larger than `API_MAX_BODY_BYTES`.",
+    415: "Unsupported `Content-Type`.",
+    422: "The `Idempotency-Key` was used with a different request.",
+    428: "`If-Match` is required (`API_REQUIRE_IF_MATCH`).",
+}
+
+
+def errors(*codes: int) -> dict[int, OpenApiResponse]:
+    """Error responses (JSON ``ErrorSerializer`` bodies) for ``codes``."""
+    return {
+        code: OpenApiResponse(ErrorSerializer, description=_ERROR_DESCRIPTIONS[code])
+        for code in codes
+    }
+
+
+#: The errors any authenticated endpoint may answer.
+AUTH_ERRORS = (401, 403)
+READ_ERRORS = (400, *AUTH_ERRORS, 404)
+WRITE_ERRORS = (400, *AUTH_ERRORS, 404, 409, 412, 413, 415, 422, 428)
+
+
+def only_yieldstar_endpoints(endpoints: list[Any], **kwargs: Any) -> list[Any]:
+    """drf-spectacular preprocessing hook: keep this API's operations only."""
+    return [
+        endpoint
+        for endpoint in endpoints
+        if getattr(getattr(endpoint[3], "cls", None), "__module__", "").startswith(
+            "yieldstar_django.api."
+        )
+        and getattr(endpoint[3], "cls", None) is not YieldstarSchemaView
+    ]
+
+
+class YieldstarSchemaView(SpectacularAPIView):
+    """``GET schema/``: the OpenAPI 3 schema of this API, as JSON.
+
+    Open to authenticated users with at least one ``yieldstar`` permission.
+    """
+
+    permission_classes = [SchemaPermission]
+    renderer_classes = [OpenApiJsonRenderer]
+
+    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
+        from .exceptions import exception_handler
+
+        return exception_handler
+
+    def handle_exception(self, exc: Exception) -> Response:
+        """Errors are plain JSON, like every other error of the API."""
+        response = super().handle_exception(exc)
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = "application/json"
+        return response
+
+    custom_settings = {
+        "TITLE": "yieldstar_django API",
+        "DESCRIPTION": "Shared, versioned JSON stores and durable workflow executions.",
+        "VERSION": "1",
+        "PREPROCESSING_HOOKS": ["yieldstar_django.api.openapi.only_yieldstar_endpoints"],
+        "COMPONENT_SPLIT_REQUEST": True,
+    }
+
+
+__all__ = [
+    "CURSOR",
+    "ETAG_HEADER",
+    "IDEMPOTENCY_KEY",
+    "IF_MATCH",
+    "IF_NONE_MATCH",
+    "LIMIT",
+    "WRITE_ETAG_HEADER",
+    "YieldstarSchemaView",
+    "errors",
+    "only_yieldstar_endpoints",
+]

@@ -1,0 +1,97 @@
+"""Request parsers that cannot be made to fail with a ``500``.
+
+They read at most ``API_MAX_BODY_BYTES`` + 1 bytes (more is ``413``), require UTF-8,
+reject ``NaN``/``Infinity`` and nesting deeper than ``MAX_DEPTH`` + ``PATCH_DEPTH_SLACK``,
+and turn every decoding failure (including ``RecursionError`` and integers too long to
+convert) into a ``400`` ``ParseError``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import IO, Any, Final
+
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+
+from ..conf import yieldstar_settings
+from .exceptions import RequestTooLarge
+from .jsonvalue import json_depth
+
+#: Levels a patch document may add over a state's nesting (the array and its operation).
+PATCH_DEPTH_SLACK: Final = 2
+
+MERGE_PATCH: Final = "application/merge-patch+json"
+JSON_PATCH: Final = "application/json-patch+json"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads_json(raw: bytes, *, max_depth: int) -> Any:
+    """Decode a UTF-8 JSON document or raise ``ParseError`` saying what is wrong."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"The body is not UTF-8: {exc.reason} at byte {exc.start}.") from None
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ParseError(f"The JSON nests deeper than {max_depth} levels.") from None
+    except ValueError as exc:  # JSONDecodeError, NaN/Infinity, integers of too many digits
+        raise ParseError(f"Malformed JSON: {exc}") from None
+    if json_depth(value, limit=max_depth) > max_depth:
+        raise ParseError(f"The JSON nests deeper than {max_depth} levels.")
+    return value
+
+
+def read_limited(stream: IO[bytes] | None) -> bytes:
+    """Read the body, raising ``RequestTooLarge`` past ``API_MAX_BODY_BYTES``."""
+    if stream is None:
+        return b""
+    limit = yieldstar_settings.API_MAX_BODY_BYTES
+    raw = stream.read(limit + 1)
+    if len(raw) > limit:
+        raise RequestTooLarge(f"The request body is larger than {limit} bytes.")
+    return raw
+
+
+class SafeJSONParser(BaseParser):
+    """``application/json``, bounded in size and depth."""
+
+    media_type = "application/json"
+
+    def parse(
+        self,
+        stream: IO[Any] | None,
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
+        return loads_json(
+            read_limited(stream), max_depth=yieldstar_settings.MAX_DEPTH + PATCH_DEPTH_SLACK
+        )
+
+
+class MergePatchParser(SafeJSONParser):
+    """``application/merge-patch+json`` (RFC 7396)."""
+
+    media_type = MERGE_PATCH
+
+
+class JsonPatchParser(SafeJSONParser):
+    """``application/json-patch+json`` (RFC 6902)."""
+
+    media_type = JSON_PATCH
+
+
+__all__ = [
+    "JSON_PATCH",
+    "MERGE_PATCH",
+    "JsonPatchParser",
+    "MergePatchParser",
+    "SafeJSONParser",
+    "loads_json",
+    "read_limited",
+]

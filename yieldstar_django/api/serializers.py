@@ -1,0 +1,150 @@
+"""Serializers of the API's bodies. The store views build their bodies by hand from the
+store client's results; these classes document them in the OpenAPI schema and validate
+the execution start request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from ..models.stores import MAX_KEY_LENGTH
+
+
+class ErrorSerializer(serializers.Serializer[Any]):
+    """Every error: a message and a machine-readable code, plus members some codes add."""
+
+    detail = serializers.CharField()
+    code = serializers.CharField()
+    issues = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="Schema rejections (`invalid_state`): `{message, path}` each.",
+    )
+    path = serializers.ListField(
+        child=serializers.JSONField(),
+        required=False,
+        help_text="Where the value is not durable (`not_durable`).",
+    )
+    operation = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Index of the failing patch operation."
+    )
+    current_etag = serializers.CharField(
+        required=False, help_text="The store's ETag (`precondition_failed`)."
+    )
+    field_errors = serializers.JSONField(required=False, help_text="Errors by field (`invalid`).")
+
+
+class StoreDefinitionSerializer(serializers.Serializer[Any]):
+    """A registered store definition and how many stores it has."""
+
+    name = serializers.CharField()
+    instances = serializers.IntegerField(help_text="Stores of this definition that exist.")
+    url = serializers.URLField(help_text="Where its ids are listed.")
+
+
+class StoreIdPageSerializer(serializers.Serializer[Any]):
+    """One page of store ids, in ascending code-point order."""
+
+    results = serializers.ListField(child=serializers.CharField())
+    next = serializers.URLField(allow_null=True, help_text="The next page, or null.")
+
+
+class StoreSnapshotSerializer(serializers.Serializer[Any]):
+    """A store's state at (``instance_id``, ``version``); the ETag names the same pair."""
+
+    name = serializers.CharField()
+    id = serializers.CharField()
+    instance_id = serializers.CharField()
+    version = serializers.IntegerField(min_value=0)
+    state = serializers.JSONField(help_text="The state, as the definition's schema shapes it.")
+
+
+class StoreWriteResultSerializer(serializers.Serializer[Any]):
+    """A committed write (or the replay of one): the new state and its versions."""
+
+    name = serializers.CharField()
+    id = serializers.CharField()
+    instance_id = serializers.CharField(
+        allow_null=True, help_text="Null only when a replay cannot name the instance."
+    )
+    previous_version = serializers.IntegerField(min_value=0)
+    version = serializers.IntegerField(min_value=0)
+    state = serializers.JSONField()
+    replayed = serializers.BooleanField(
+        help_text="Whether this answers an earlier request with the same Idempotency-Key."
+    )
+
+
+class JsonPatchOperationSerializer(serializers.Serializer[Any]):
+    """One RFC 6902 operation (documentation only; the view validates patches itself)."""
+
+    op = serializers.ChoiceField(choices=["add", "remove", "replace", "move", "copy", "test"])
+    path = serializers.CharField(allow_blank=True, help_text="A JSON Pointer (RFC 6901).")
+    value = serializers.JSONField(required=False)
+    from_ = serializers.CharField(required=False, help_text="A JSON Pointer (move, copy).")
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        fields["from"] = fields.pop("from_")
+        return fields
+
+
+def _storable_text(value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise serializers.ValidationError("This text holds a lone surrogate.") from None
+
+
+#: Keyword arguments ``start_workflow`` takes itself, so a workflow cannot receive them.
+RESERVED_KWARGS = frozenset({"fn_or_name", "execution_id"})
+
+
+class ExecutionStartSerializer(serializers.Serializer[Any]):
+    """Start ``workflow`` with ``args`` and ``kwargs`` (durable values)."""
+
+    workflow = serializers.CharField(max_length=MAX_KEY_LENGTH)
+    args = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
+    kwargs = serializers.DictField(child=serializers.JSONField(), required=False, default=dict)
+    execution_id = serializers.CharField(
+        max_length=MAX_KEY_LENGTH,
+        required=False,
+        validators=[_storable_text],
+        help_text="Names the execution; starting the same id again returns it (idempotent).",
+    )
+
+    def validate_kwargs(self, value: dict[str, Any]) -> dict[str, Any]:
+        reserved = sorted(RESERVED_KWARGS.intersection(value))
+        if reserved:
+            raise serializers.ValidationError(f"Reserved keyword arguments: {reserved}.")
+        return value
+
+
+class ExecutionStepSerializer(serializers.Serializer[Any]):
+    """One heap entry of an execution."""
+
+    key = serializers.CharField()
+    position = serializers.IntegerField()
+    kind = serializers.CharField()
+    status = serializers.CharField()
+    value = serializers.JSONField(allow_null=True)
+    error = serializers.JSONField(allow_null=True)
+    attempts = serializers.IntegerField()
+    wake_at = serializers.DateTimeField(allow_null=True)
+    recorded_at = serializers.DateTimeField(allow_null=True)
+
+
+class ExecutionSerializer(serializers.Serializer[Any]):
+    """An execution with its heap steps, in replay order."""
+
+    id = serializers.CharField()
+    workflow = serializers.CharField()
+    status = serializers.CharField()
+    input = serializers.JSONField()
+    result = serializers.JSONField(allow_null=True)
+    error = serializers.JSONField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    steps = ExecutionStepSerializer(many=True)

@@ -1,0 +1,37 @@
+"""HTTP API models: the ``Idempotency-Key`` claims of the store and execution endpoints."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+__all__ = ["IdempotencyKey"]
+
+
+class IdempotencyKey(models.Model):
+    """One ``Idempotency-Key`` of one principal, bound to the first request that used it.
+
+    ``fingerprint`` hashes what makes two requests the same (method, target, conditions and
+    the parsed body), so a retry is recognised and a different request under the same key
+    is refused with ``422``. The outcome itself lives in the applied-steps ledger (stores)
+    or is the execution the key names (executions); ``instance_id`` is kept after a store
+    write so that a replay can answer with the store's ETag.
+    """
+
+    principal = models.CharField("principal", max_length=64)
+    key = models.CharField("idempotency key", max_length=255)
+    fingerprint = models.CharField("request fingerprint (SHA-256)", max_length=64)
+    method = models.CharField("method", max_length=8)
+    target = models.CharField("target", max_length=600)
+    instance_id = models.CharField("instance id", max_length=64, blank=True, default="")
+    created_at = models.DateTimeField("first used", default=timezone.now, db_index=True)
+
+    class Meta:
+        verbose_name = "idempotency key"
+        verbose_name_plural = "idempotency keys"
+        constraints = [
+            models.UniqueConstraint(fields=["principal", "key"], name="yieldstar_idempotency_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.principal} {self.key!r} ({self.method} {self.target})"
