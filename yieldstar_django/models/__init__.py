@@ -1,0 +1,6 @@
+"""Django models: stores, versions, ledger, waiters and wake intents (``stores``); workflow
+executions and their heap (``runtime``); the HTTP API's idempotency keys (``api``)."""
+
+from .api import *  # noqa: F403
+from .runtime import *  # noqa: F403
+from .stores import *  # noqa: F403
