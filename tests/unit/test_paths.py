@@ -190,3 +190,27 @@ def test_collapse_and_intersection() -> None:
     assert not paths_intersect([("a", 1)], [("a", 2)])
     assert not paths_intersect([("a",)], [])
     assert not paths_intersect([("1",)], [(1,)])
+
+
+def test_drafts_adopt_lazily() -> None:
+    state = {"count": 0, "items": [{"id": i} for i in range(1000)]}
+    draft, log = draft_of(state)
+    draft["count"] = 1
+    assert type(dict.__getitem__(draft, "items")) is list, "untouched containers stay plain"
+    item = draft["items"][5]
+    assert type(item) is TrackedDict
+    assert type(list.__getitem__(dict.__getitem__(draft, "items"), 6)) is dict
+    item["id"] = -5
+    assert log.paths() == [("count",), ("items", 5, "id")]
+
+
+def test_placed_containers_keep_their_identity() -> None:
+    draft, log = draft_of({"a": {}})
+    mine = {"x": [1]}
+    draft["b"] = mine
+    assert draft["b"] is mine
+    assert draft.get("b") is mine
+    assert next(v for k, v in draft.items() if k == "b") is mine
+    mine["x"].append(2)
+    assert draft["b"]["x"] == [1, 2]
+    assert log.paths() == [("b",)]

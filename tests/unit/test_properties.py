@@ -30,21 +30,61 @@ values = st.recursive(
 states = st.dictionaries(keys, values, max_size=5)
 
 
-def containers(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], Any]]:
-    found = [(path, node)] if isinstance(node, (dict, list)) else []
+def containers(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Paths of every container, found without going through the draft's read methods."""
+    found = [path] if isinstance(node, (dict, list)) else []
     if isinstance(node, dict):
-        for k, v in node.items():
+        for k, v in dict.items(node):
             found += containers(v, (*path, k))
     elif isinstance(node, list):
-        for i, v in enumerate(node):
+        for i, v in enumerate(list.__iter__(node)):
             found += containers(v, (*path, i))
     return found
 
 
+DICT_ROUTES = [
+    lambda d, k: d[k],
+    lambda d, k: d.get(k),
+    lambda d, k: d.setdefault(k),
+    lambda d, k: next(v for kk, v in d.items() if kk == k),
+    lambda d, k: list(d.values())[list(d).index(k)],
+    lambda d, k: d.copy()[k],
+    lambda d, k: dict(d)[k],
+    lambda d, k: {**d}[k],
+    lambda d, k: (d | {})[k],
+    lambda d, k: ({} | d)[k],
+    lambda d, k: copy.copy(d)[k],
+]
+LIST_ROUTES = [
+    lambda lst, i: lst[i],
+    lambda lst, i: lst[i - len(lst)],
+    lambda lst, i: lst[i : i + 1][0],
+    lambda lst, i: lst[::-1][len(lst) - 1 - i],
+    lambda lst, i: list(lst)[i],
+    lambda lst, i: [*lst][i],
+    lambda lst, i: tuple(lst)[i],
+    lambda lst, i: next(x for j, x in enumerate(lst) if j == i),
+    lambda lst, i: list(reversed(lst))[len(lst) - 1 - i],
+    lambda lst, i: lst.copy()[i],
+    lambda lst, i: (lst + [])[i],  # noqa: RUF005 - the route under test
+    lambda lst, i: ([] + lst)[i],  # noqa: RUF005 - the route under test
+    lambda lst, i: (lst * 1)[i],
+    lambda lst, i: copy.copy(lst)[i],
+]
+
+
+def reach(draft: Any, path: tuple[Any, ...], data: st.DataObject) -> Any:
+    node = draft
+    for segment in path:
+        routes = DICT_ROUTES if isinstance(node, dict) else LIST_ROUTES
+        node = data.draw(st.sampled_from(routes))(node, segment)
+    return node
+
+
 def apply(draft: Any, data: st.DataObject) -> None:
     for _ in range(data.draw(st.integers(1, 6))):
-        nodes = containers(draft)
-        _, node = data.draw(st.sampled_from(nodes))
+        path = data.draw(st.sampled_from(containers(draft)))
+        node = reach(draft, path, data)
         if isinstance(node, dict):
             op = data.draw(
                 st.sampled_from(["set", "del", "pop", "setdefault", "update", "clear", "popitem"])
@@ -110,7 +150,7 @@ def apply(draft: Any, data: st.DataObject) -> None:
                 node += [data.draw(values)]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(state=states, data=st.data())
 def test_tracked_write_paths_cover_every_diffed_change(state: Any, data: st.DataObject) -> None:
     previous = copy.deepcopy(state)

@@ -1,17 +1,22 @@
 """Path tracking (design §5): which parts of a state an updater wrote or a selector read.
 
-* ``build_draft`` turns a fresh state into ``TrackedDict``/``TrackedList`` nodes that record
-  every path written through item assignment, deletion and the in-place ``dict``/``list``
-  methods, in O(changes). A change that shifts list elements records the list's own path.
-  Assigned values are stored as given (not walked or copied): any container placed in the
-  draft is covered by the path recorded when it was placed there, so later writes through it
-  are covered by prefix.
-* ``track_selector`` runs a selector over read-only views that record every path read; a
-  structural read (``len``, iteration, ``in``, ``keys()``, a negative or out-of-range index)
-  records the container's own path.
+* ``build_draft`` wraps a freshly decoded state in ``TrackedDict``/``TrackedList`` nodes that
+  record every path written through item assignment, deletion and the in-place ``dict``/
+  ``list`` methods, in O(changes). A change that shifts list elements records the list's own
+  path. Nodes are adopted lazily: a container of the decoded state becomes a tracked node the
+  first time it is reached through the draft (by any read: indexing, ``get``, ``values``,
+  ``items``, iteration, slicing, ``copy``, ``+``, ``*``), so building a draft and changing one
+  field costs O(path), not O(state).
+* Assigned values are stored as given (not walked, copied or adopted): a container placed in
+  the draft is covered by the path recorded when it was placed there, so writes through it
+  later are covered by prefix.
+* ``track_selector`` runs a selector over read-only views that record the paths read.
 * ``diff_paths`` is the O(state) structural fallback for replacements and transformed states.
 * ``paths_intersect`` is prefix intersection: extra paths cost a spurious wake, missing ones
   would lose a wake, so every rule here errs towards recording more.
+
+Writes that bypass the draft's methods (``dict.__setitem__(draft, ...)``, or C helpers such as
+``heapq`` that write a list's internals) are not seen: assign the result instead.
 """
 
 from __future__ import annotations
@@ -25,19 +30,40 @@ T = TypeVar("T")
 
 
 class WriteLog:
-    """The paths written to one draft, in the order they were written."""
+    """The paths written to one draft, in the order they were written, and the containers
+    the updater placed in it (which are never adopted)."""
 
-    __slots__ = ("_paths",)
+    __slots__ = ("_assigned", "_paths")
 
     def __init__(self) -> None:
         self._paths: list[StorePath] = []
+        self._assigned: set[int] = set()
 
     def record(self, path: StorePath) -> None:
         self._paths.append(path)
 
+    def placed(self, value: Any) -> None:
+        """Note a value the updater put into the draft."""
+        if type(value) is dict or type(value) is list:
+            self._assigned.add(id(value))
+
     def paths(self) -> list[StorePath]:
         """Written paths, deduplicated and with paths covered by a recorded prefix removed."""
         return collapse_paths(self._paths)
+
+
+def _adopt(log: WriteLog, value: Any, path: StorePath) -> Any:
+    """The tracked node for a decoded container ``value`` at ``path``, or ``value`` itself."""
+    kind = type(value)
+    if kind is dict:
+        if id(value) in log._assigned:
+            return value
+        return TrackedDict(value, path, log)
+    if kind is list:
+        if id(value) in log._assigned:
+            return value
+        return TrackedList(value, path, log)
+    return value
 
 
 class TrackedDict(dict[str, Any]):
@@ -50,11 +76,59 @@ class TrackedDict(dict[str, Any]):
         self._ys_path = path
         self._ys_log = log
 
+    # reads adopt the child they return
+
+    def _child(self, key: str, value: Any) -> Any:
+        adopted = _adopt(self._ys_log, value, (*self._ys_path, key))
+        if adopted is not value:
+            dict.__setitem__(self, key, adopted)
+        return adopted
+
+    def _adopt_all(self) -> None:
+        for key, value in list(dict.items(self)):
+            self._child(key, value)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._child(key, dict.__getitem__(self, key))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if dict.__contains__(self, key):
+            return self._child(key, dict.__getitem__(self, key))
+        return default
+
+    def __iter__(self) -> Iterator[str]:
+        # Overriding __iter__ makes dict(draft) and {**draft} read through __getitem__.
+        return dict.__iter__(self)
+
+    def values(self) -> Any:
+        self._adopt_all()
+        return dict.values(self)
+
+    def items(self) -> Any:
+        self._adopt_all()
+        return dict.items(self)
+
+    def copy(self) -> dict[str, Any]:
+        self._adopt_all()
+        return dict(dict.items(self))
+
+    def __or__(self, other: Any) -> dict[str, Any]:
+        result = self.copy()
+        result.update(other)
+        return result
+
+    def __ror__(self, other: Any) -> dict[str, Any]:
+        self._adopt_all()
+        return {**other, **dict(dict.items(self))}
+
+    # writes record their path
+
     def _record(self, key: Any) -> None:
         self._ys_log.record((*self._ys_path, key))
 
     def __setitem__(self, key: str, value: Any) -> None:
         self._record(key)
+        self._ys_log.placed(value)
         dict.__setitem__(self, key, value)
 
     def __delitem__(self, key: str) -> None:
@@ -72,9 +146,10 @@ class TrackedDict(dict[str, Any]):
         return key, value
 
     def setdefault(self, key: str, default: Any = None) -> Any:
-        if not dict.__contains__(self, key):
-            self._record(key)
-        return dict.setdefault(self, key, default)
+        if dict.__contains__(self, key):
+            return self._child(key, dict.__getitem__(self, key))
+        self[key] = default
+        return default
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         for key, value in dict(*args, **kwargs).items():
@@ -85,12 +160,12 @@ class TrackedDict(dict[str, Any]):
             self._ys_log.record(self._ys_path)
         dict.clear(self)
 
-    def __ior__(self, other: Any) -> TrackedDict:  # type: ignore[override,misc]
+    def __ior__(self, other: Any) -> TrackedDict:  # type: ignore[misc,override]
         self.update(other)
         return self
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
-        return (dict, (dict(self),))
+        return (dict, (self.copy(),))
 
 
 class TrackedList(list[Any]):
@@ -102,6 +177,49 @@ class TrackedList(list[Any]):
         list.__init__(self, data)
         self._ys_path = path
         self._ys_log = log
+
+    # reads adopt the children they return
+
+    def _child(self, position: int, value: Any) -> Any:
+        adopted = _adopt(self._ys_log, value, (*self._ys_path, position))
+        if adopted is not value:
+            list.__setitem__(self, position, adopted)
+        return adopted
+
+    def _adopt_all(self) -> None:
+        for position, value in enumerate(list.__iter__(self)):
+            self._child(position, value)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        position = self._normalize(index)
+        return self._child(position, list.__getitem__(self, index))
+
+    def __iter__(self) -> Iterator[Any]:
+        self._adopt_all()
+        return list.__iter__(self)
+
+    def __reversed__(self) -> Iterator[Any]:
+        self._adopt_all()
+        return list.__reversed__(self)
+
+    def copy(self) -> list[Any]:
+        self._adopt_all()
+        return list(list.__iter__(self))
+
+    def __add__(self, other: Any) -> list[Any]:  # type: ignore[override]
+        return self.copy() + list(other)
+
+    def __radd__(self, other: Any) -> list[Any]:
+        return list(other) + self.copy()
+
+    def __mul__(self, count: SupportsIndex) -> list[Any]:
+        return self.copy() * count
+
+    __rmul__ = __mul__
+
+    # writes record their paths
 
     def _record_index(self, index: int) -> None:
         self._ys_log.record((*self._ys_path, index))
@@ -115,11 +233,15 @@ class TrackedList(list[Any]):
 
     def __setitem__(self, index: Any, value: Any) -> None:
         if isinstance(index, slice):
-            list.__setitem__(self, index, value)
+            values = list(value)
+            for item in values:
+                self._ys_log.placed(item)
+            list.__setitem__(self, index, values)
             self._record_self()
             return
         position = self._normalize(index)
         list.__setitem__(self, index, value)
+        self._ys_log.placed(value)
         self._record_index(position)
 
     def __delitem__(self, index: Any) -> None:
@@ -137,13 +259,15 @@ class TrackedList(list[Any]):
 
     def append(self, value: Any) -> None:
         self._record_index(len(self))
+        self._ys_log.placed(value)
         list.append(self, value)
 
     def extend(self, values: Iterable[Any]) -> None:
         items = list(values)
         start = len(self)
-        for offset in range(len(items)):
+        for offset, item in enumerate(items):
             self._record_index(start + offset)
+            self._ys_log.placed(item)
         list.extend(self, items)
 
     def insert(self, index: SupportsIndex, value: Any) -> None:
@@ -155,6 +279,7 @@ class TrackedList(list[Any]):
             self._record_index(size)
         else:
             self._record_self()
+        self._ys_log.placed(value)
         list.insert(self, index, value)
 
     def pop(self, index: SupportsIndex = -1) -> Any:
@@ -184,7 +309,7 @@ class TrackedList(list[Any]):
         list.reverse(self)
         self._record_self()
 
-    def __iadd__(self, values: Iterable[Any]) -> TrackedList:  # type: ignore[misc]
+    def __iadd__(self, values: Iterable[Any]) -> TrackedList:  # type: ignore[misc,override]
         self.extend(values)
         return self
 
@@ -194,36 +319,50 @@ class TrackedList(list[Any]):
         return self
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
-        return (list, (list(self),))
+        return (list, (self.copy(),))
 
 
 def build_draft(state: Any, log: WriteLog) -> Any:
-    """Wrap every container of ``state`` (fresh plain values, consumed) in tracked nodes."""
-    if type(state) is dict:
-        root: Any = TrackedDict(state, (), log)
-    elif type(state) is list:
-        root = TrackedList(state, (), log)
-    else:
-        return state
-    stack: list[Any] = [root]
-    while stack:
-        node = stack.pop()
-        base = node._ys_path
-        items = dict.items(node) if type(node) is TrackedDict else enumerate(node)
-        for key, child in items:
-            kind = type(child)
-            if kind is dict:
-                wrapped: Any = TrackedDict(child, (*base, key), log)
-            elif kind is list:
-                wrapped = TrackedList(child, (*base, key), log)
-            else:
-                continue
-            if type(node) is TrackedDict:
-                dict.__setitem__(node, str(key), wrapped)
-            else:
-                list.__setitem__(node, int(key), wrapped)
-            stack.append(wrapped)
-    return root
+    """A draft over ``state`` (fresh decoded values, consumed): O(size of the root)."""
+    return _adopt(log, state, ())
+
+
+def detach(draft: Any) -> Any:
+    """A plain ``dict``/``list`` structure equal to ``draft``, for encoding.
+
+    Walks only tracked nodes (containers never reached stay as they are); returns ``draft``
+    itself when it holds a reference cycle through tracked nodes, for the durability check
+    to report.
+    """
+    if not isinstance(draft, (TrackedDict, TrackedList)):
+        return draft
+    active: set[int] = set()
+
+    def plain(node: Any, depth: int) -> Any:
+        if type(node) is TrackedDict:
+            items = dict.items(node)
+        elif type(node) is TrackedList:
+            items = enumerate(list.__iter__(node))
+        else:
+            return node
+        if id(node) in active or depth > 10_000:
+            raise _Cycle
+        active.add(id(node))
+        if type(node) is TrackedDict:
+            out: Any = {k: plain(v, depth + 1) for k, v in items}
+        else:
+            out = [plain(v, depth + 1) for _, v in items]
+        active.discard(id(node))
+        return out
+
+    try:
+        return plain(draft, 0)
+    except (_Cycle, RecursionError):
+        return draft
+
+
+class _Cycle(Exception):
+    pass
 
 
 # --- selectors -------------------------------------------------------------------------
@@ -337,12 +476,12 @@ class DictView(ReadView, Mapping[str, Any]):
         if not dict.__contains__(self._ys_target, key):
             self._ys_log.paths.append(path)
             raise KeyError(key)
-        return self._ys_log.child(dict.__getitem__(self._ys_target, key), path)
+        return self._ys_log.child(self._ys_target[key], path)
 
     def get(self, key: str, default: Any = None) -> Any:
         path = (*self._ys_path, key)
         if dict.__contains__(self._ys_target, key):
-            return self._ys_log.child(dict.__getitem__(self._ys_target, key), path)
+            return self._ys_log.child(self._ys_target[key], path)
         self._ys_log.paths.append(path)
         return default
 
@@ -365,12 +504,12 @@ class DictView(ReadView, Mapping[str, Any]):
     def values(self) -> Any:
         self._read_self()
         wrap, base = self._ys_log.wrap, self._ys_path
-        return [wrap(v, (*base, k)) for k, v in dict.items(self._ys_target)]
+        return [wrap(v, (*base, k)) for k, v in self._ys_target.items()]
 
     def items(self) -> Any:
         self._read_self()
         wrap, base = self._ys_log.wrap, self._ys_path
-        return [(k, wrap(v, (*base, k))) for k, v in dict.items(self._ys_target)]
+        return [(k, wrap(v, (*base, k))) for k, v in self._ys_target.items()]
 
     pop = popitem = setdefault = update = clear = _refuse
 
@@ -394,7 +533,7 @@ class ListView(ReadView, Sequence[Any]):
         if not 0 <= position < size:
             self._read_self()
             raise IndexError("list index out of range")
-        return self._ys_log.child(list.__getitem__(target, position), (*self._ys_path, position))
+        return self._ys_log.child(target[position], (*self._ys_path, position))
 
     def __len__(self) -> int:
         self._read_self()
@@ -558,6 +697,7 @@ __all__ = [
     "WriteLog",
     "build_draft",
     "collapse_paths",
+    "detach",
     "diff_paths",
     "is_prefix",
     "paths_intersect",

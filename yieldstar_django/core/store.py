@@ -29,7 +29,7 @@ from .durable import (
     encode_durable,
 )
 from .errors import StoreContentionError, StoreValidationError
-from .paths import WriteLog, build_draft, diff_paths, track_selector, unwrap_selected
+from .paths import WriteLog, build_draft, detach, diff_paths, track_selector, unwrap_selected
 from .results import (
     RecordedResult,
     StoreDeleteConflict,
@@ -440,9 +440,11 @@ class CasStoreClient(StoreClient):
         if state is draft and candidate is draft and isinstance(draft, (dict, list)):
             # The draft was decoded from storage: only what the updater wrote needs checking.
             paths = log.paths()
-            encoded = encode_changed(draft, paths, limits=limits, step_key=step_key, label=label)
+            encoded = encode_changed(
+                detach(draft), paths, limits=limits, step_key=step_key, label=label
+            )
             return encoded, paths
-        encoded = encode_durable(state, limits=limits, step_key=step_key, label=label)
+        encoded = encode_durable(detach(state), limits=limits, step_key=step_key, label=label)
         return encoded, diff_paths(decode_durable(stored.encoded), state)
 
     # operations
@@ -614,7 +616,7 @@ class CasStoreClient(StoreClient):
             encoded, paths = self._finalize(definition, stored, draft, draft, log, step_key)
             # Checked before the commit, so a selection that cannot be recorded changes nothing.
             selected_encoded = encode_durable(
-                selected,
+                detach(selected),
                 limits=limits,
                 step_key=step_key,
                 label=f'Store take selection for "{definition.name}"',
