@@ -112,12 +112,12 @@ class TrackedDict(dict[str, Any]):
         self._adopt_all()
         return dict(dict.items(self))
 
-    def __or__(self, other: Any) -> dict[str, Any]:
+    def __or__(self, other: Any) -> dict[str, Any]:  # type: ignore[override]
         result = self.copy()
         result.update(other)
         return result
 
-    def __ror__(self, other: Any) -> dict[str, Any]:
+    def __ror__(self, other: Any) -> dict[str, Any]:  # type: ignore[override]
         self._adopt_all()
         return {**other, **dict(dict.items(self))}
 
@@ -160,7 +160,7 @@ class TrackedDict(dict[str, Any]):
             self._ys_log.record(self._ys_path)
         dict.clear(self)
 
-    def __ior__(self, other: Any) -> TrackedDict:  # type: ignore[misc,override]
+    def __ior__(self, other: Any) -> TrackedDict:  # type: ignore[misc]
         self.update(other)
         return self
 
@@ -208,7 +208,7 @@ class TrackedList(list[Any]):
         self._adopt_all()
         return list(list.__iter__(self))
 
-    def __add__(self, other: Any) -> list[Any]:  # type: ignore[override]
+    def __add__(self, other: Any) -> list[Any]:
         return self.copy() + list(other)
 
     def __radd__(self, other: Any) -> list[Any]:
@@ -309,7 +309,7 @@ class TrackedList(list[Any]):
         list.reverse(self)
         self._record_self()
 
-    def __iadd__(self, values: Iterable[Any]) -> TrackedList:  # type: ignore[misc,override]
+    def __iadd__(self, values: Iterable[Any]) -> TrackedList:  # type: ignore[misc]
         self.extend(values)
         return self
 
@@ -339,19 +339,16 @@ def detach(draft: Any) -> Any:
     active: set[int] = set()
 
     def plain(node: Any, depth: int) -> Any:
-        if type(node) is TrackedDict:
-            items = dict.items(node)
-        elif type(node) is TrackedList:
-            items = enumerate(list.__iter__(node))
-        else:
+        if type(node) is not TrackedDict and type(node) is not TrackedList:
             return node
         if id(node) in active or depth > 10_000:
             raise _Cycle
         active.add(id(node))
+        out: Any
         if type(node) is TrackedDict:
-            out: Any = {k: plain(v, depth + 1) for k, v in items}
+            out = {k: plain(v, depth + 1) for k, v in dict.items(node)}
         else:
-            out = [plain(v, depth + 1) for _, v in items]
+            out = [plain(v, depth + 1) for v in list.__iter__(node)]  # type: ignore[arg-type]
         active.discard(id(node))
         return out
 
