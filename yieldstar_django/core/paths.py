@@ -160,7 +160,7 @@ class TrackedDict(dict[str, Any]):
             self._ys_log.record(self._ys_path)
         dict.clear(self)
 
-    def __ior__(self, other: Any) -> TrackedDict:  # type: ignore[misc,override]
+    def __ior__(self, other: Any) -> TrackedDict:  # type: ignore[override]
         self.update(other)
         return self
 
