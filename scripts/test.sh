@@ -3,7 +3,10 @@
 #
 # Starts the services (scripts/services.sh), creates or refreshes .venv
 # (scripts/_venv.sh), then runs, stopping at the first failure:
-#   ruff check, ruff format --check, mypy, pytest "$@", mkdocs build --strict.
+#   ruff check, ruff format --check, mypy, pytest "$@", mkdocs build --strict,
+# then the Django 6.x leg of the support matrix: the same install on Python 3.13 in
+# .venv-django6 runs the suites that need no browser or worker fleet (set
+# YIELDSTAR_MATRIX=0 to leave it out, e.g. while iterating).
 # Environment: DATABASE_URL (default PostgreSQL on 127.0.0.1), CELERY_BROKER_URL.
 set -euo pipefail
 
@@ -27,5 +30,22 @@ step ruff format --check .
 step mypy yieldstar_django demo_project
 step pytest "$@"
 step mkdocs build --strict --quiet
+
+if [ "${YIELDSTAR_MATRIX:-1}" != "0" ]; then
+  py313="$(command -v python3.13 || ls /root/.pyenv/versions/3.13*/bin/python3.13 2>/dev/null | head -n1 || true)"
+  if [ -n "$py313" ]; then
+    echo
+    echo "==> Django 6.x leg: $("$py313" --version) in .venv-django6"
+    (
+      YIELDSTAR_VENV="$PWD/.venv-django6" PYTHON="$py313" ensure_venv
+      python -c 'import django; print("Django", django.get_version())'
+      pytest -q -p no:cacheprovider -m "not browser" \
+        tests/unit tests/conformance tests/test_checks.py tests/test_conf.py \
+        $(ls -d tests/integration tests/api tests/admin 2>/dev/null)
+    )
+  else
+    echo "==> Django 6.x leg skipped: no python3.13 on this machine (Django 6 needs Python >= 3.12)"
+  fi
+fi
 echo
 echo "==> all checks passed"
