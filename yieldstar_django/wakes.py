@@ -35,7 +35,7 @@ from types import FrameType
 from typing import Any, Final
 
 from celery import shared_task
-from django.db import connections, transaction
+from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
 from .conf import yieldstar_settings
@@ -350,8 +350,15 @@ def stop_on_signals(stop: threading.Event) -> None:
 
 @shared_task(name="yieldstar_django.relay_wakes", ignore_result=True)
 def relay_wakes(using: str = "default") -> int:
-    """Celery beat task: one relay round (schedule it every ``RELAY_INTERVAL`` or so)."""
-    return relay_once(using=using)
+    """Celery beat task: one relay round (schedule it every ``RELAY_INTERVAL`` or so).
+
+    Closes stale database connections before and after, as Django does around a request.
+    """
+    close_old_connections()
+    try:
+        return relay_once(using=using)
+    finally:
+        close_old_connections()
 
 
 def prune_delivered(*, older_than: float, using: str = "default") -> int:

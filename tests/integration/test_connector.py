@@ -1,0 +1,385 @@
+"""The database client in one process: transactions, wakes, bad values, ordering, schema."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import pytest
+from django.db import connections, transaction
+
+from yieldstar_django.connector import (
+    DatabaseStoreClient,
+    get_store_client,
+    path_key,
+    path_match,
+    waiter_path_rows,
+)
+from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.core.errors import StoreValidationError, WorkflowValueError
+from yieldstar_django.core.results import StoreStepId, StoreWaiter, Wake
+from yieldstar_django.models import (
+    AppliedStep,
+    StoreInstance,
+    StoreVersion,
+    Waiter,
+    WaiterPath,
+    WakeIntent,
+)
+
+from .conftest import WakeCollector, configure, db
+
+_names = itertools.count()
+
+
+def jobs_store() -> StoreDefinition:
+    return StoreDefinition(f"conn{next(_names)}", None, lambda id: {"jobs": [], "other": 0})
+
+
+def first_job(state: Any) -> Any:
+    return state["jobs"][0] if state["jobs"] else None
+
+
+def wait_for_job(client: DatabaseStoreClient, d: StoreDefinition, execution: str = "e") -> None:
+    result = client.take_from_store(d, "q", selector=first_job, claim=None)
+    assert result.matched is False
+    client.register_waiter(
+        StoreWaiter(
+            "wf",
+            execution,
+            "take",
+            d.name,
+            "q",
+            result.instance_id,
+            result.version,
+            result.read_paths,
+        )
+    )
+
+
+def intents(alias: str) -> list[tuple[str, str, bool]]:
+    return [
+        (i.execution_id, i.reason, i.delivered_at is not None)
+        for i in WakeIntent.objects.using(alias).order_by("id")
+    ]
+
+
+def row(alias: str, d: StoreDefinition, id: str = "q") -> tuple[int, str] | None:
+    found = StoreInstance.objects.using(alias).filter(name=d.name, store_id=id).first()
+    return None if found is None else (found.version, found.state)
+
+
+def assert_connection_usable(alias: str) -> None:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
+
+
+# --- the index keys -----------------------------------------------------------------------
+
+
+def test_path_keys_tell_str_and_int_apart_and_escape_everything() -> None:
+    assert path_key(("a", 0)) != path_key(("a", "0"))
+    assert path_key(()) == "[]"
+    assert path_key(("\x00", "\ud800")).isascii()
+    long = path_key(("x" * 1000,))
+    assert long.startswith("#") and len(long) == 65
+    assert path_key(("x" * 1000,)) == long != path_key(("x" * 999,))
+
+
+def test_waiter_rows_and_path_matches_agree_with_prefix_intersection() -> None:
+    rows = set(waiter_path_rows([("a", "b", 1)]))
+    assert rows == {(0, '["a","b",1]'), (1, '["a"]'), (1, '["a","b"]')}
+    assert waiter_path_rows([("a",)], same_instance=False) == [(2, "")]
+    match = path_match([("a", "b")])
+    assert match.wake_all is False
+    assert set(match.read_keys) == {"[]", '["a"]', '["a","b"]'}
+    assert match.prefix_keys == ['["a","b"]']
+    assert path_match([("x",), ()]).wake_all is True
+
+    def intersects(read: tuple[Any, ...], changed: tuple[Any, ...]) -> bool:
+        m = path_match([changed])
+        if m.wake_all:
+            return True
+        for kind, key in waiter_path_rows([read]):
+            if (kind == 0 and key in m.read_keys) or (kind == 1 and key in m.prefix_keys):
+                return True
+        return False
+
+    paths: list[tuple[Any, ...]] = [(), ("a",), ("a", 0), ("a", "0"), ("a", 0, "b"), ("b",)]
+    for read in paths:
+        for changed in paths:
+            expected = read == changed[: len(read)] or changed == read[: len(changed)]
+            assert intersects(read, changed) is expected, (read, changed)
+
+
+# --- the client ---------------------------------------------------------------------------
+
+
+@db("default", "sqlite")
+def test_get_store_client_is_cached_per_alias() -> None:
+    assert get_store_client() is get_store_client("default")
+    assert get_store_client("sqlite") is not get_store_client()
+    assert get_store_client("sqlite").using == "sqlite"
+
+
+def test_limits_and_retry_policy_follow_settings(alias: str) -> None:
+    client = DatabaseStoreClient(alias)
+    with configure(CAS_MAX_ATTEMPTS=3, MAX_DEPTH=7, MAX_STATE_BYTES=4096, CAS_BACKOFF_MAX=0.5):
+        assert client.retry_policy().max_attempts == 3
+        assert client.retry_policy().max_delay == 0.5
+        assert client.durable_limits().max_depth == 7
+        assert client.durable_limits().max_bytes == 4096
+    assert client.retry_policy().max_attempts == 50
+
+
+def test_numbers_and_text_read_back_unchanged(alias: str) -> None:
+    value = {"big": 1e20, "huge": 1e300, "int": 2**70, "neg": -0.0, "s": "é😀", "f": 0.1}
+    d = StoreDefinition(f"num{next(_names)}", None, lambda id: value)
+    client = DatabaseStoreClient(alias)
+    state = client.get_store(d, "n").state
+    assert state == value
+    assert type(state["big"]) is float and type(state["int"]) is int
+    assert math.copysign(1, state["neg"]) == -1
+
+
+def test_update_records_versions_and_history_is_pruned(alias: str) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    with configure(VERSION_HISTORY_LIMIT=3, VERSION_HISTORY_KEEP_STATE=False):
+        for n in range(5):
+            client.update_store(d, "q", updater=lambda s, n=n: s.update(other=n))
+    versions = StoreVersion.objects.using(alias).filter(store_name=d.name).order_by("version")
+    assert [v.version for v in versions] == [3, 4, 5]
+    assert all(v.state is None for v in versions)
+    assert versions[0].paths == [("other",)]
+    client.update_store(d, "q", updater=lambda s: s.update(other=9))
+    latest = StoreVersion.objects.using(alias).get(store_name=d.name, version=6)
+    assert latest.value == {"jobs": [], "other": 9}
+
+
+def test_created_by_update_records_version_zero_and_one(alias: str) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    step = StoreStepId("x1", "s")
+    result = client.update_store(d, "q", updater=lambda s: s.update(other=1), step_id=step)
+    assert (result.previous_version, result.version) == (0, 1)
+    versions = StoreVersion.objects.using(alias).filter(store_name=d.name).order_by("version")
+    assert [(v.version, v.step_execution_id, v.step_key) for v in versions] == [
+        (0, None, None),
+        (1, "x1", "s"),
+    ]
+    assert versions[0].value == {"jobs": [], "other": 0}
+    assert AppliedStep.objects.using(alias).get(store_name=d.name).execution_id == "x1"
+
+
+def test_list_stores_is_in_code_point_order(alias: str) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    ids = ["b", "B", "a", "é", "😀", "z", "\uffff", "Z", "aa", "a b", "A", "_", "ä", "10", "9"]
+    for id in ids:
+        client.get_store(d, id)
+    assert client.list_stores(d) == sorted(ids)
+
+
+def test_delete_store_keeps_the_ledger_and_history(alias: str) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    step = StoreStepId("x", "s")
+    first = client.update_store(d, "q", updater=lambda s: s.update(other=1), step_id=step)
+    client.delete_store(d, "q")
+    client.delete_store(d, "q")  # a no-op
+    assert row(alias, d) is None
+    again = client.update_store(d, "q", updater=lambda s: s.update(other=2), step_id=step)
+    assert again == first
+    assert row(alias, d) is None, "a replay does not re-create the store"
+    assert StoreVersion.objects.using(alias).filter(store_name=d.name).count() == 2
+
+
+# --- wakes and transactions ---------------------------------------------------------------
+
+
+def test_intersecting_change_wakes_once_and_disjoint_wakes_nobody(
+    alias: str, wakes: WakeCollector
+) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    wait_for_job(client, d)
+    client.update_store(d, "q", updater=lambda s: s.update(other=1))
+    assert wakes == []
+    assert intents(alias) == []
+    client.update_store(d, "q", updater=lambda s: s["jobs"].append("j"))
+    assert wakes == [Wake("e", "wf")]
+    assert intents(alias) == [("e", "store", True)]
+
+
+def test_no_wake_before_the_outer_commit(alias: str, wakes: WakeCollector) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    wait_for_job(client, d)
+    with transaction.atomic(using=alias):
+        client.update_store(d, "q", updater=lambda s: s["jobs"].append("j"))
+        with transaction.atomic(using=alias):
+            client.update_store(d, "q", updater=lambda s: s["jobs"].append("k"))
+        assert wakes == [], "nothing is delivered before the outermost commit"
+        assert [(e, r, delivered) for e, r, delivered in intents(alias)] == [
+            ("e", "store", False),
+            ("e", "store", False),
+        ]
+    assert set(wakes) == {Wake("e", "wf")}, "delivered after the commit (maybe coalesced)"
+    assert intents(alias) == [("e", "store", True), ("e", "store", True)]
+
+
+def test_a_rollback_wakes_nobody_and_changes_nothing(alias: str, wakes: WakeCollector) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    wait_for_job(client, d)
+    before = row(alias, d)
+    with pytest.raises(RuntimeError), transaction.atomic(using=alias):
+        client.update_store(d, "q", updater=lambda s: s["jobs"].append("j"))
+        raise RuntimeError("roll back")
+    assert wakes == []
+    assert intents(alias) == []
+    assert row(alias, d) == before
+
+
+def test_user_models_and_stores_commit_together(alias: str, wakes: WakeCollector) -> None:
+    """A store write joins the caller's transaction: both or neither."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    with pytest.raises(RuntimeError), transaction.atomic(using=alias):
+        client.update_store(d, "q", updater=lambda s: s.update(other=1))
+        WakeIntent.objects.using(alias).create(
+            execution_id="mine",
+            workflow_id="w",
+            reason="test",
+            available_at="2000-01-01T00:00:00Z",
+            created_at="2000-01-01T00:00:00Z",
+        )
+        raise RuntimeError
+    assert row(alias, d) is None
+    assert not WakeIntent.objects.using(alias).exists()
+
+
+def test_a_failing_backend_never_fails_the_committed_write(
+    alias: str, wakes: WakeCollector
+) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    wait_for_job(client, d)
+    wakes.fail = ConnectionError("broker down")
+    result = client.update_store(d, "q", updater=lambda s: s["jobs"].append("j"))
+    assert result.version == 1
+    intent = WakeIntent.objects.using(alias).get()
+    assert intent.delivered_at is None
+    assert intent.attempts == 1
+    assert "broker down" in intent.last_error
+    assert_connection_usable(alias)
+
+
+def test_stale_and_missing_registrations_are_woken_at_once(
+    alias: str, wakes: WakeCollector
+) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    result = client.take_from_store(d, "q", selector=first_job, claim=None)
+    client.update_store(d, "q", updater=lambda s: s.update(other=1))
+    client.register_waiter(
+        StoreWaiter("wf", "stale", "k", d.name, "q", result.instance_id, 0, result.read_paths)
+    )
+    client.register_waiter(StoreWaiter("wf", "gone", "k", d.name, "nope", "i", 0, [("jobs",)]))
+    assert wakes == [Wake("stale", "wf"), Wake("gone", "wf")]
+    assert [w.execution_id for w in client.waiters(d, "q")] == ["stale"]
+    assert [(e, r) for e, r, _ in intents(alias)] == [("stale", "stale"), ("gone", "missing")]
+
+
+def test_reregistration_replaces_the_observation(alias: str, wakes: WakeCollector) -> None:
+    d = StoreDefinition(f"rereg{next(_names)}", None, lambda id: {"a": 0, "b": 0})
+    client = DatabaseStoreClient(alias)
+    snap = client.get_store(d, "q")
+    for paths in ([("a",)], [("b",)]):
+        client.register_waiter(StoreWaiter("wf", "e", "k", d.name, "q", snap.instance_id, 0, paths))
+    assert Waiter.objects.using(alias).count() == 1
+    assert WaiterPath.objects.using(alias).count() == 1
+    client.update_store(d, "q", updater=lambda s: s.update(a=1))
+    assert wakes == []
+    client.update_store(d, "q", updater=lambda s: s.update(b=1))
+    assert wakes == [Wake("e", "wf")]
+    client.remove_waiters("e")
+    assert not WaiterPath.objects.using(alias).exists()
+    assert not Waiter.objects.using(alias).exists()
+
+
+# --- bad values ---------------------------------------------------------------------------
+
+
+def _deep(levels: int) -> Any:
+    value: Any = 0
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+BAD_VALUES = {
+    "nan": float("nan"),
+    "infinity": float("inf"),
+    "set": {1, 2},
+    "nul": "a\x00b",
+    "nul-key": {"a\x00": 1},
+    "surrogate": "\ud800",
+    "surrogate-key": {"\udfff": 1},
+    "bytes": b"x",
+    "int-key": {1: 2},
+    "deep": _deep(300),
+    "too-large": "x" * 5000,
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_VALUES))
+def test_bad_values_are_rejected_with_store_and_connection_unchanged(
+    alias: str, wakes: WakeCollector, bad: str
+) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    wait_for_job(client, d)
+    before = row(alias, d)
+    value = BAD_VALUES[bad]
+    with configure(WAKE_BACKEND=wakes, MAX_STATE_BYTES=4096):
+        with pytest.raises((WorkflowValueError, StoreValidationError)):
+            client.update_store(d, "q", updater=lambda s: s["jobs"].append(value))
+        with pytest.raises((WorkflowValueError, StoreValidationError)):
+            client.update_store(d, "q", updater=lambda s: {"jobs": [value]})
+        with pytest.raises((WorkflowValueError, StoreValidationError)):
+            client.take_from_store(
+                d, "q", selector=lambda s: True, claim=lambda draft, _: draft.update(x=value)
+            )
+        # inside a transaction of the caller, which stays usable
+        with transaction.atomic(using=alias):
+            with pytest.raises((WorkflowValueError, StoreValidationError)):
+                client.update_store(d, "q", updater=lambda s: s.update(other=value))
+            assert_connection_usable(alias)
+            client.update_store(d, "q", updater=lambda s: s.update(other=1))
+    assert row(alias, d) == (1, '{"jobs":[],"other":1}')
+    assert before == (0, '{"jobs":[],"other":0}')
+    assert wakes == [], "a rejected write wakes nobody (and the good one is disjoint)"
+    assert_connection_usable(alias)
+
+
+@pytest.mark.parametrize(
+    "store_id", ["a\x00b", "\ud800", "x" * 256], ids=["nul", "surrogate", "too-long"]
+)
+def test_unstorable_ids_never_reach_sql(alias: str, store_id: str) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    with transaction.atomic(using=alias):
+        with pytest.raises(ValueError):
+            client.get_store(d, store_id)
+        with pytest.raises(ValueError):
+            client.update_store(d, store_id, updater=lambda s: None)
+        with pytest.raises(ValueError):
+            client.register_waiter(StoreWaiter("wf", "e", "k", d.name, store_id, "i", 0, []))
+        with pytest.raises(ValueError):
+            client.update_store(d, "ok", updater=lambda s: None, step_id=StoreStepId("e", "k\x00"))
+        assert_connection_usable(alias)
+    assert not StoreInstance.objects.using(alias).filter(name=d.name).exists()

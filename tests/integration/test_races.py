@@ -1,0 +1,104 @@
+"""Races between processes, each with its own connection, on PostgreSQL and SQLite."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import pytest
+from django.db import connections
+
+from yieldstar_django.connector import DatabaseStoreClient
+from yieldstar_django.core.definition import StoreDefinition
+
+from .conftest import POSTGRES, SHARED_BARRIER, Spawn
+
+_names = itertools.count()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{next(_names)}"
+
+
+@pytest.mark.parametrize("use_functions", [True, False], ids=["function", "statements"])
+def test_concurrent_increments_lose_nothing(alias: str, spawn: Spawn, use_functions: bool) -> None:
+    if alias == "sqlite" and not use_functions:
+        pytest.skip("SQLite has only the statements path (covered by the 'function' case)")
+    name = unique("inc")
+    attempts = spawn("increment", [(alias, name, 50, use_functions)] * 4)
+    client = DatabaseStoreClient(alias)
+    snapshot = client.get_store(StoreDefinition(name, None, lambda id: {"n": 0}), "c")
+    assert snapshot.state == {"n": 200}
+    assert snapshot.version == 200
+    assert sum(attempts) >= 200
+
+
+def test_queue_items_are_claimed_exactly_once(alias: str, spawn: Spawn) -> None:
+    name = unique("queue")
+    claimed = spawn("take_all", [(alias, name, worker, None) for worker in range(4)])
+    every = [item for worker in claimed for item in worker]
+    assert sorted(every) == list(range(100)), "each item claimed exactly once"
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT version FROM yieldstar_storeinstance WHERE name = %s", [name])
+        assert cursor.fetchone() == (100,)
+
+
+def test_concurrent_first_touches_record_one_instance(alias: str, spawn: Spawn) -> None:
+    name = unique("touch")
+    seen = spawn("first_touch", [(alias, name)] * 6)
+    assert len(set(seen)) == 1, "every process saw the same instance"
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT instance_id, version FROM yieldstar_storeinstance WHERE name = %s", [name]
+        )
+        assert cursor.fetchall() == [(seen[0], 0)]
+        cursor.execute(
+            "SELECT instance_id, version FROM yieldstar_storeversion WHERE store_name = %s",
+            [name],
+        )
+        assert cursor.fetchall() == [(seen[0], 0)], "one version 0, one instance"
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_first_touches_by_updates_record_one_instance(alias: str, spawn: Spawn) -> None:
+    """Six processes whose first operation on a missing store is an update."""
+    name = unique("touchinc")
+    spawn("increment", [(alias, name, 1, None)] * 6)
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT version, state FROM yieldstar_storeinstance WHERE name = %s", [name])
+        assert cursor.fetchall() == [(6, '{"n":6}')]
+        cursor.execute(
+            "SELECT count(DISTINCT instance_id), count(*) FROM yieldstar_storeversion "
+            "WHERE store_name = %s",
+            [name],
+        )
+        assert cursor.fetchone() == (1, 7)
+
+
+def test_register_versus_mutate_loses_no_wake(alias: str, spawn: Spawn) -> None:
+    """1,000 trials: one process takes ``k<t>`` and registers a waiter while the other
+    writes ``k<t>``, in a random order. Whoever goes first, a trial whose take did not see
+    the write must have a wake intent for its execution: either the registration was stale
+    (woken at once) or the write came after it (woken by the write)."""
+    name = unique("race")
+    trials = 1000
+    waited, _ = spawn(
+        ["race_waiter", "race_mutator"],
+        [
+            (alias, name, trials, SHARED_BARRIER, 1),
+            (alias, name, trials, SHARED_BARRIER, 2),
+        ],
+        timeout=170,
+    )
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT execution_id, reason FROM yieldstar_wakeintent")
+        intents = cursor.fetchall()
+    woken = Counter(execution for execution, _ in intents)
+    reasons = Counter(reason for _, reason in intents)
+    lost = [t for t in waited if woken[f"e{t}"] == 0]
+    assert lost == [], f"{len(lost)} of {len(waited)} waiting trials lost their wake"
+    # Both interleavings that need a wake happened: the write landed between the take and
+    # the registration (a stale registration, woken at once) and after the registration.
+    assert reasons["stale"] > 0 and reasons["store"] > 0, reasons
+    spurious = [e for e in woken if int(e[1:]) not in set(waited)]
+    assert spurious == [], "only waiting executions are woken"

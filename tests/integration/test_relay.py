@@ -1,0 +1,243 @@
+"""The relay: due intents, timers, failures, concurrency, the command and the beat task."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connections, transaction
+from django.utils import timezone
+
+from yieldstar_django.core.results import Wake
+from yieldstar_django.models import WakeIntent
+from yieldstar_django.wakes import (
+    PendingWake,
+    _claim_due,
+    celery_backend,
+    deliver_wakes,
+    relay_once,
+    relay_wakes,
+    run_relay,
+    schedule_wake,
+    wake_now,
+)
+
+from .conftest import POSTGRES, WakeCollector, configure
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pending(alias: str) -> list[str]:
+    return list(
+        WakeIntent.objects.using(alias)
+        .filter(delivered_at__isnull=True)
+        .order_by("id")
+        .values_list("execution_id", flat=True)
+    )
+
+
+def make_due(alias: str) -> None:
+    WakeIntent.objects.using(alias).update(available_at=timezone.now() - timedelta(seconds=1))
+
+
+def test_timers_are_delivered_when_due_and_once(alias: str, wakes: WakeCollector) -> None:
+    now = timezone.now()
+    schedule_wake("past", "wf", now - timedelta(seconds=5), using=alias)
+    schedule_wake("future", "wf", now + timedelta(hours=1), using=alias)
+    assert wakes == [], "a timer is never delivered on commit"
+    assert relay_once(using=alias) == 1
+    assert wakes == [Wake("past", "wf")]
+    assert pending(alias) == ["future"]
+    assert relay_once(using=alias) == 0
+    with pytest.raises(ValueError, match="aware"):
+        schedule_wake("naive", "wf", now.replace(tzinfo=None), using=alias)
+
+
+def test_wake_now_follows_the_transaction(alias: str, wakes: WakeCollector) -> None:
+    with transaction.atomic(using=alias):
+        wake_now("a", "wf", using=alias)
+        assert wakes == []
+    assert wakes == [Wake("a", "wf")]
+    with pytest.raises(RuntimeError), transaction.atomic(using=alias):
+        wake_now("b", "wf", using=alias)
+        raise RuntimeError
+    assert wakes == [Wake("a", "wf")]
+    assert list(WakeIntent.objects.using(alias).values_list("execution_id", flat=True)) == ["a"]
+    assert pending(alias) == []
+
+
+def test_relay_coalesces_wakes_of_one_execution(alias: str, wakes: WakeCollector) -> None:
+    with configure(WAKE_BACKEND=wakes, RELAY_DELAY=0):
+        wakes.fail = ConnectionError("down")
+        for execution in ["x", "y", "x"]:
+            wake_now(execution, "wf", using=alias)
+        make_due(alias)
+        wakes.fail = None
+        assert relay_once(using=alias) == 3
+    assert wakes == [Wake("x", "wf"), Wake("y", "wf")]
+    assert pending(alias) == []
+
+
+def test_failed_delivery_is_recorded_backed_off_and_retried(
+    alias: str, wakes: WakeCollector
+) -> None:
+    schedule_wake("t", "wf", timezone.now() - timedelta(seconds=1), using=alias)
+    wakes.fail = ConnectionError("broker down")
+    with configure(WAKE_BACKEND=wakes, RELAY_INTERVAL=60):
+        assert relay_once(using=alias) == 0
+        intent = WakeIntent.objects.using(alias).get()
+        assert (intent.attempts, intent.delivered_at) == (1, None)
+        assert "ConnectionError: broker down" in intent.last_error
+        assert intent.available_at > timezone.now() + timedelta(seconds=30), "backed off"
+        assert relay_once(using=alias) == 0, "not retried before its new available_at"
+        make_due(alias)
+        wakes.fail = None
+        assert relay_once(using=alias) == 1
+    assert wakes == [Wake("t", "wf")]
+
+
+def test_large_backlogs_go_in_batches(alias: str, wakes: WakeCollector) -> None:
+    at = timezone.now() - timedelta(seconds=1)
+    for n in range(25):
+        schedule_wake(f"e{n}", "wf", at, using=alias)
+    assert relay_once(using=alias, batch_size=10) == 25
+    assert [w.execution_id for w in wakes] == [f"e{n}" for n in range(25)]
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_concurrent_relays_skip_claimed_intents(alias: str, wakes: WakeCollector) -> None:
+    """A batch claimed by one relay (``FOR UPDATE SKIP LOCKED``) is invisible to another."""
+    schedule_wake("claimed", "wf", timezone.now() - timedelta(seconds=1), using=alias)
+    other: list[int] = []
+
+    def second_relay() -> None:
+        try:
+            other.append(relay_once(using=alias))
+        finally:
+            connections.close_all()
+
+    with transaction.atomic(using=alias):
+        assert [p.wake.execution_id for p in _claim_due(alias, 10)] == ["claimed"]
+        thread = threading.Thread(target=second_relay)
+        thread.start()
+        thread.join(timeout=60)
+    assert other == [0]
+    assert wakes == []
+    assert relay_once(using=alias) == 1
+
+
+def test_deliver_wakes_never_raises(alias: str, wakes: WakeCollector) -> None:
+    wakes.fail = RuntimeError("nope")
+    assert deliver_wakes([PendingWake(123456, Wake("e", "wf"))], using=alias) is False
+    wakes.fail = None
+    assert deliver_wakes([PendingWake(123456, Wake("e", "wf"))], using=alias) is True
+
+
+def test_run_relay_stops_when_asked(alias: str, wakes: WakeCollector) -> None:
+    schedule_wake("r", "wf", timezone.now() - timedelta(seconds=1), using=alias)
+    stop = threading.Event()
+    stop.set()
+    assert run_relay(using=alias, stop=stop, interval=0.01) == 1
+    assert run_relay(using=alias, once=True) == 0
+
+
+def test_relay_command_once(alias: str, wakes: WakeCollector) -> None:
+    schedule_wake("cmd", "wf", timezone.now() - timedelta(seconds=1), using=alias)
+    with pytest.raises(Exception, match="interval"):
+        call_command("yieldstar_relay", "--database", alias, "--interval", "0")
+    out = io.StringIO()
+    call_command("yieldstar_relay", "--database", alias, "--once", stdout=out)
+    assert "delivered 1 wake intent(s)" in out.getvalue()
+    assert wakes == [Wake("cmd", "wf")]
+
+
+def test_beat_task_runs_one_round(alias: str, wakes: WakeCollector) -> None:
+    from celery import current_app
+
+    schedule_wake("beat", "wf", timezone.now() - timedelta(seconds=1), using=alias)
+    assert "yieldstar_django.relay_wakes" in current_app.tasks
+    assert relay_wakes.run(using=alias) == 1
+    assert wakes == [Wake("beat", "wf")]
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_relay_command_stops_cleanly_on_signals(alias: str, signum: int) -> None:
+    """The long-lived command, in its own process, exits 0 after SIGTERM or SIGINT."""
+    s = connections[alias].settings_dict
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "PYTHONUNBUFFERED": "1",
+        "DATABASE_URL": f"postgres://{s['USER']}@{s['HOST']}:{s['PORT'] or 5432}/{s['NAME']}",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "django", "yieldstar_relay", "--interval", "0.05"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert "yieldstar relay on 'default'" in first, (
+            process.stderr.read() if process.stderr else ""
+        )
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert "delivered 0 wake intent(s)" in out
+
+
+@pytest.mark.celery
+def test_celery_backend_enqueues_resume_execution_on_a_real_broker() -> None:
+    """The default backend publishes ``yieldstar_django.resume_execution(execution_id)``;
+    read back from Redis (a private queue, no worker consumes it)."""
+    import uuid
+
+    from celery import Celery, _state
+    from kombu import Connection
+
+    url = settings.CELERY_BROKER_URL
+    try:
+        with Connection(url, connect_timeout=2) as probe:
+            probe.ensure_connection(max_retries=1)
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        pytest.skip(f"needs a Celery broker at {url}: {exc}")
+    queue = f"yieldstar-test-{uuid.uuid4().hex}"
+    app = Celery("yieldstar-test", broker=url, set_as_current=False)
+    app.conf.task_default_queue = queue
+    app.conf.broker_connection_retry_on_startup = True
+    previous = _state.get_current_app()
+    app.set_current()
+    try:
+        celery_backend([Wake("exec-1", "wf"), Wake("exec-2", "wf")])
+        received = []
+        with Connection(url) as conn:
+            simple = conn.SimpleQueue(queue)
+            for _ in range(2):
+                message = simple.get(timeout=10)
+                received.append((message.headers["task"], message.payload[0]))
+                message.ack()
+            simple.queue.delete()
+            simple.close()
+    finally:
+        _state._set_current_app(previous)
+    assert received == [
+        ("yieldstar_django.resume_execution", ["exec-1"]),
+        ("yieldstar_django.resume_execution", ["exec-2"]),
+    ]

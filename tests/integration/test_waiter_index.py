@@ -1,0 +1,136 @@
+"""100,000 waiters on one store: a mutation finds the one it wakes through the index.
+
+No timings: PostgreSQL's not-yet-reported table statistics (``pg_stat_xact_user_tables``,
+compared before and after one commit) show that the commit read the waiter-path table by
+index only (no sequential scan, a handful of rows), and the plans of
+the portable matching query (EXPLAIN) use the ``(store_pk, kind, path)`` index on both
+databases.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from django.db import connections, transaction
+
+from yieldstar_django.connector import (
+    DatabaseStoreClient,
+    matching_waiters_sql,
+    path_key,
+    path_match,
+)
+from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.core.results import Wake
+
+from .conftest import POSTGRES, WakeCollector
+
+WAITERS = 100_000
+_names = itertools.count()
+
+
+def add_waiters(alias: str, store_pk: int, instance_id: str, count: int) -> None:
+    """Waiter ``e<i>`` reads ``("jobs", i, "status")``, as ``register_waiter`` would
+    index it (a READ row and PREFIX rows for ``("jobs",)`` and ``("jobs", i)``), written
+    in bulk."""
+    assert path_key(("jobs", 7, "status")) == '["jobs",7,"status"]'
+    numbers = (
+        f"WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {count - 1})"
+    )
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            f"{numbers} INSERT INTO yieldstar_waiter (workflow_id, execution_id, step_key, "
+            "store_pk, instance_id, since_version, read_paths, created_at) "
+            "SELECT 'wf', 'e' || i, 'take', %s, %s, 0, "
+            "'[[\"jobs\",' || i || ',\"status\"]]', CURRENT_TIMESTAMP FROM n",
+            [store_pk, instance_id],
+        )
+        for kind, path in [
+            (0, "'[\"jobs\",' || substr(execution_id, 2) || ',\"status\"]'"),
+            (1, "'[\"jobs\",' || substr(execution_id, 2) || ']'"),
+            (1, "'[\"jobs\"]'"),
+        ]:
+            cursor.execute(
+                "INSERT INTO yieldstar_waiterpath (waiter_id, store_pk, kind, path) "
+                f"SELECT id, store_pk, {kind}, {path} FROM yieldstar_waiter WHERE store_pk = %s",
+                [store_pk],
+            )
+        for table in ("yieldstar_waiter", "yieldstar_waiterpath"):
+            cursor.execute(f"ANALYZE {table}")
+
+
+def setup_store(alias: str) -> tuple[StoreDefinition, DatabaseStoreClient, int]:
+    d = StoreDefinition(
+        f"many{next(_names)}",
+        None,
+        lambda id: {"jobs": [{"status": "new"} for _ in range(10)], "other": 0},
+    )
+    client = DatabaseStoreClient(alias)
+    snapshot = client.get_store(d, "q")
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM yieldstar_storeinstance WHERE name = %s AND store_id = %s",
+            [d.name, "q"],
+        )
+        store_pk = int(cursor.fetchone()[0])
+    add_waiters(alias, store_pk, snapshot.instance_id, WAITERS)
+    return d, client, store_pk
+
+
+def waiter_path_stats(alias: str) -> dict[str, Any]:
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT seq_scan, idx_scan, idx_tup_fetch FROM pg_stat_xact_user_tables "
+            "WHERE relname = 'yieldstar_waiterpath'"
+        )
+        seq_scan, idx_scan, fetched = cursor.fetchone()
+    return {"seq_scan": seq_scan, "idx_scan": idx_scan, "idx_tup_fetch": fetched}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_matching_reads_the_waiter_index_only_on_postgres(alias: str, wakes: WakeCollector) -> None:
+    d, _, store_pk = setup_store(alias)
+    for use_functions in (True, False):
+        wakes.clear()
+        client = DatabaseStoreClient(alias, use_functions=use_functions)
+        with transaction.atomic(using=alias):
+            before = waiter_path_stats(alias)
+            client.update_store(d, "q", updater=lambda s: s["jobs"][5].update(status="done"))
+            after = waiter_path_stats(alias)
+        used = {key: after[key] - before[key] for key in after}
+        assert used["seq_scan"] == 0, (use_functions, used)
+        assert used["idx_scan"] >= 1, (use_functions, used)
+        assert used["idx_tup_fetch"] < 10, (use_functions, used)
+        assert wakes == [Wake("e5", "wf")], "exactly the waiter of the changed item"
+
+        with transaction.atomic(using=alias):
+            before = waiter_path_stats(alias)
+            client.update_store(d, "q", updater=lambda s: s.update(other=s["other"] + 1))
+            assert waiter_path_stats(alias)["seq_scan"] == before["seq_scan"]
+        assert wakes == [Wake("e5", "wf")], "a disjoint change wakes none of 100,000"
+
+    sql, params = matching_waiters_sql(store_pk, path_match([("jobs", 5, "status")]))
+    with connections[alias].cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "yieldstar_waiterpath_match" in plan, plan
+    assert "Seq Scan on yieldstar_waiterpath" not in plan, plan
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True, databases=["sqlite"], available_apps=["yieldstar_django"])
+def test_matching_uses_the_waiter_index_on_sqlite(wakes: WakeCollector) -> None:
+    alias = "sqlite"
+    d, client, store_pk = setup_store(alias)
+    sql, params = matching_waiters_sql(store_pk, path_match([("jobs", 5, "status")]))
+    with connections[alias].cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        plan = [row[-1] for row in cursor.fetchall()]
+    on_paths = [step for step in plan if "yieldstar_waiterpath" in step]
+    assert on_paths and all("INDEX yieldstar_waiterpath_match" in s for s in on_paths), plan
+    client.update_store(d, "q", updater=lambda s: s["jobs"][5].update(status="done"))
+    assert wakes == [Wake("e5", "wf")]
+    client.update_store(d, "q", updater=lambda s: s.update(other=1))
+    assert wakes == [Wake("e5", "wf")]

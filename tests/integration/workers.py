@@ -1,0 +1,217 @@
+"""Code that runs in child processes of the integration tests, each with its own connection.
+
+Children are started with the ``spawn`` method, so nothing is inherited: :func:`entry`
+points the database aliases at the test databases the parent created, applies
+``YIELDSTAR`` settings and calls ``django.setup()`` before anything touches Django. Store
+definitions are rebuilt here by name (lambdas do not cross processes). Nothing in this
+module imports Django at import time.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+DISCARDED: list[Any] = []
+
+
+def discard_wakes(wakes: Any) -> None:
+    """A ``WAKE_BACKEND`` for children: the intents in the database are what tests check."""
+    DISCARDED.extend(wakes)
+
+
+def setup_django(db_names: dict[str, str], yieldstar: dict[str, Any]) -> None:
+    """Point every alias at ``db_names`` and apply ``yieldstar``, before any query. Works
+    in a fresh interpreter and in a fork of one that has set Django up already."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+    import django
+    from django.apps import apps
+    from django.conf import settings
+    from django.db import connections
+
+    for alias, name in db_names.items():
+        settings.DATABASES[alias]["NAME"] = name
+        assert connections[alias].connection is None, "no connection before setup"
+    settings.YIELDSTAR = {"WAKE_BACKEND": f"{__name__}.discard_wakes", **yieldstar}
+    if not apps.ready:
+        django.setup()
+    from yieldstar_django.conf import yieldstar_settings
+
+    yieldstar_settings.reload()
+
+
+def entry(
+    function: str,
+    db_names: dict[str, str],
+    yieldstar: dict[str, Any],
+    barrier: Any,
+    results: Any,
+    index: int,
+    args: tuple[Any, ...],
+) -> None:
+    """Process target: set up Django, wait at ``barrier``, run ``function(*args)`` and put
+    ``(index, "ok", result)`` or ``(index, "error", traceback)`` on ``results``."""
+    try:
+        setup_django(db_names, yieldstar)
+        fn: Callable[..., Any] = globals()[function]
+        if barrier is not None:
+            barrier.wait(timeout=120)
+        result = fn(*args)
+        results.put((index, "ok", result))
+    except BaseException:
+        results.put((index, "error", traceback.format_exc()))
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+
+
+def _definition(name: str, kind: str) -> Any:
+    from yieldstar_django.core.definition import StoreDefinition
+
+    initials: dict[str, Callable[[str], Any]] = {
+        "counter": lambda id: {"n": 0},
+        "queue": lambda id: {"items": [{"id": i, "owner": None} for i in range(100)]},
+        "touch": lambda id: {"pid": os.getpid()},
+        "slots": lambda id: {},
+        "jobs": lambda id: {"jobs": [], "other": 0},
+    }
+    return StoreDefinition(name, None, initials[kind])
+
+
+def _client(alias: str, use_functions: bool | None = None) -> Any:
+    from yieldstar_django.connector import DatabaseStoreClient
+
+    return DatabaseStoreClient(alias, use_functions=use_functions)
+
+
+# --- races ------------------------------------------------------------------------------
+
+
+def increment(alias: str, name: str, count: int, use_functions: bool | None) -> int:
+    """``count`` increments of the counter; returns the commit attempts it took."""
+    client = _client(alias, use_functions)
+    definition = _definition(name, "counter")
+    for _ in range(count):
+        client.update_store(definition, "c", updater=lambda s: s.update(n=s["n"] + 1))
+    return int(client.commit_attempts)
+
+
+def take_all(alias: str, name: str, worker: int, use_functions: bool | None) -> list[int]:
+    """Claim queue items until none is left; returns the ids this worker claimed."""
+    client = _client(alias, use_functions)
+    definition = _definition(name, "queue")
+
+    def first_free(state: Any) -> Any:
+        for item in state["items"]:
+            if item["owner"] is None:
+                return item
+        return None
+
+    def claim(draft: Any, item: Any) -> None:
+        item["owner"] = worker
+
+    claimed: list[int] = []
+    while True:
+        result = client.take_from_store(definition, "q", selector=first_free, claim=claim)
+        if not result.matched:
+            return claimed
+        claimed.append(result.selected["id"])
+
+
+def first_touch(alias: str, name: str) -> str:
+    """Touch a missing store; returns the instance id this process saw."""
+    client = _client(alias)
+    return str(client.get_store(_definition(name, "touch"), "t").instance_id)
+
+
+def race_waiter(alias: str, name: str, trials: int, barrier: Any, seed: int) -> list[int]:
+    """Per trial: take ``k<t>`` (unmatched unless the mutator was first) and register a
+    waiter for execution ``e<t>``; returns the trials that registered a waiter."""
+    from yieldstar_django.core.results import StoreWaiter
+
+    client = _client(alias)
+    definition = _definition(name, "slots")
+    rng = random.Random(seed)
+    waited: list[int] = []
+    for trial in range(trials):
+        key = f"k{trial}"
+        barrier.wait(timeout=60)
+        _jitter(rng, 0.001)
+        result = client.take_from_store(
+            definition, "race", selector=lambda s, key=key: s.get(key), claim=None
+        )
+        if result.matched:
+            continue
+        _jitter(rng)
+        client.register_waiter(
+            StoreWaiter(
+                "wf",
+                f"e{trial}",
+                "take",
+                name,
+                "race",
+                result.instance_id,
+                result.version,
+                result.read_paths,
+            )
+        )
+        waited.append(trial)
+    return waited
+
+
+def race_mutator(alias: str, name: str, trials: int, barrier: Any, seed: int) -> int:
+    """Per trial: write ``k<t>``."""
+    client = _client(alias)
+    definition = _definition(name, "slots")
+    rng = random.Random(seed)
+    for trial in range(trials):
+        key = f"k{trial}"
+        barrier.wait(timeout=60)
+        _jitter(rng)
+        client.update_store(definition, "race", updater=lambda s, key=key: s.update({key: 1}))
+    return trials
+
+
+def _jitter(rng: random.Random, most: float = 0.0004) -> None:
+    """Busy-wait up to ``most`` seconds, so either side may go first."""
+    deadline = time.perf_counter() + rng.random() * most
+    while time.perf_counter() < deadline:
+        pass
+
+
+# --- faults -----------------------------------------------------------------------------
+
+
+def commit_then_die(alias: str, name: str) -> None:
+    """Register a waiter, then commit an intersecting change and die in an ``on_commit``
+    hook that runs before the connector's delivery hook."""
+    from django.db import transaction
+
+    from yieldstar_django.core.results import StoreWaiter
+
+    client = _client(alias)
+    definition = _definition(name, "jobs")
+    result = client.take_from_store(
+        definition, "q", selector=lambda s: s["jobs"][0] if s["jobs"] else None, claim=None
+    )
+    client.register_waiter(
+        StoreWaiter(
+            "wf",
+            "doomed",
+            "take",
+            name,
+            "q",
+            result.instance_id,
+            result.version,
+            result.read_paths,
+        )
+    )
+    with transaction.atomic(using=alias):
+        transaction.on_commit(lambda: os._exit(17), using=alias)
+        client.update_store(definition, "q", updater=lambda s: s["jobs"].append("job"))
+    raise AssertionError("on_commit did not run")  # pragma: no cover

@@ -1,0 +1,50 @@
+"""``python manage.py yieldstar_relay``: deliver wake intents that were not delivered.
+
+Runs as a long-lived process (one or more per deployment; on PostgreSQL several relays
+share the work through ``FOR UPDATE SKIP LOCKED``) and stops cleanly on SIGINT or SIGTERM
+after the round in progress. ``--once`` runs a single round and exits, for cron.
+"""
+
+from __future__ import annotations
+
+import threading
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import DEFAULT_DB_ALIAS
+
+from yieldstar_django.conf import yieldstar_settings
+from yieldstar_django.wakes import run_relay, stop_on_signals
+
+
+class Command(BaseCommand):
+    help = (
+        "Deliver wake intents not delivered on commit (broker down, process killed) and "
+        "durable timers once due."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument(
+            "--database", default=DEFAULT_DB_ALIAS, help="database alias (default: default)"
+        )
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=None,
+            help="seconds between rounds (default: YIELDSTAR['RELAY_INTERVAL'])",
+        )
+        parser.add_argument("--once", action="store_true", help="run one round and exit")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        interval = options["interval"]
+        if interval is not None and interval <= 0:
+            raise CommandError("--interval must be > 0")
+        using = options["database"]
+        stop = threading.Event()
+        if not options["once"]:
+            stop_on_signals(stop)
+            every = interval if interval is not None else yieldstar_settings.RELAY_INTERVAL
+            self.stdout.write(f"yieldstar relay on {using!r}, every {every}s (Ctrl-C stops)")
+        delivered = run_relay(using=using, interval=interval, stop=stop, once=options["once"])
+        self.stdout.write(f"delivered {delivered} wake intent(s)")
