@@ -53,6 +53,18 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     "the recorded outcome (`replayed: true`); the same key with a different request is "
     "`422`. 1 to 200 printable ASCII characters, scoped to the authenticated user.",
 )
+NAME = OpenApiParameter(
+    "name",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    description="A registered store definition.",
+)
+STORE_ID = OpenApiParameter(
+    "id",
+    OpenApiTypes.STR,
+    OpenApiParameter.PATH,
+    description="The store's id (at most 255 characters; it may hold `/`).",
+)
 CURSOR = OpenApiParameter(
     "cursor",
     OpenApiTypes.STR,
@@ -109,6 +121,33 @@ def only_yieldstar_endpoints(endpoints: list[Any], **kwargs: Any) -> list[Any]:
     ]
 
 
+def document_registered_names(
+    result: dict[str, Any], generator: Any, request: Any, public: bool
+) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: list the store definitions the requesting user
+    may view as the ``enum`` of the ``name`` path parameter, and the registered workflows
+    as the ``enum`` of ``workflow`` in a start request."""
+    from ..core.definition import registered_definitions
+    from ..runtime.registry import registered_workflows
+    from .permissions import hook_allows
+
+    names = [
+        d.name
+        for d in registered_definitions()
+        if request is None or hook_allows(request, d, "view", None)
+    ]
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "path" and parameter.get("name") == "name" and names:
+                    parameter["schema"]["enum"] = names
+    workflows = [w.name for w in registered_workflows()]
+    start = result.get("components", {}).get("schemas", {}).get("ExecutionStartRequest")
+    if start and workflows:
+        start["properties"]["workflow"]["enum"] = workflows
+    return result
+
+
 class YieldstarSchemaView(SpectacularAPIView):
     """``GET schema/``: the OpenAPI 3 schema of this API, as JSON.
 
@@ -136,6 +175,10 @@ class YieldstarSchemaView(SpectacularAPIView):
         "VERSION": "1",
         "PREPROCESSING_HOOKS": ["yieldstar_django.api.openapi.only_yieldstar_endpoints"],
         "COMPONENT_SPLIT_REQUEST": True,
+        "POSTPROCESSING_HOOKS": [
+            "drf_spectacular.hooks.postprocess_schema_enums",
+            "yieldstar_django.api.openapi.document_registered_names",
+        ],
     }
 
 
@@ -146,6 +189,8 @@ __all__ = [
     "IF_MATCH",
     "IF_NONE_MATCH",
     "LIMIT",
+    "NAME",
+    "STORE_ID",
     "WRITE_ETAG_HEADER",
     "YieldstarSchemaView",
     "errors",

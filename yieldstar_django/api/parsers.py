@@ -1,14 +1,15 @@
 """Request parsers that cannot be made to fail with a ``500``.
 
 They read at most ``API_MAX_BODY_BYTES`` + 1 bytes (more is ``413``), require UTF-8,
-reject ``NaN``/``Infinity`` and nesting deeper than ``MAX_DEPTH`` + ``PATCH_DEPTH_SLACK``,
-and turn every decoding failure (including ``RecursionError`` and integers too long to
-convert) into a ``400`` ``ParseError``.
+reject ``NaN``/``Infinity``, numbers out of float range and nesting deeper than
+``MAX_DEPTH`` + ``PATCH_DEPTH_SLACK``, and turn every decoding failure (including
+``RecursionError`` and integers too long to convert) into a ``400`` ``ParseError``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import IO, Any, Final
 
@@ -30,6 +31,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
 def loads_json(raw: bytes, *, max_depth: int) -> Any:
     """Decode a UTF-8 JSON document or raise ``ParseError`` saying what is wrong."""
     try:
@@ -37,7 +45,7 @@ def loads_json(raw: bytes, *, max_depth: int) -> Any:
     except UnicodeDecodeError as exc:
         raise ParseError(f"The body is not UTF-8: {exc.reason} at byte {exc.start}.") from None
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
         raise ParseError(f"The JSON nests deeper than {max_depth} levels.") from None
     except ValueError as exc:  # JSONDecodeError, NaN/Infinity, integers of too many digits

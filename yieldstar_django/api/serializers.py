@@ -90,11 +90,14 @@ class JsonPatchOperationSerializer(serializers.Serializer[Any]):
         return fields
 
 
-def _storable_text(value: str) -> None:
+def _addressable_id(value: str) -> None:
+    """An execution id the API can store and address: no lone surrogates, no ``/``."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise serializers.ValidationError("This text holds a lone surrogate.") from None
+    if "/" in value:
+        raise serializers.ValidationError("An execution id started over HTTP cannot hold '/'.")
 
 
 #: Keyword arguments ``start_workflow`` takes itself, so a workflow cannot receive them.
@@ -110,7 +113,7 @@ class ExecutionStartSerializer(serializers.Serializer[Any]):
     execution_id = serializers.CharField(
         max_length=MAX_KEY_LENGTH,
         required=False,
-        validators=[_storable_text],
+        validators=[_addressable_id],
         help_text="Names the execution; starting the same id again returns it (idempotent).",
     )
 

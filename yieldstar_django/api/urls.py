@@ -1,23 +1,43 @@
 """URLs of the HTTP API. Mount with ``path("yieldstar/", include("yieldstar_django.api.urls"))``.
 
 Names (namespace ``yieldstar``): ``schema``, ``store-list``, ``store-ids``, ``store-detail``,
-``execution-list``, ``execution-detail``, ``execution-cancel``.
+``execution-list``, ``execution-detail``, ``execution-cancel``. A store id may hold ``/``
+(``stores/<name>/tenant/7/``); an execution id started through the API may not.
 """
 
 from __future__ import annotations
 
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, register_converter
 
 from . import executions, views
 from .openapi import YieldstarSchemaView
 
 app_name = "yieldstar"
 
+
+class StoreIdConverter:
+    """Any non-empty text, ``/`` and line breaks included (``path`` stops at ``\n``)."""
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(StoreIdConverter, "yieldstar_store_id")
+
 urlpatterns: list[URLPattern] = [
     path("schema/", YieldstarSchemaView.as_view(), name="schema"),
     path("stores/", views.StoreDefinitionListView.as_view(), name="store-list"),
     path("stores/<str:name>/", views.StoreIdListView.as_view(), name="store-ids"),
-    path("stores/<str:name>/<str:id>/", views.StoreDetailView.as_view(), name="store-detail"),
+    path(
+        "stores/<str:name>/<yieldstar_store_id:id>/",
+        views.StoreDetailView.as_view(),
+        name="store-detail",
+    ),
     path("executions/", executions.ExecutionStartView.as_view(), name="execution-list"),
     path(
         "executions/<str:execution_id>/",

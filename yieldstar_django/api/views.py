@@ -64,7 +64,9 @@ from .openapi import (
     IF_MATCH,
     IF_NONE_MATCH,
     LIMIT,
+    NAME,
     READ_ERRORS,
+    STORE_ID,
     WRITE_ERRORS,
     WRITE_ETAG_HEADER,
     errors,
@@ -183,9 +185,13 @@ def encode_cursor(store_id: str) -> str:
 def decode_cursor(cursor: str) -> str:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        return base64.urlsafe_b64decode(padded.encode("ascii")).decode("utf-8")
+        value = base64.b64decode(padded.encode("ascii"), altchars=b"-_", validate=True)
+        text = value.decode("utf-8")
     except (ValueError, UnicodeError, binascii.Error):
-        raise ParseError("The cursor is invalid; use the `next` link of a page.") from None
+        text = "\x00"
+    if "\x00" in text or len(text) > MAX_KEY_LENGTH:
+        raise ParseError("The cursor is invalid; use the `next` link of a page.")
+    return text
 
 
 def page_size(request: Request) -> int:
@@ -222,7 +228,7 @@ class StoreIdListView(YieldstarAPIView):
         summary="List store ids",
         description="Ids of the stores of one definition, in ascending code-point order, "
         "one page at a time.",
-        parameters=[CURSOR, LIMIT],
+        parameters=[NAME, CURSOR, LIMIT],
         responses={200: StoreIdPageSerializer, **errors(*READ_ERRORS)},
         tags=["stores"],
     )
@@ -301,7 +307,7 @@ class StoreDetailView(YieldstarAPIView):
         description="The store's snapshot; its `ETag` names (instance_id, version). A store "
         "that does not exist yet is created from the definition's initial state, as "
         "`get_store` does.",
-        parameters=[IF_NONE_MATCH, ETAG_HEADER],
+        parameters=[NAME, STORE_ID, IF_NONE_MATCH, ETAG_HEADER],
         responses={
             200: StoreSnapshotSerializer,
             304: OpenApiResponse(description="Not modified since the `If-None-Match` ETag."),
@@ -328,7 +334,7 @@ class StoreDetailView(YieldstarAPIView):
         description="Validates the body with the definition's schema and commits it as the "
         "next version (compare-and-swap).",
         request={"application/json": OpenApiTypes.ANY},
-        parameters=[IF_MATCH, IDEMPOTENCY_KEY, WRITE_ETAG_HEADER],
+        parameters=[NAME, STORE_ID, IF_MATCH, IDEMPOTENCY_KEY, WRITE_ETAG_HEADER],
         responses={200: StoreWriteResultSerializer, **errors(*WRITE_ERRORS)},
         tags=["stores"],
     )
@@ -353,7 +359,7 @@ class StoreDetailView(YieldstarAPIView):
             MERGE_PATCH: OpenApiTypes.ANY,
             JSON_PATCH: JsonPatchOperationSerializer(many=True),
         },
-        parameters=[IF_MATCH, IDEMPOTENCY_KEY, WRITE_ETAG_HEADER],
+        parameters=[NAME, STORE_ID, IF_MATCH, IDEMPOTENCY_KEY, WRITE_ETAG_HEADER],
         responses={200: StoreWriteResultSerializer, **errors(*WRITE_ERRORS)},
         tags=["stores"],
     )
@@ -384,7 +390,7 @@ class StoreDetailView(YieldstarAPIView):
         "a compare-and-swap on a snapshot (a missing store is created first, as "
         "`delete_store_from` does).",
         request=None,
-        parameters=[IF_MATCH, IDEMPOTENCY_KEY],
+        parameters=[NAME, STORE_ID, IF_MATCH, IDEMPOTENCY_KEY],
         responses={
             204: OpenApiResponse(description="Deleted (or replayed)."),
             **errors(400, 401, 403, 404, 409, 412, 422, 428),

@@ -1,0 +1,217 @@
+"""Every bad input is a 4xx JSON error that leaves the store unchanged; never a 500."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from rest_framework.exceptions import ParseError
+
+from yieldstar_django.api.exceptions import RequestTooLarge
+from yieldstar_django.api.parsers import loads_json, read_limited
+from yieldstar_django.core.definition import StoreDefinition
+
+pytestmark = pytest.mark.django_db
+
+URL = "/yieldstar/stores/api-counter/bad/"
+JSON = "application/json"
+MERGE = "application/merge-patch+json"
+PATCH = "application/json-patch+json"
+
+
+@pytest.fixture
+def before(api: Client, counter: StoreDefinition) -> Any:
+    """The store's snapshot before the bad request (created and changed once)."""
+    api.put(URL, json.dumps({"count": 1, "items": ["x"]}), content_type=JSON)
+    return api.get(URL).json()
+
+
+def nested(depth: int) -> str:
+    return '{"count": 0, "items": ' + "[" * depth + "]" * depth + "}"
+
+
+BAD_BODIES: list[tuple[str, str, str | bytes, int, str]] = [
+    # (case, method/content type, raw body, status, code)
+    ("truncated JSON", f"PUT {JSON}", '{"count":', 400, "parse_error"),
+    ("trailing garbage", f"PUT {JSON}", '{"count": 1} x', 400, "parse_error"),
+    ("single quotes", f"PUT {JSON}", "{'count': 1}", 400, "parse_error"),
+    ("NaN", f"PUT {JSON}", '{"count": NaN}', 400, "parse_error"),
+    ("Infinity", f"PUT {JSON}", '{"count": Infinity}', 400, "parse_error"),
+    ("-Infinity", f"PATCH {MERGE}", '{"count": -Infinity}', 400, "parse_error"),
+    ("huge exponent float", f"PUT {JSON}", '{"count": 1e400}', 400, "parse_error"),
+    ("integer of 5000 digits", f"PUT {JSON}", '{"count": ' + "9" * 5000 + "}", 400, "parse_error"),
+    ("invalid UTF-8", f"PUT {JSON}", b'{"count": "\xff"}', 400, "parse_error"),
+    ("UTF-8 BOM", f"PUT {JSON}", b'\xef\xbb\xbf{"count": 1}', 400, "parse_error"),
+    ("deep nesting (recursion)", f"PUT {JSON}", nested(100_000), 400, "parse_error"),
+    ("nesting past MAX_DEPTH", f"PUT {JSON}", nested(300), 400, "parse_error"),
+    ("nesting just past the state limit", f"PUT {JSON}", nested(256), 400, "not_durable"),
+    ("NUL in a string", f"PUT {JSON}", '{"count": 1, "s": "a\\u0000"}', 400, "not_durable"),
+    ("NUL in a key", f"PATCH {MERGE}", '{"a\\u0000": 1}', 400, "not_durable"),
+    ("lone surrogate", f"PUT {JSON}", '{"count": 1, "s": "\\ud800"}', 400, "not_durable"),
+    ("schema: wrong type", f"PUT {JSON}", '{"count": "one"}', 400, "invalid_state"),
+    ("schema: below minimum", f"PATCH {MERGE}", '{"count": -1}', 400, "invalid_state"),
+    ("schema: missing member", f"PUT {JSON}", '{"items": []}', 400, "invalid_state"),
+    ("schema: not an object", f"PUT {JSON}", "[1, 2]", 400, "invalid_state"),
+    ("null state", f"PUT {JSON}", "null", 400, "null_state"),
+    ("merge patch null", f"PATCH {MERGE}", "null", 400, "null_state"),
+    ("json patch: not a list", f"PATCH {PATCH}", '{"op": "add"}', 400, "invalid_patch"),
+    (
+        "json patch: unknown op",
+        f"PATCH {PATCH}",
+        '[{"op": "spam", "path": "/a"}]',
+        400,
+        "invalid_patch",
+    ),
+    (
+        "json patch: no value",
+        f"PATCH {PATCH}",
+        '[{"op": "add", "path": "/a"}]',
+        400,
+        "invalid_patch",
+    ),
+    (
+        "json patch: bad pointer",
+        f"PATCH {PATCH}",
+        '[{"op": "remove", "path": "a"}]',
+        400,
+        "invalid_patch",
+    ),
+    (
+        "json patch: bad escape",
+        f"PATCH {PATCH}",
+        '[{"op": "remove", "path": "/~2"}]',
+        400,
+        "invalid_patch",
+    ),
+    (
+        "json patch: missing path",
+        f"PATCH {PATCH}",
+        '[{"op": "remove", "path": "/nope"}]',
+        409,
+        "patch_conflict",
+    ),
+    (
+        "json patch: index out of range",
+        f"PATCH {PATCH}",
+        '[{"op": "add", "path": "/items/5", "value": 1}]',
+        409,
+        "patch_conflict",
+    ),
+    (
+        "json patch: failing test",
+        f"PATCH {PATCH}",
+        '[{"op": "test", "path": "/count", "value": 2},'
+        ' {"op": "replace", "path": "/count", "value": 5}]',
+        409,
+        "patch_test_failed",
+    ),
+    (
+        "json patch: schema rejects result",
+        f"PATCH {PATCH}",
+        '[{"op": "remove", "path": "/count"}]',
+        400,
+        "invalid_state",
+    ),
+    (
+        "json patch: null document",
+        f"PATCH {PATCH}",
+        '[{"op": "replace", "path": "", "value": null}]',
+        400,
+        "null_state",
+    ),
+    ("text/plain", "PUT text/plain", '{"count": 2}', 415, "unsupported_media_type"),
+    ("form", "PUT application/x-www-form-urlencoded", "count=2", 415, "unsupported_media_type"),
+    ("JSON to PATCH", f"PATCH {JSON}", '{"count": 2}', 415, "unsupported_media_type"),
+    ("merge patch to PUT", f"PUT {MERGE}", '{"count": 2}', 415, "unsupported_media_type"),
+    ("empty body", f"PUT {JSON}", "", 400, "body_required"),
+    ("empty patch body", f"PATCH {MERGE}", "", 400, "body_required"),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_line", "body", "status", "code"),
+    [case[1:] for case in BAD_BODIES],
+    ids=[case[0] for case in BAD_BODIES],
+)
+def test_bad_bodies(
+    api: Client, before: Any, request_line: str, body: str | bytes, status: int, code: str
+) -> None:
+    method, content_type = request_line.split(" ", 1)
+    call = getattr(api, method.lower())
+    response = call(URL, body, content_type=content_type)
+    assert response.status_code == status, response.content
+    assert response["Content-Type"] == "application/json"
+    payload = response.json()
+    assert payload["code"] == code, payload
+    assert payload["detail"]
+    assert api.get(URL).json() == before
+
+
+def test_schema_rejection_lists_issues_with_paths(api: Client, before: Any) -> None:
+    response = api.put(URL, json.dumps({"count": -1, "items": "no"}), content_type=JSON)
+    assert response.status_code == 400
+    issues = response.json()["issues"]
+    assert sorted(issue["path"] for issue in issues) == [["count"], ["items"]]
+    assert all(issue["message"] for issue in issues)
+
+
+def test_not_durable_names_the_path(api: Client, before: Any) -> None:
+    body = '{"count": 1, "deep": {"list": [0, "\\u0000"]}}'
+    response = api.put(URL, body, content_type=JSON)
+    assert response.status_code == 400
+    assert response.json()["path"] == ["deep", "list", 1]
+
+
+def test_charset_parameter_is_accepted(api: Client, before: Any) -> None:
+    response = api.put(URL, '{"count": 2}', content_type="application/json; charset=utf-8")
+    assert response.status_code == 200
+
+
+def test_body_over_the_limit_is_413(api: Client, before: Any, settings: Any) -> None:
+    settings.YIELDSTAR = {**settings.YIELDSTAR, "API_MAX_BODY_BYTES": 100}
+    body = json.dumps({"count": 1, "items": ["x" * 200]})
+    for method, content_type in [("put", JSON), ("patch", MERGE)]:
+        response = getattr(api, method)(URL, body, content_type=content_type)
+        assert response.status_code == 413
+        assert response.json()["code"] == "request_too_large"
+    assert api.get(URL).json() == before
+
+
+def test_state_over_the_limit_is_400(api: Client, before: Any, settings: Any) -> None:
+    settings.YIELDSTAR = {**settings.YIELDSTAR, "MAX_STATE_BYTES": 100}
+    body = json.dumps({"count": 1, "items": ["x" * 200]})
+    response = api.put(URL, body, content_type=JSON)
+    assert response.status_code == 400
+    assert response.json()["code"] == "not_durable"
+
+
+def test_read_limited_stops_reading() -> None:
+    stream = io.BytesIO(b"x" * 10_000_000)
+    with pytest.raises(RequestTooLarge):
+        read_limited(stream)
+    assert stream.tell() <= 8 * 1024 * 1024 + 64 * 1024 + 1
+
+
+def test_loads_json_never_raises_anything_else() -> None:
+    for raw in [b"[" * 1_000_000, b'"\\ud800"', b"1" * 10_000, b"\x00", b'{"a": 1, }']:
+        try:
+            loads_json(raw, max_depth=256)
+        except ParseError:
+            pass
+
+
+@pytest.mark.parametrize(
+    "id", ["x" * 256, "nul\x00", "%00"], ids=["too long", "NUL", "percent-encoded NUL"]
+)
+def test_impossible_ids_are_404(api: Client, counter: StoreDefinition, id: str) -> None:
+    if id == "%00":
+        path = "/yieldstar/stores/api-counter/%00/"
+    else:
+        path = reverse("yieldstar:store-detail", args=["api-counter", id])
+    response = api.get(path)
+    assert response.status_code == 404
+    assert response.json()["code"] == "invalid_store_id"

@@ -1,0 +1,135 @@
+"""Execution endpoints: start (idempotent), read with steps, cancel."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from yieldstar_django.models import Execution, ExecutionStep
+from yieldstar_django.runtime import start_workflow
+
+from . import workflows  # noqa: F401  (registers api-test-greet)
+
+pytestmark = pytest.mark.django_db
+
+START = "/yieldstar/executions/"
+
+
+def start(client: Client, body: Any, **headers: str) -> Any:
+    return client.post(START, json.dumps(body), content_type="application/json", headers=headers)
+
+
+def test_start_and_read(api: Client) -> None:
+    response = start(
+        api, {"workflow": "api-test-greet", "args": ["Ada"], "kwargs": {"punctuation": "?"}}
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["workflow"] == "api-test-greet"
+    assert body["status"] == "pending"
+    assert body["input"] == {"args": ["Ada"], "kwargs": {"punctuation": "?"}}
+    assert response["Location"].endswith(reverse("yieldstar:execution-detail", args=[body["id"]]))
+    detail = api.get(response["Location"])
+    assert detail.status_code == 200
+    assert detail.json()["id"] == body["id"]
+
+
+def test_read_lists_steps_in_order(api: Client) -> None:
+    execution_id = start_workflow("api-test-greet", "x", execution_id="with-steps")
+    execution = Execution.objects.get(pk=execution_id)
+    ExecutionStep.objects.create(
+        execution=execution,
+        step_key="1",
+        position=1,
+        kind="run",
+        status="completed",
+        value_json='{"b":2}',
+    )
+    ExecutionStep.objects.create(
+        execution=execution,
+        step_key="0",
+        position=0,
+        kind="sleep",
+        status="pending",
+    )
+    steps = api.get(reverse("yieldstar:execution-detail", args=[execution_id])).json()["steps"]
+    assert [(s["key"], s["kind"], s["value"]) for s in steps] == [
+        ("0", "sleep", None),
+        ("1", "run", {"b": 2}),
+    ]
+
+
+def test_start_with_execution_id_is_idempotent(api: Client) -> None:
+    body = {"workflow": "api-test-greet", "args": ["x"], "execution_id": "order-7"}
+    assert start(api, body).status_code == 201
+    again = start(api, body)
+    assert again.status_code == 200
+    assert again.json()["id"] == "order-7"
+    assert Execution.objects.count() == 1
+
+
+def test_start_with_idempotency_key(api: Client) -> None:
+    body = {"workflow": "api-test-greet", "args": ["x"]}
+    first = start(api, body, **{"Idempotency-Key": "start-1"})
+    assert first.status_code == 201
+    again = start(api, body, **{"Idempotency-Key": "start-1"})
+    assert again.status_code == 200
+    assert again.json()["id"] == first.json()["id"]
+    other = start(api, {**body, "args": ["y"]}, **{"Idempotency-Key": "start-1"})
+    assert other.status_code == 422
+    assert Execution.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"workflow": "nope"}, 400, "unknown_workflow"),
+        ({"args": []}, 400, "invalid"),
+        ({"workflow": "api-test-greet", "args": "x"}, 400, "invalid"),
+        ({"workflow": "api-test-greet", "kwargs": {"execution_id": "x"}}, 400, "invalid"),
+        ({"workflow": "api-test-greet", "execution_id": "a\u0000"}, 400, "invalid"),
+        ({"workflow": "api-test-greet", "execution_id": "\ud800"}, 400, "invalid"),
+        ({"workflow": "api-test-greet", "execution_id": "x" * 256}, 400, "invalid"),
+        ({"workflow": "api-test-greet", "execution_id": "a/b"}, 400, "invalid"),
+        ({"workflow": "api-test-greet", "args": ["a\u0000"]}, 400, "not_durable"),
+        ([1], 400, "invalid"),
+    ],
+)
+def test_bad_starts(api: Client, body: Any, status: int, code: str) -> None:
+    response = start(api, body)
+    assert response.status_code == status, response.content
+    assert response.json()["code"] == code
+    assert not Execution.objects.exists()
+
+
+def test_start_existing_id_of_another_workflow_is_409(api: Client) -> None:
+    Execution.objects.create(id="taken", workflow_name="something-else", input_json="{}")
+    response = start(api, {"workflow": "api-test-greet", "execution_id": "taken"})
+    assert response.status_code == 409
+
+
+def test_cancel(api: Client) -> None:
+    execution_id = start_workflow("api-test-greet", "x")
+    url = reverse("yieldstar:execution-cancel", args=[execution_id])
+    response = api.post(url)
+    assert response.status_code == 200
+    assert response.json()["status"] == "cancelled"
+    assert api.post(url).status_code == 200  # idempotent
+    Execution.objects.filter(pk=execution_id).update(status="completed")
+    assert api.post(url).status_code == 409
+
+
+def test_unknown_execution_is_404(api: Client) -> None:
+    for url in [
+        reverse("yieldstar:execution-detail", args=["nope"]),
+        reverse("yieldstar:execution-cancel", args=["nope"]),
+        reverse("yieldstar:execution-detail", args=["x" * 300]),
+    ]:
+        method = api.post if url.endswith("cancel/") else api.get
+        response = method(url)
+        assert response.status_code == 404
+        assert response.json()["code"] == "not_found"

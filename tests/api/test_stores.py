@@ -1,0 +1,315 @@
+"""Store endpoints: snapshots and ETags, conditional and idempotent writes, patches,
+listing and pagination."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from yieldstar_django.connector import get_store_client
+from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.models import AppliedStep, IdempotencyKey, StoreInstance, StoreVersion
+
+pytestmark = pytest.mark.django_db
+
+JSON = "application/json"
+MERGE = "application/merge-patch+json"
+PATCH = "application/json-patch+json"
+
+
+def url(id: str = "s", name: str = "api-counter") -> str:
+    return reverse("yieldstar:store-detail", args=[name, id])
+
+
+def write(client: Client, method: str, body: Any, content_type: str = JSON, **headers: str) -> Any:
+    call = getattr(client, method.lower())
+    target = headers.pop("target", url())
+    return call(target, json.dumps(body), content_type=content_type, headers=headers)
+
+
+def etag_of(client: Client, target: str | None = None) -> str:
+    return str(client.get(target or url())["ETag"])
+
+
+def test_get_creates_from_initial_with_etag(api: Client, counter: StoreDefinition) -> None:
+    response = api.get(url())
+    assert response.status_code == 200
+    body = response.json()
+    assert body["state"] == {"count": 0, "items": []}
+    assert body["version"] == 0
+    assert response["ETag"] == f'"{body["instance_id"]}:0"'
+    assert response["Content-Type"] == "application/json"
+
+
+def test_if_none_match(api: Client, counter: StoreDefinition) -> None:
+    etag = etag_of(api)
+    response = api.get(url(), headers={"If-None-Match": etag})
+    assert response.status_code == 304
+    assert response["ETag"] == etag
+    assert api.get(url(), headers={"If-None-Match": '"other:1"'}).status_code == 200
+
+
+def test_unknown_name_is_404(api: Client) -> None:
+    response = api.get(url(name="no-such-store"))
+    assert response.status_code == 404
+    assert response.json()["code"] == "unknown_store"
+    assert api.get(reverse("yieldstar:store-ids", args=["no-such-store"])).status_code == 404
+
+
+def test_put_replaces_and_returns_new_etag(api: Client, counter: StoreDefinition) -> None:
+    response = write(api, "PUT", {"count": 2, "items": ["a"]})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["state"] == {"count": 2, "items": ["a"]}
+    assert (body["previous_version"], body["version"], body["replayed"]) == (0, 1, False)
+    assert response["ETag"] == etag_of(api)
+    assert api.get(url()).json()["state"] == {"count": 2, "items": ["a"]}
+
+
+def test_if_match_writes_on_the_named_version(api: Client, counter: StoreDefinition) -> None:
+    etag = etag_of(api)
+    response = write(api, "PUT", {"count": 1}, **{"If-Match": etag})
+    assert response.status_code == 200
+    stale = write(api, "PUT", {"count": 9}, **{"If-Match": etag})
+    assert stale.status_code == 412
+    current = etag_of(api)
+    assert stale["ETag"] == current
+    assert stale.json()["current_etag"] == current
+    assert api.get(url()).json()["state"] == {"count": 1}
+    for method, body, content_type in [
+        ("PATCH", {"count": 9}, MERGE),
+        ("PATCH", [{"op": "replace", "path": "/count", "value": 9}], PATCH),
+    ]:
+        response = write(api, method, body, content_type, **{"If-Match": etag})
+        assert response.status_code == 412
+    assert api.delete(url(), headers={"If-Match": etag}).status_code == 412
+    assert api.get(url()).json()["state"] == {"count": 1}
+    assert api.delete(url(), headers={"If-Match": current}).status_code == 204
+    assert not StoreInstance.objects.filter(store_id="s").exists()
+
+
+def test_if_match_forms(api: Client, counter: StoreDefinition) -> None:
+    etag = etag_of(api)
+    assert write(api, "PUT", {"count": 1}, **{"If-Match": "*"}).status_code == 200
+    current = etag_of(api)
+    listed = f'"x:1", {current}'
+    assert write(api, "PUT", {"count": 2}, **{"If-Match": listed}).status_code == 200
+    weak = "W/" + etag_of(api)
+    assert write(api, "PUT", {"count": 3}, **{"If-Match": weak}).status_code == 412
+    assert write(api, "PUT", {"count": 3}, **{"If-Match": '"garbage"'}).status_code == 412
+    response = write(api, "PUT", {"count": 3}, **{"If-Match": "not-quoted"})
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_header"
+    assert write(api, "PUT", {"count": 3}, **{"If-Match": etag}).status_code == 412
+    assert api.get(url()).json()["state"] == {"count": 2}
+
+
+def test_if_match_after_recreation_fails(api: Client, counter: StoreDefinition) -> None:
+    etag = etag_of(api)
+    assert api.delete(url()).status_code == 204
+    api.get(url())  # a new instance at version 0
+    response = write(api, "PUT", {"count": 5}, **{"If-Match": etag})
+    assert response.status_code == 412
+    assert response["ETag"] != etag
+
+
+def test_require_if_match(api: Client, counter: StoreDefinition, settings: Any) -> None:
+    settings.YIELDSTAR = {**settings.YIELDSTAR, "API_REQUIRE_IF_MATCH": True}
+    response = write(api, "PUT", {"count": 1})
+    assert response.status_code == 428
+    assert response.json()["code"] == "precondition_required"
+    assert write(api, "PATCH", {"count": 1}, MERGE).status_code == 428
+    assert api.delete(url()).status_code == 428
+    assert api.get(url()).json()["version"] == 0
+    assert write(api, "PUT", {"count": 1}, **{"If-Match": etag_of(api)}).status_code == 200
+
+
+def test_merge_patch(api: Client, counter: StoreDefinition) -> None:
+    write(api, "PUT", {"count": 1, "items": [1], "meta": {"a": 1, "b": 2}})
+    response = write(api, "PATCH", {"meta": {"a": None, "c": 3}, "count": 2}, MERGE)
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == {"count": 2, "items": [1], "meta": {"b": 2, "c": 3}}
+    version = StoreVersion.objects.get(store_id="s", version=2)
+    assert sorted(json.loads(version.changed_paths)) == [["count"], ["meta", "a"], ["meta", "c"]]
+
+
+def test_json_patch_with_test(api: Client, counter: StoreDefinition) -> None:
+    write(api, "PUT", {"count": 1, "items": ["a"]})
+    patch = [
+        {"op": "test", "path": "/count", "value": 1},
+        {"op": "add", "path": "/items/-", "value": "b"},
+        {"op": "replace", "path": "/count", "value": 2},
+    ]
+    response = write(api, "PATCH", patch, PATCH)
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == {"count": 2, "items": ["a", "b"]}
+    # The same patch again: its test fails against the new state; nothing changes.
+    response = write(api, "PATCH", patch, PATCH)
+    assert response.status_code == 409
+    assert response.json()["code"] == "patch_test_failed"
+    assert response.json()["operation"] == 0
+    assert api.get(url()).json()["version"] == 2
+
+
+def test_json_patch_applies_to_the_state_it_commits_over(
+    api: Client, counter: StoreDefinition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A patch that lost a race is applied again to the newer state (CAS-safe)."""
+    write(api, "PUT", {"count": 0, "items": []})
+    client = get_store_client()
+    original = type(client).update_store_from
+    raced = []
+
+    def racing(self: Any, definition: Any, id: str, **kwargs: Any) -> Any:
+        if not raced:  # someone else commits between our read and our write
+            raced.append(True)
+            self.update_store(definition, id, updater=lambda d: d["items"].append("other"))
+        return original(self, definition, id, **kwargs)
+
+    monkeypatch.setattr(type(client), "update_store_from", racing)
+    response = write(api, "PATCH", [{"op": "add", "path": "/items/-", "value": "mine"}], PATCH)
+    assert response.status_code == 200, response.content
+    assert response.json()["state"]["items"] == ["other", "mine"]
+    assert response.json()["version"] == 3
+
+
+def test_delete_without_condition(api: Client, counter: StoreDefinition) -> None:
+    assert api.delete(url("never")).status_code == 204
+    assert not StoreInstance.objects.filter(store_id="never").exists()
+    api.get(url("x"))
+    assert api.delete(url("x")).status_code == 204
+    assert not StoreInstance.objects.filter(store_id="x").exists()
+
+
+class TestIdempotencyKey:
+    def test_replay_returns_the_recorded_outcome(
+        self, api: Client, counter: StoreDefinition
+    ) -> None:
+        patch = [{"op": "add", "path": "/items/-", "value": 1}]
+        first = write(api, "PATCH", patch, PATCH, **{"Idempotency-Key": "k-1"})
+        assert first.status_code == 200, first.content
+        again = write(api, "PATCH", patch, PATCH, **{"Idempotency-Key": "k-1"})
+        assert again.status_code == 200
+        assert again.json() == {**first.json(), "replayed": True}
+        assert again["ETag"] == first["ETag"]
+        assert api.get(url()).json()["state"]["items"] == [1]  # applied once
+        assert AppliedStep.objects.filter(step_key="idempotency:k-1").count() == 1
+
+    def test_replay_after_later_changes(self, api: Client, counter: StoreDefinition) -> None:
+        first = write(api, "PUT", {"count": 1}, **{"Idempotency-Key": "k"})
+        write(api, "PUT", {"count": 2})
+        again = write(api, "PUT", {"count": 1}, **{"Idempotency-Key": "k"})
+        assert again.json()["version"] == first.json()["version"] == 1
+        assert again.json()["replayed"] is True
+        assert api.get(url()).json()["state"] == {"count": 2}
+
+    def test_replay_wins_over_if_match(self, api: Client, counter: StoreDefinition) -> None:
+        etag = etag_of(api)
+        headers = {"Idempotency-Key": "k", "If-Match": etag}
+        assert write(api, "PUT", {"count": 1}, **headers).status_code == 200
+        again = write(api, "PUT", {"count": 1}, **headers)
+        assert again.status_code == 200
+        assert again.json()["replayed"] is True
+
+    def test_same_key_different_body_is_422(self, api: Client, counter: StoreDefinition) -> None:
+        assert write(api, "PUT", {"count": 1}, **{"Idempotency-Key": "k"}).status_code == 200
+        for method, body, content_type, target in [
+            ("PUT", {"count": 2}, JSON, url()),
+            ("PATCH", {"count": 1}, MERGE, url()),
+            ("PUT", {"count": 1}, JSON, url("other")),
+        ]:
+            response = write(
+                api, method, body, content_type, target=target, **{"Idempotency-Key": "k"}
+            )
+            assert response.status_code == 422, response.content
+            assert response.json()["code"] == "idempotency_key_reused"
+        assert api.delete(url(), headers={"Idempotency-Key": "k"}).status_code == 422
+        assert api.get(url()).json()["state"] == {"count": 1}
+
+    def test_keys_are_per_user(self, client_for: Any, counter: StoreDefinition) -> None:
+        from django.contrib.auth.models import User
+
+        first = client_for("change")
+        other = Client()
+        other.force_login(User.objects.create_superuser("other", password="pw"))
+        assert write(first, "PUT", {"count": 1}, **{"Idempotency-Key": "k"}).status_code == 200
+        response = write(other, "PUT", {"count": 2}, **{"Idempotency-Key": "k"})
+        assert response.status_code == 200
+        assert response.json()["replayed"] is False
+
+    def test_rejected_request_frees_the_key(self, api: Client, counter: StoreDefinition) -> None:
+        bad = write(api, "PUT", {"count": -1}, **{"Idempotency-Key": "k"})
+        assert bad.status_code == 400
+        assert not IdempotencyKey.objects.exists()
+        good = write(api, "PUT", {"count": 1}, **{"Idempotency-Key": "k"})
+        assert good.status_code == 200
+        stale = write(api, "PUT", {"count": 2}, **{"Idempotency-Key": "k2", "If-Match": '"x:1"'})
+        assert stale.status_code == 412
+        assert not IdempotencyKey.objects.filter(key="k2").exists()
+
+    def test_delete_exactly_once(self, api: Client, counter: StoreDefinition) -> None:
+        api.get(url())
+        assert api.delete(url(), headers={"Idempotency-Key": "d"}).status_code == 204
+        api.get(url())  # re-created
+        assert api.delete(url(), headers={"Idempotency-Key": "d"}).status_code == 204
+        assert StoreInstance.objects.filter(store_id="s").exists()  # not deleted twice
+
+    def test_invalid_keys(self, api: Client, counter: StoreDefinition) -> None:
+        for key in ["", " ", "x" * 201, "caf\u00e9"]:
+            response = write(api, "PUT", {"count": 1}, **{"Idempotency-Key": key})
+            assert response.status_code == 400, key
+            assert response.json()["code"] == "invalid_header"
+        assert api.get(url()).json()["version"] == 0
+
+
+class TestListing:
+    def test_definitions_with_counts(self, api: Client, counter: StoreDefinition) -> None:
+        for id in ["a", "b", "c"]:
+            api.get(url(id))
+        response = api.get(reverse("yieldstar:store-list"))
+        assert response.status_code == 200
+        entry = next(d for d in response.json() if d["name"] == "api-counter")
+        assert entry["instances"] == 3
+        assert entry["url"].endswith(reverse("yieldstar:store-ids", args=["api-counter"]))
+
+    def test_ids_in_code_point_order_across_pages(
+        self, api: Client, counter: StoreDefinition
+    ) -> None:
+        ids = ["b", "a", "B", "\u00e9", "a b", "Z", "\U0001f600", "\uff21", "_", "10", "9"]
+        client = get_store_client()
+        for id in ids:
+            client.get_store(counter, id)
+        seen: list[str] = []
+        next_url: str | None = reverse("yieldstar:store-ids", args=["api-counter"]) + "?limit=3"
+        pages = 0
+        while next_url:
+            response = api.get(next_url)
+            assert response.status_code == 200, response.content
+            page = response.json()
+            assert len(page["results"]) <= 3
+            seen += page["results"]
+            next_url = page["next"]
+            pages += 1
+        assert seen == sorted(ids)
+        assert pages == 4
+
+    @pytest.mark.parametrize("query", ["limit=0", "limit=1001", "limit=x", "cursor=%25%25%25"])
+    def test_bad_page_parameters(self, api: Client, counter: StoreDefinition, query: str) -> None:
+        response = api.get(reverse("yieldstar:store-ids", args=["api-counter"]) + "?" + query)
+        assert response.status_code == 400
+        assert "detail" in response.json()
+
+
+def test_ids_may_hold_slashes(api: Client, counter: StoreDefinition) -> None:
+    response = write(api, "PUT", {"count": 1}, target=url("tenant/7"))
+    assert response.status_code == 200, response.content
+    assert api.get("/yieldstar/stores/api-counter/tenant/7/").json()["id"] == "tenant/7"
+    assert api.get("/yieldstar/stores/api-counter/tenant%2F7/").json()["version"] == 1
+
+
+def test_ids_may_hold_line_breaks(api: Client, counter: StoreDefinition) -> None:
+    assert api.get("/yieldstar/stores/api-counter/a%0Ab/").json()["id"] == "a\nb"
