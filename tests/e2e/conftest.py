@@ -1,0 +1,271 @@
+"""End-to-end fixtures: real Celery workers (subprocesses), the relay, and brokers.
+
+Every test here runs once with Redis and once with RabbitMQ as the broker (the ``broker``
+fixture). Redis is a private ``redis-server`` on port 6390 that this suite starts (and may
+stop, to test an outage), so other tests using 6379 are not disturbed; RabbitMQ is the
+local server (127.0.0.1:5672), reached through a TCP proxy the suite can cut. Each run of
+the suite uses queues of its own.
+
+The workers and the relay use pytest-django's test database (its name is passed in the
+environment), so tests use ``transactional_db``: what a test writes is committed and
+visible to them. Waiting is polling with a deadline; nothing asserts on speed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from celery import Celery
+from django.test import override_settings
+
+from .proxy import TcpProxy
+from .timing import E2E_YIELDSTAR
+
+ROOT = Path(__file__).resolve().parents[2]
+REDIS_PORT = 6390
+RABBITMQ = ("127.0.0.1", 5672)
+BROKERS = ["redis", "amqp"]
+
+#: Marks for every end-to-end module: ``pytestmark = E2E_MARKS``.
+E2E_MARKS = [pytest.mark.postgres, pytest.mark.celery, pytest.mark.slow]
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
+    """Poll ``check`` every 50 ms until it holds; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.05)
+
+
+@dataclass
+class RedisServer:
+    """A private redis-server; ``stop()``/``start()`` simulate an outage."""
+
+    port: int
+    directory: Path
+
+    def start(self) -> None:
+        subprocess.run(
+            [
+                "redis-server", "--daemonize", "yes", "--bind", "127.0.0.1",
+                "--port", str(self.port), "--save", "", "--appendonly", "no",
+                "--dir", str(self.directory), "--logfile", str(self.directory / "redis.log"),
+            ],
+            check=True,
+        )  # fmt: skip
+        wait_until("redis-server to listen", lambda: _port_open("127.0.0.1", self.port), 15)
+
+    def stop(self) -> None:
+        subprocess.run(
+            ["redis-cli", "-p", str(self.port), "shutdown", "nosave"],
+            check=False,
+            capture_output=True,
+        )
+        wait_until("redis-server to stop", lambda: not _port_open("127.0.0.1", self.port), 15)
+
+
+@dataclass
+class Broker:
+    """The broker of one parametrisation: its URL, and how to take it down and back."""
+
+    kind: str
+    url: str
+    down: Callable[[], None]
+    up: Callable[[], None]
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
+        pytest.skip("redis-server / redis-cli are not installed")
+    directory = Path(tempfile.mkdtemp(prefix="yieldstar-e2e-redis-"))
+    server = RedisServer(REDIS_PORT, directory)
+    if _port_open("127.0.0.1", REDIS_PORT):
+        server.stop()  # a leftover of an interrupted run
+    server.start()
+    yield server
+    server.stop()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def amqp_proxy() -> Iterator[TcpProxy]:
+    if not _port_open(*RABBITMQ):
+        pytest.skip("RabbitMQ is not reachable at 127.0.0.1:5672")
+    proxy = TcpProxy(RABBITMQ)
+    proxy.start()
+    yield proxy
+    proxy.stop()
+
+
+@pytest.fixture(scope="module", params=BROKERS)
+def broker(request: pytest.FixtureRequest) -> Broker:
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        return Broker("redis", f"redis://127.0.0.1:{server.port}/0", server.stop, server.start)
+    proxy: TcpProxy = request.getfixturevalue("amqp_proxy")
+    return Broker("amqp", f"amqp://guest:guest@127.0.0.1:{proxy.port}//", proxy.stop, proxy.start)
+
+
+@dataclass
+class Env:
+    """What the processes of one module share: broker, queue, test database."""
+
+    broker: Broker
+    queue: str
+    db_name: str
+    app: Celery
+    logs: Path
+    processes: list[Process] = field(default_factory=list)
+
+    def environ(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.e2e.worker_settings",
+            "YIELDSTAR_E2E_DB_NAME": self.db_name,
+            "YIELDSTAR_E2E_BROKER_URL": self.broker.url,
+            "YIELDSTAR_E2E_QUEUE": self.queue,
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def spawn(self, name: str, argv: list[str]) -> Process:
+        log = self.logs / f"{name}-{len(self.processes)}.log"
+        handle = log.open("wb")
+        popen = subprocess.Popen(
+            argv, cwd=ROOT, env=self.environ(), stdout=handle, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        handle.close()
+        process = Process(name, popen, log)
+        self.processes.append(process)
+        return process
+
+    def start_worker(self, name: str = "worker") -> Process:
+        worker = self.spawn(
+            name,
+            [
+                sys.executable, "-m", "celery", "-A", "tests.e2e.celery_app", "worker",
+                "-Q", self.queue, "-c", "2", "--loglevel=INFO", "--without-mingle",
+                "--without-gossip", "--without-heartbeat",
+                "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h",
+            ],
+        )  # fmt: skip
+        wait_until(f"the {name} to be ready", lambda: worker.ready(" ready."), 60)
+        return worker
+
+    def start_relay(self) -> Process:
+        relay = self.spawn("relay", [sys.executable, "manage.py", "yieldstar_relay"])
+        wait_until("the relay to start", lambda: relay.ready("yieldstar relay on"), 60)
+        return relay
+
+    def stop_all(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
+        self.processes.clear()
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def ready(self, marker: str) -> bool:
+        if self.popen.poll() is not None:
+            raise AssertionError(f"{self.name} exited:\n{self.output()[-3000:]}")
+        return marker in self.output()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL the process and all its children (a machine losing power)."""
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.popen.wait(10)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture(scope="module")
+def e2e(
+    broker: Broker, django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Env]:
+    """The module's broker, queue, producer app and log folder (no process yet)."""
+    from django.db import connection
+
+    queue = f"yieldstar-e2e-{uuid.uuid4().hex[:8]}"
+    app = Celery("yieldstar_e2e_client", broker=broker.url, set_as_current=False)
+    app.conf.task_default_queue = queue
+    app.conf.broker_connection_retry_on_startup = True
+    # A producer that fails fast while the broker is down (the relay retries later).
+    app.conf.broker_transport_options = {
+        "max_retries": 1,
+        "interval_start": 0,
+        "interval_step": 0.2,
+    }
+    app.conf.task_publish_retry_policy = {
+        "max_retries": 1,
+        "interval_start": 0,
+        "interval_step": 0.2,
+    }
+    from celery import _state
+
+    previous = _state.default_app
+    app.set_default()
+    app.set_current()
+    env = Env(broker, queue, connection.settings_dict["NAME"], app, tmp_path_factory.mktemp("logs"))
+    with override_settings(YIELDSTAR=dict(E2E_YIELDSTAR)):
+        yield env
+    env.stop_all()
+    app.close()
+    _state.set_default_app(previous)
+    if previous is not None:
+        previous.set_current()
+
+
+@pytest.fixture(scope="module")
+def services(e2e: Env) -> Iterator[Env]:
+    """A worker and a relay for the whole module."""
+    e2e.start_worker()
+    e2e.start_relay()
+    yield e2e
+    e2e.stop_all()
+
+
+@pytest.fixture(autouse=True)
+def _e2e_wakes(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Import the e2e workflows in the test process too (start_workflow needs them)."""
+    import tests.e2e.workflows  # noqa: F401
+
+    yield

@@ -1,0 +1,32 @@
+"""Settings of the processes an end-to-end test starts (Celery worker, relay, pusher).
+
+``tests.settings`` plus, from the environment the test passes: the test database that
+pytest-django created (``YIELDSTAR_E2E_DB_NAME``), the broker (``YIELDSTAR_E2E_BROKER_URL``)
+and a queue of its own (``YIELDSTAR_E2E_QUEUE``), so nothing else consumes its tasks.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tests.settings import *  # noqa: F403
+from tests.settings import DATABASES, INSTALLED_APPS
+
+from .timing import E2E_YIELDSTAR
+
+DATABASES["default"]["NAME"] = os.environ["YIELDSTAR_E2E_DB_NAME"]
+# As a production worker should: keep connections across tasks (close_old_connections()
+# around each resume still drops broken or expired ones).
+DATABASES["default"]["CONN_MAX_AGE"] = 60
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Celery's Django fixup closes every connection around every task unless this is set.
+CELERY_DB_REUSE_MAX = 1000
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.e2e"]
+
+CELERY_BROKER_URL = os.environ["YIELDSTAR_E2E_BROKER_URL"]
+CELERY_TASK_DEFAULT_QUEUE = os.environ["YIELDSTAR_E2E_QUEUE"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+YIELDSTAR = dict(E2E_YIELDSTAR)
+
+from .celery_app import app as celery_app  # noqa: E402,F401  (the current Celery app)
