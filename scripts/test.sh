@@ -19,6 +19,15 @@ export NO_MKDOCS_2_WARNING=1 # mkdocs-material prints an end-of-life banner othe
 bash scripts/services.sh
 ensure_venv
 
+# The browser tests (marker `browser`) drive Debian's Chromium through Playwright; never
+# `playwright install`.
+if ! command -v chromium >/dev/null; then
+  echo "==> installing chromium (browser tests)"
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+fi
+
 step() {
   echo
   echo "==> $*"

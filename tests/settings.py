@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",  # the admin's CSS and JS for live_server (browser tests)
     "rest_framework",
     "drf_spectacular",
     "yieldstar_django",

@@ -1,0 +1,88 @@
+"""Fixtures of the admin tests: a store definition, staff users per permission level."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+
+from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
+from yieldstar_django.core.store import StoreClient
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"count": {"type": "integer", "minimum": 0}, "tags": {"type": "array"}},
+    "required": ["count"],
+}
+
+LEVELS: dict[str, list[str]] = {
+    "viewer": [
+        "view_storeinstance",
+        "view_execution",
+        "view_wakeintent",
+        "view_idempotencykey",
+    ],
+    "editor": [
+        "view_storeinstance",
+        "change_storeinstance",
+        "view_execution",
+        "change_execution",
+        "view_wakeintent",
+        "change_wakeintent",
+        "view_idempotencykey",
+    ],
+}
+
+WAKES: list[Any] = []
+
+
+def record_wakes(wakes: Any) -> None:
+    WAKES.extend(wakes)
+
+
+@pytest.fixture(autouse=True)
+def _recorded_wakes(settings: Any) -> Iterator[list[Any]]:
+    settings.YIELDSTAR = {**settings.YIELDSTAR, "WAKE_BACKEND": record_wakes}
+    WAKES.clear()
+    yield WAKES
+    WAKES.clear()
+
+
+@pytest.fixture
+def wakes() -> list[Any]:
+    return WAKES
+
+
+@pytest.fixture
+def counters() -> Iterator[StoreDefinition]:
+    definition = define_store("admin-counter", SCHEMA, initial=lambda id: {"count": 0, "tags": []})
+    yield definition
+    unregister_store(definition.name)
+
+
+@pytest.fixture
+def store_client(db: None) -> StoreClient:
+    from yieldstar_django.connector import get_store_client
+
+    return get_store_client()
+
+
+@pytest.fixture
+def staff(db: None) -> Callable[[str], Client]:
+    """``staff(level)``: a logged-in client of a staff user at ``viewer`` or ``editor``."""
+
+    def make(level: str) -> Client:
+        user = User.objects.create_user(level, password="pw", is_staff=True)
+        user.user_permissions.set(
+            Permission.objects.filter(
+                content_type__app_label="yieldstar", codename__in=LEVELS[level]
+            )
+        )
+        client = Client()
+        client.force_login(user)
+        return client
+
+    return make

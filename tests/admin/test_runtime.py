@@ -1,0 +1,251 @@
+"""The execution, wake intent and idempotency key admins through Django's test client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.admin.utils import quote
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from yieldstar_django.models import (
+    Execution,
+    ExecutionStep,
+    IdempotencyKey,
+    WakeIntent,
+)
+from yieldstar_django.runtime import start_workflow
+
+from ..api import workflows  # noqa: F401  (registers api-test-greet)
+
+pytestmark = pytest.mark.django_db
+
+EXECUTIONS = reverse("admin:yieldstar_execution_changelist")
+WAKE_INTENTS = reverse("admin:yieldstar_wakeintent_changelist")
+
+
+def execution_url(execution_id: str) -> str:
+    return reverse("admin:yieldstar_execution_change", args=[quote(execution_id)])
+
+
+def make_execution(execution_id: str, steps: int = 0, **fields: Any) -> Execution:
+    start_workflow("api-test-greet", "x", execution_id=execution_id)
+    Execution.objects.filter(pk=execution_id).update(**fields)
+    execution = Execution.objects.get(pk=execution_id)
+    ExecutionStep.objects.bulk_create(
+        ExecutionStep(
+            execution=execution,
+            step_key=str(n),
+            position=n,
+            kind="run",
+            status="completed",
+            value_json=f'{{"n":{n}}}',
+            fingerprint="tests.fn",
+        )
+        for n in range(steps)
+    )
+    return execution
+
+
+def count_queries(client: Client, url: str) -> tuple[int, str]:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == 200
+    return len(queries), response.content.decode()
+
+
+class TestExecutions:
+    def test_list_has_no_n_plus_one(self, admin_client: Client) -> None:
+        make_execution("e-0")
+        few, _ = count_queries(admin_client, EXECUTIONS)
+        for n in range(1, 40):
+            make_execution(f"e-{n}")
+        many, html = count_queries(admin_client, EXECUTIONS)
+        assert "e-39" in html
+        assert many == few
+
+    def test_filters_and_search(self, admin_client: Client) -> None:
+        make_execution("order-1")
+        make_execution("order-2", status="completed")
+        make_execution("other-3")
+        _, html = count_queries(admin_client, EXECUTIONS + "?status__exact=completed")
+        assert "order-2" in html and "order-1" not in html
+        _, html = count_queries(admin_client, EXECUTIONS + "?q=order-")
+        assert "order-1" in html and "other-3" not in html
+        _, html = count_queries(admin_client, EXECUTIONS + "?workflow=api-test-greet")
+        assert "other-3" in html
+
+    def test_page_with_steps_status_and_error(self, admin_client: Client) -> None:
+        make_execution(
+            "broken",
+            steps=3,
+            status="failed",
+            error_json='{"message":"boom","traceback":"Traceback ...","type":"ValueError"}',
+        )
+        count_queries(admin_client, execution_url("broken"))  # warms caches
+        few, html = count_queries(admin_client, execution_url("broken"))
+        assert "boom" in html and "Traceback ..." in html
+        assert "</span> failed" in html
+        assert "tests.fn" in html and "{&quot;n&quot;:2}" in html
+        ExecutionStep.objects.bulk_create(
+            ExecutionStep(
+                execution_id="broken",
+                step_key=str(n),
+                position=n,
+                kind="run",
+                status="completed",
+                value_json="1",
+            )
+            for n in range(3, 130)
+        )
+        many, html = count_queries(admin_client, execution_url("broken"))
+        assert many == few
+        assert "steps=3#steps" in html
+        assert admin_client.get(execution_url("broken") + "?steps=3").status_code == 200
+
+    def test_resume_action(
+        self, admin_client: Client, wakes: list[Any], django_capture_on_commit_callbacks: Any
+    ) -> None:
+        make_execution("stuck", status="running")
+        make_execution("done", status="completed")
+        before = WakeIntent.objects.count()
+        with django_capture_on_commit_callbacks(execute=True):
+            response = admin_client.post(
+                EXECUTIONS,
+                {"action": "resume_executions", "_selected_action": ["stuck", "done"]},
+                follow=True,
+            )
+        assert response.status_code == 200
+        assert "Requested a run of 1 execution(s)" in response.content.decode()
+        assert WakeIntent.objects.count() == before + 1
+        assert [w.execution_id for w in wakes] == ["stuck"]
+
+    def test_cancel_action(self, admin_client: Client) -> None:
+        make_execution("to-cancel", status="waiting")
+        make_execution("finished", status="completed")
+        response = admin_client.post(
+            EXECUTIONS,
+            {"action": "cancel_executions", "_selected_action": ["to-cancel", "finished"]},
+            follow=True,
+        )
+        assert "Cancelled 1 execution(s)" in response.content.decode()
+        assert Execution.objects.get(pk="to-cancel").status == "cancelled"
+        assert Execution.objects.get(pk="finished").status == "completed"
+
+    def test_buttons_on_the_page(self, admin_client: Client) -> None:
+        make_execution("buttons", status="waiting")
+        _, html = count_queries(admin_client, execution_url("buttons"))
+        assert 'value="cancel_executions"' in html
+        make_execution("over", status="completed")
+        _, html = count_queries(admin_client, execution_url("over"))
+        assert 'value="cancel_executions"' not in html
+
+    def test_viewer_cannot_operate(self, staff: Callable[[str], Client]) -> None:
+        make_execution("guarded", status="waiting")
+        viewer = staff("viewer")
+        _, html = count_queries(viewer, EXECUTIONS)
+        assert "cancel_executions" not in html
+        response = viewer.post(
+            EXECUTIONS, {"action": "cancel_executions", "_selected_action": ["guarded"]}
+        )
+        assert response.status_code in (200, 302, 403)
+        assert Execution.objects.get(pk="guarded").status == "waiting"
+        _, html = count_queries(viewer, execution_url("guarded"))
+        assert 'value="cancel_executions"' not in html
+        editor = staff("editor")
+        editor.post(EXECUTIONS, {"action": "cancel_executions", "_selected_action": ["guarded"]})
+        assert Execution.objects.get(pk="guarded").status == "cancelled"
+
+    def test_read_only(self, admin_client: Client) -> None:
+        make_execution("ro")
+        assert admin_client.get(reverse("admin:yieldstar_execution_add")).status_code == 403
+        response = admin_client.post(execution_url("ro"), {"status": "completed"})
+        assert response.status_code == 403
+        assert Execution.objects.get(pk="ro").status == "pending"
+
+
+class TestWakeIntents:
+    def make(self, n: int, delivered: bool = False) -> WakeIntent:
+        now = timezone.now()
+        return WakeIntent.objects.create(
+            execution_id=f"w-{n}",
+            workflow_id="api-test-greet",
+            reason="timer",
+            available_at=now,
+            delivered_at=now if delivered else None,
+            attempts=2,
+            last_error="ConnectionError: broker down",
+            created_at=now,
+        )
+
+    def test_list_and_filter(self, admin_client: Client) -> None:
+        self.make(0)
+        few, _ = count_queries(admin_client, WAKE_INTENTS)
+        for n in range(1, 40):
+            self.make(n, delivered=n % 2 == 0)
+        many, html = count_queries(admin_client, WAKE_INTENTS)
+        assert many == few
+        assert "broker down" in html
+        _, html = count_queries(admin_client, WAKE_INTENTS + "?delivered=no")
+        assert ">w-1<" in html and ">w-2<" not in html
+        _, html = count_queries(admin_client, WAKE_INTENTS + "?q=w-3")
+        assert ">w-3<" in html and ">w-1<" not in html
+
+    def test_deliver_again(self, admin_client: Client, wakes: list[Any]) -> None:
+        pending = self.make(1)
+        delivered = self.make(2, delivered=True)
+        response = admin_client.post(
+            WAKE_INTENTS,
+            {"action": "deliver_again", "_selected_action": [pending.pk, delivered.pk]},
+            follow=True,
+        )
+        assert "Delivered 2 wake(s) again." in response.content.decode()
+        assert sorted(w.execution_id for w in wakes) == ["w-1", "w-2"]
+        pending.refresh_from_db()
+        assert pending.delivered_at is not None
+
+    def test_deliver_again_reports_a_failing_backend(
+        self, admin_client: Client, settings: Any
+    ) -> None:
+        def refuse(wakes: Any) -> None:
+            raise ConnectionError("broker down")
+
+        settings.YIELDSTAR = {**settings.YIELDSTAR, "WAKE_BACKEND": refuse}
+        intent = self.make(1)
+        response = admin_client.post(
+            WAKE_INTENTS, {"action": "deliver_again", "_selected_action": [intent.pk]}, follow=True
+        )
+        assert "refused the wakes" in response.content.decode()
+        intent.refresh_from_db()
+        assert intent.delivered_at is None
+        assert intent.attempts == 3
+
+    def test_viewer_sees_no_action(self, staff: Callable[[str], Client], wakes: list[Any]) -> None:
+        intent = self.make(1)
+        viewer = staff("viewer")
+        _, html = count_queries(viewer, WAKE_INTENTS)
+        assert "deliver_again" not in html
+        viewer.post(WAKE_INTENTS, {"action": "deliver_again", "_selected_action": [intent.pk]})
+        assert wakes == []
+
+    def test_read_only(self, admin_client: Client) -> None:
+        intent = self.make(1)
+        assert admin_client.get(reverse("admin:yieldstar_wakeintent_add")).status_code == 403
+        url = reverse("admin:yieldstar_wakeintent_change", args=[intent.pk])
+        assert admin_client.get(url).status_code == 200
+        assert admin_client.post(url, {"attempts": 0}).status_code == 403
+
+
+def test_idempotency_keys(admin_client: Client, django_user_model: Any) -> None:
+    IdempotencyKey.objects.create(
+        principal="http:1", key="k-1", fingerprint="f" * 64, method="PUT", target="stores/a/b"
+    )
+    url = reverse("admin:yieldstar_idempotencykey_changelist")
+    _, html = count_queries(admin_client, url)
+    assert "k-1" in html
+    assert admin_client.get(reverse("admin:yieldstar_idempotencykey_add")).status_code == 403

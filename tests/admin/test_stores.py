@@ -1,0 +1,346 @@
+"""The store admin through Django's test client: lists, the store page, the editor."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.contrib.admin.utils import quote
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
+from yieldstar_django.core.results import StoreWaiter
+from yieldstar_django.core.store import StoreClient
+from yieldstar_django.models import AppliedStep, StoreInstance, StoreVersion, Waiter
+
+pytestmark = pytest.mark.django_db
+
+LIST = reverse("admin:yieldstar_storeinstance_changelist")
+
+
+def page_url(client: StoreClient, definition: StoreDefinition, id: str) -> str:
+    client.get_store(definition, id)
+    pk = StoreInstance.objects.get(name=definition.name, store_id=id).pk
+    return reverse("admin:yieldstar_storeinstance_change", args=[quote(pk)])
+
+
+def add_waiter(client: StoreClient, definition: StoreDefinition, id: str, n: int) -> None:
+    snapshot = client.get_store(definition, id)
+    client.register_waiter(
+        StoreWaiter(
+            "wf",
+            f"exec-{id}-{n}",
+            "0",
+            definition.name,
+            id,
+            snapshot.instance_id,
+            snapshot.version,
+            (("count",),),
+        )
+    )
+
+
+def list_queries(admin_client: Client, url: str = LIST) -> tuple[int, str]:
+    with CaptureQueriesContext(connection) as queries:
+        response = admin_client.get(url)
+    assert response.status_code == 200
+    return len(queries), response.content.decode()
+
+
+class TestList:
+    def test_columns_and_waiter_counts(
+        self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+    ) -> None:
+        for n in range(3):
+            add_waiter(store_client, counters, "with-waiters", n)
+        store_client.get_store(counters, "lonely")
+        _, html = list_queries(admin_client)
+        row = re.search(r"<tr[^>]*>(?:(?!</tr>).)*with-waiters(?:(?!</tr>).)*</tr>", html, re.S)
+        assert row is not None
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0), re.S)
+        assert cells[-1] == "3"  # waiter count
+        assert "lonely" in html
+
+    def test_no_n_plus_one(
+        self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+    ) -> None:
+        for n in range(3):
+            store_client.get_store(counters, f"few-{n}")
+            add_waiter(store_client, counters, f"few-{n}", 0)
+        few, _ = list_queries(admin_client)
+        for n in range(60):
+            store_client.get_store(counters, f"many-{n}")
+            add_waiter(store_client, counters, f"many-{n}", 0)
+        many, html = list_queries(admin_client)
+        assert "many-59" in html
+        assert many == few
+
+    def test_filter_and_search(
+        self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+    ) -> None:
+        other = define_store("admin-other", None, initial=lambda id: {})
+        try:
+            store_client.get_store(counters, "order-1")
+            store_client.get_store(counters, "order-2")
+            store_client.get_store(counters, "invoice-1")
+            store_client.get_store(other, "order-9")
+            _, html = list_queries(admin_client, f"{LIST}?name=admin-counter")
+            assert "order-1" in html and "invoice-1" in html and "order-9" not in html
+            _, html = list_queries(admin_client, f"{LIST}?q=order-")
+            assert "order-1" in html and "order-9" in html and "invoice-1" not in html
+            list_queries(admin_client, f"{LIST}?q=%00")  # refused by Django's search form
+        finally:
+            unregister_store(other.name)
+
+    def test_read_only(self, admin_client: Client, counters: StoreDefinition) -> None:
+        assert admin_client.get(reverse("admin:yieldstar_storeinstance_add")).status_code == 403
+        _, html = list_queries(admin_client)
+        assert "delete_selected" not in html
+
+    def test_viewer_and_anonymous(
+        self,
+        client: Client,
+        staff: Callable[[str], Client],
+        counters: StoreDefinition,
+        store_client: StoreClient,
+    ) -> None:
+        url = page_url(store_client, counters, "v")
+        assert client.get(LIST).status_code == 302  # to the login page
+        viewer = staff("viewer")
+        assert viewer.get(LIST).status_code == 200
+        response = viewer.get(url)
+        assert response.status_code == 200
+        assert b'name="state_json"' not in response.content
+        response = viewer.post(url, {"state_json": '{"count": 9}'})
+        assert response.status_code == 403
+        assert store_client.get_store(counters, "v").state == {"count": 0, "tags": []}
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_a_million_rows_are_never_counted(admin_client: Client, counters: StoreDefinition) -> None:
+    """The list of a million stores counts nothing: the planner's estimate pages it, and a
+    filtered list is counted with a LIMIT."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO yieldstar_storeinstance "
+            "(name, store_id, instance_id, version, state, created_at, updated_at) "
+            "SELECT 'admin-counter', 'bulk-' || lpad(i::text, 7, '0'), md5(i::text), 0, "
+            "'{\"count\":0}', now(), now() FROM generate_series(1, 1000000) AS i"
+        )
+        cursor.execute("ANALYZE yieldstar_storeinstance")
+    with CaptureQueriesContext(connection) as queries:
+        response = admin_client.get(LIST)
+    assert response.status_code == 200
+    assert "bulk-0000001" in response.content.decode()
+    counts = [q["sql"] for q in queries if q["sql"].upper().startswith("SELECT COUNT(")]
+    store_counts = [sql for sql in counts if "yieldstar_storeinstance" in sql]
+    assert store_counts == [], store_counts  # the estimate was used
+    with CaptureQueriesContext(connection) as queries:
+        response = admin_client.get(f"{LIST}?name=admin-counter&q=bulk-00")
+    assert response.status_code == 200
+    counted = [q["sql"] for q in queries if q["sql"].upper().startswith("SELECT COUNT(")]
+    assert counted and all("LIMIT" in sql.upper() for sql in counted), counted
+
+
+class TestStorePage:
+    def test_state_history_waiters_ledger(
+        self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+    ) -> None:
+        from yieldstar_django.core.results import StoreStepId
+
+        url = page_url(store_client, counters, "page")
+        store_client.update_store(counters, "page", updater=lambda d: d.update(count=1))
+        store_client.update_store(
+            counters,
+            "page",
+            updater=lambda d: d["tags"].append("x"),
+            step_id=StoreStepId("exec-a", "step-3"),
+        )
+        add_waiter(store_client, counters, "page", 0)
+        response = admin_client.get(url)
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert "&quot;count&quot;: 1" in html  # pretty state in the editor
+        assert "$.count" in html  # changed paths of version 1
+        assert "$.tags" in html
+        assert 'class="yieldstar-add">+    &quot;x&quot;' in html  # diff of version 2
+        assert "exec-a / step-3" in html  # by which step
+        assert "exec-page-0" in html  # the waiter
+        assert "step-3" in html and "update" in html  # the ledger entry
+
+    def test_queries_bounded_by_pages(
+        self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+    ) -> None:
+        from yieldstar_django.core.results import StoreStepId
+
+        url = page_url(store_client, counters, "busy")
+        store_client.update_store(
+            counters, "busy", updater=lambda d: d.update(count=1), step_id=StoreStepId("e", "s")
+        )
+        add_waiter(store_client, counters, "busy", 99)
+        with CaptureQueriesContext(connection) as few:
+            assert admin_client.get(url).status_code == 200
+
+        for n in range(60):
+            store_client.update_store(
+                counters,
+                "busy",
+                updater=lambda d: d.update(count=d["count"] + 1),
+                step_id=StoreStepId("e", f"s{n}"),
+            )
+            add_waiter(store_client, counters, "busy", n)
+        with CaptureQueriesContext(connection) as many:
+            response = admin_client.get(url)
+        assert response.status_code == 200
+        assert len(many) == len(few)
+        html = response.content.decode()
+        assert "?versions=2#versions" in html or "versions=2" in html
+        assert "ledger=2" in html
+        older = admin_client.get(url + "?versions=3&ledger=3")
+        assert older.status_code == 200
+
+    def test_orphan_store_is_read_only(
+        self, admin_client: Client, store_client: StoreClient
+    ) -> None:
+        gone = define_store("admin-gone", None, initial=lambda id: {"a": 1})
+        url = page_url(store_client, gone, "x")
+        unregister_store(gone.name)
+        response = admin_client.get(url)
+        assert response.status_code == 200
+        assert b'name="state_json"' not in response.content
+        assert b"&quot;a&quot;: 1" in response.content
+
+
+def form_data(admin_client: Client, url: str) -> dict[str, Any]:
+    """The hidden fields of the editor as rendered, with its text."""
+    html = admin_client.get(url).content.decode()
+    data = {}
+    for name in ["expected_instance_id", "expected_version", "edit_token"]:
+        match = re.search(rf'name="{name}" value="([^"]*)"', html)
+        assert match, name
+        data[name] = match.group(1)
+    return data
+
+
+class TestEditor:
+    def test_save_compare_and_swaps(
+        self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+    ) -> None:
+        url = page_url(store_client, counters, "edit")
+        data = form_data(admin_client, url)
+        response = admin_client.post(url, {**data, "state_json": '{"count": 5, "tags": ["a"]}'})
+        assert response.status_code == 302, response.content.decode()[:3000]
+        snapshot = store_client.get_store(counters, "edit")
+        assert snapshot.state == {"count": 5, "tags": ["a"]}
+        assert snapshot.version == 1
+        version = StoreVersion.objects.get(store_id="edit", version=1)
+        assert version.step_execution_id is not None and version.step_execution_id.startswith(
+            "admin:"
+        )
+        # A second submit of the same form (double click) is the same edit, not a conflict.
+        again = admin_client.post(url, {**data, "state_json": '{"count": 5, "tags": ["a"]}'})
+        assert again.status_code == 302
+        assert store_client.get_store(counters, "edit").version == 1
+
+    def test_conflict_is_shown_and_nothing_is_written(
+        self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+    ) -> None:
+        url = page_url(store_client, counters, "race")
+        data = form_data(admin_client, url)
+        store_client.update_store(counters, "race", updater=lambda d: d.update(count=7))
+        response = admin_client.post(url, {**data, "state_json": '{"count": 1}'})
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert "Someone else changed this store while you were editing it" in html
+        assert "you opened version 0 and it is now at version 1" in html
+        assert store_client.get_store(counters, "race").state == {"count": 7, "tags": []}
+        assert not StoreVersion.objects.filter(store_id="race", version=2).exists()
+
+    def test_recreated_store_is_a_conflict(
+        self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+    ) -> None:
+        url = page_url(store_client, counters, "again")
+        data = form_data(admin_client, url)
+        row = StoreInstance.objects.get(store_id="again")
+        # Same row, another instance (as after a delete and re-creation).
+        StoreInstance.objects.filter(pk=row.pk).update(instance_id="other-instance")
+        response = admin_client.post(url, {**data, "state_json": '{"count": 1}'})
+        assert response.status_code == 200
+        assert "deleted and created again" in response.content.decode()
+
+    @pytest.mark.parametrize(
+        ("text", "message"),
+        [
+            ("{not json", "This is not valid JSON"),
+            ('{"count": NaN}', "This is not valid JSON"),
+            ("null", "cannot be null"),
+            ('{"count": -1}', "$.count: -1 is less than the minimum of 0"),
+            ('{"tags": []}', "&#x27;count&#x27; is a required property"),
+            ('{"count": 1, "s": "\\u0000"}', "not a durable value"),
+        ],
+    )
+    def test_invalid_edits(
+        self,
+        admin_client: Client,
+        counters: StoreDefinition,
+        store_client: StoreClient,
+        text: str,
+        message: str,
+    ) -> None:
+        url = page_url(store_client, counters, "bad")
+        data = form_data(admin_client, url)
+        response = admin_client.post(url, {**data, "state_json": text})
+        assert response.status_code == 200
+        assert message in response.content.decode()
+        assert store_client.get_store(counters, "bad").version == 0
+
+    def test_editor_permission(
+        self, staff: Callable[[str], Client], counters: StoreDefinition, store_client: StoreClient
+    ) -> None:
+        url = page_url(store_client, counters, "perm")
+        editor = staff("editor")
+        data = form_data(editor, url)
+        response = editor.post(url, {**data, "state_json": '{"count": 2}'})
+        assert response.status_code == 302
+        assert store_client.get_store(counters, "perm").state == {"count": 2}
+
+    def test_hook_narrows_the_admin(self, admin_client: Client, store_client: StoreClient) -> None:
+        locked = define_store(
+            "admin-locked",
+            None,
+            initial=lambda id: {"a": 1},
+            permission=lambda request, action, id: action == "view",
+        )
+        hidden = define_store(
+            "admin-hidden", None, initial=lambda id: {}, permission=lambda r, a, i: False
+        )
+        try:
+            url = page_url(store_client, locked, "x")
+            response = admin_client.get(url)
+            assert response.status_code == 200
+            assert b'name="state_json"' not in response.content
+            assert admin_client.post(url, {"state_json": "{}"}).status_code == 403
+            hidden_url = page_url(store_client, hidden, "y")
+            assert admin_client.get(LIST).content.decode().count("admin-hidden") == 0
+            assert admin_client.get(hidden_url).status_code == 302  # not found: redirected
+        finally:
+            unregister_store(locked.name)
+            unregister_store(hidden.name)
+
+
+def test_waiter_rows_are_not_editable(admin_client: Client) -> None:
+    for model in [Waiter, AppliedStep, StoreVersion]:
+        assert model._meta.model_name
+    # Only stores, executions, wake intents and idempotency keys are registered.
+    from django.contrib import admin
+
+    registered = {
+        m._meta.model_name for m in admin.site._registry if m._meta.app_label == "yieldstar"
+    }
+    assert registered == {"storeinstance", "execution", "wakeintent", "idempotencykey"}

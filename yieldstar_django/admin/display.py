@@ -1,0 +1,104 @@
+"""Rendering helpers of the admin: JSON a person can read, and diffs capped in length."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any, Final
+
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+#: Characters of pretty-printed JSON shown before "… (N more characters)".
+MAX_PRETTY_CHARS: Final = 200_000
+#: Lines of a diff shown before "… (N more lines)".
+MAX_DIFF_LINES: Final = 60
+#: Characters of one value shown in a list column.
+MAX_SHORT_CHARS: Final = 80
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON with sorted keys (the canonical order), non-ASCII kept."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def truncate(text: str, limit: int) -> tuple[str, int]:
+    """``text`` cut to ``limit`` characters, and how many were cut."""
+    if len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
+
+
+def pretty_block(value: Any, *, limit: int = MAX_PRETTY_CHARS) -> SafeString:
+    """A ``<pre>`` block of ``value`` as pretty JSON, capped at ``limit`` characters."""
+    text, cut = truncate(pretty_json(value), limit)
+    if cut:
+        return format_html(
+            '<pre class="yieldstar-json">{}</pre><p class="help">… {} more characters not '
+            "shown.</p>",
+            text,
+            cut,
+        )
+    return format_html('<pre class="yieldstar-json">{}</pre>', text)
+
+
+def short_json(value: Any, *, limit: int = MAX_SHORT_CHARS) -> str:
+    """Compact JSON on one line, cut to ``limit`` characters with an ellipsis."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def format_paths(paths: list[Any]) -> str:
+    """Paths as ``$.a[0].b``, comma-separated; ``$`` is the whole state."""
+    from ..core.errors import format_path
+
+    return ", ".join(format_path(tuple(path)) for path in paths) or "—"
+
+
+def json_diff_lines(
+    old: Any, new: Any, *, max_lines: int = MAX_DIFF_LINES
+) -> tuple[list[str], int]:
+    """Unified diff lines between the pretty JSON of ``old`` and ``new`` (2 lines of
+    context), at most ``max_lines`` of them, and how many more there were."""
+    lines = list(
+        difflib.unified_diff(
+            pretty_json(old).splitlines(),
+            pretty_json(new).splitlines(),
+            lineterm="",
+            n=2,
+        )
+    )[2:]  # drop the ---/+++ header
+    return lines[:max_lines], max(0, len(lines) - max_lines)
+
+
+def diff_block(old: Any, new: Any, *, max_lines: int = MAX_DIFF_LINES) -> SafeString:
+    """An HTML diff (``-`` removed, ``+`` added lines), capped at ``max_lines``."""
+    lines, more = json_diff_lines(old, new, max_lines=max_lines)
+    if not lines:
+        return format_html('<span class="help">{}</span>', "no difference")
+    classes = {"+": "yieldstar-add", "-": "yieldstar-del", "@": "yieldstar-hunk"}
+    body = format_html_join(
+        "",
+        '<span class="{}">{}</span>',
+        ((classes.get(line[:1], "yieldstar-ctx"), line) for line in lines),
+    )
+    if more:
+        return format_html(
+            '<pre class="yieldstar-diff">{}</pre><p class="help">… {} more lines.</p>',
+            body,
+            more,
+        )
+    return format_html('<pre class="yieldstar-diff">{}</pre>', body)
+
+
+__all__ = [
+    "MAX_DIFF_LINES",
+    "MAX_PRETTY_CHARS",
+    "diff_block",
+    "format_paths",
+    "json_diff_lines",
+    "pretty_block",
+    "pretty_json",
+    "short_json",
+    "truncate",
+]

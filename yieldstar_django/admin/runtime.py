@@ -1,0 +1,191 @@
+"""The execution admin: executions with status, error and their heap; resume and cancel."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStep
+from .base import ObjectOncePerRequestMixin
+from .display import pretty_block, short_json
+from .pagination import EstimatedCountPaginator
+
+STEPS_PER_PAGE: Final = 50
+
+STATUS_COLORS: Final = {
+    "pending": "#8a8a8a",
+    "running": "#1f6feb",
+    "waiting": "#bf8700",
+    "sleeping": "#8250df",
+    "retrying": "#d4a72c",
+    "completed": "#1a7f37",
+    "failed": "#cf222e",
+    "cancelled": "#57606a",
+}
+
+
+class WorkflowNameFilter(admin.SimpleListFilter):
+    """Filter by workflow, listing the registered workflows (no table scan)."""
+
+    title = "workflow"
+    parameter_name = "workflow"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        from ..runtime.registry import registered_workflows
+
+        return [(w.name, w.name) for w in registered_workflows()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(workflow_name=value) if value else queryset
+
+
+#: The fields of the (read-only) change page.
+FIELDS: tuple[str, ...] = (
+    "id",
+    "workflow_name",
+    "pretty_status",
+    "waiting_on",
+    "wake_at",
+    "pretty_input",
+    "pretty_result",
+    "pretty_error",
+    "runs",
+    "wake_pending",
+    "lease_owner",
+    "lease_expires_at",
+    "created_at",
+    "updated_at",
+    "finished_at",
+)
+
+
+@admin.register(Execution)
+class ExecutionAdmin(ObjectOncePerRequestMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    """Executions, newest first; a page per execution with its input, result or error and
+    its heap steps (paginated). Actions: resume (request a run through the wake outbox),
+    cancel. Both need the change permission; nothing else is editable."""
+
+    list_display = ["id", "workflow_name", "pretty_status", "runs", "created_at", "finished_at"]
+    list_filter = ["status", WorkflowNameFilter]
+    search_fields = ["id"]
+    search_help_text = "Executions whose id starts with the text."
+    ordering = ["-created_at"]
+    list_per_page = 100
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    actions = ["resume_executions", "cancel_executions"]
+    change_form_template = "yieldstar_django/admin/execution_change_form.html"
+    readonly_fields = FIELDS
+    fields = FIELDS
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Execution], search_term: str
+    ) -> tuple[QuerySet[Execution], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        if "\x00" in term:
+            return queryset.none(), False
+        return queryset.filter(id__startswith=term), False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        """Resume and cancel need ``yieldstar.change_execution``."""
+        return bool(request.user.has_perm("yieldstar.change_execution"))
+
+    @admin.display(description="status", ordering="status")
+    def pretty_status(self, obj: Execution) -> SafeString:
+        color = STATUS_COLORS.get(obj.status, "inherit")
+        return format_html('<span style="color: {}">●</span> {}', color, obj.status)
+
+    @admin.display(description="input")
+    def pretty_input(self, obj: Execution) -> SafeString:
+        return pretty_block(obj.input)
+
+    @admin.display(description="result")
+    def pretty_result(self, obj: Execution) -> SafeString | str:
+        return pretty_block(obj.result) if obj.result_json else "—"
+
+    @admin.display(description="error")
+    def pretty_error(self, obj: Execution) -> SafeString | str:
+        return pretty_block(obj.error) if obj.error_json else "—"
+
+    @admin.action(description="Resume selected executions", permissions=["operate"])
+    def resume_executions(self, request: HttpRequest, queryset: QuerySet[Execution]) -> None:
+        from ..wakes import wake_now
+
+        count = 0
+        for execution_id, workflow_name in (
+            queryset.exclude(status__in=TERMINAL_STATUSES)
+            .values_list("id", "workflow_name")
+            .iterator()
+        ):
+            wake_now(execution_id, workflow_name, reason="admin")
+            count += 1
+        self.message_user(
+            request,
+            f"Requested a run of {count} execution(s); finished ones were skipped.",
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Cancel selected executions", permissions=["operate"])
+    def cancel_executions(self, request: HttpRequest, queryset: QuerySet[Execution]) -> None:
+        from ..runtime import cancel_execution
+
+        ids = list(queryset.exclude(status__in=TERMINAL_STATUSES).values_list("id", flat=True))
+        cancelled = sum(1 for execution_id in ids if cancel_execution(execution_id))
+        self.message_user(
+            request,
+            f"Cancelled {cancelled} execution(s); finished ones were skipped.",
+            messages.SUCCESS,
+        )
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        obj = self.get_object(request, object_id)
+        if obj is not None and self.has_view_permission(request, obj):
+            paginator = EstimatedCountPaginator(
+                ExecutionStep.objects.filter(execution=obj).order_by("position", "pk"),
+                STEPS_PER_PAGE,
+            )
+            page = paginator.get_page(request.GET.get("steps"))
+            context.update(
+                {
+                    "execution": obj,
+                    "steps": [
+                        {
+                            "step": step,
+                            "value": short_json(step.value, limit=200) if step.value_json else "",
+                            "error": step.error,
+                        }
+                        for step in page.object_list
+                    ],
+                    "steps_page": page,
+                    "steps_range": paginator.get_elided_page_range(page.number),
+                    "can_operate": self.has_operate_permission(request) and not obj.is_finished,
+                }
+            )
+        return super().change_view(request, object_id, form_url, extra_context=context)
+
+
+__all__ = ["ExecutionAdmin"]

@@ -1,0 +1,128 @@
+"""The wake outbox admin: pending and delivered wake intents, and "deliver again"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from ..models.stores import WakeIntent
+from .pagination import EstimatedCountPaginator
+
+
+class DeliveredFilter(admin.SimpleListFilter):
+    title = "delivery"
+    parameter_name = "delivered"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("no", "pending"), ("yes", "delivered")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "no":
+            return queryset.filter(delivered_at__isnull=True)
+        if self.value() == "yes":
+            return queryset.filter(delivered_at__isnull=False)
+        return queryset
+
+
+#: The fields of the (read-only) change page.
+FIELDS: tuple[str, ...] = (
+    "execution_id",
+    "workflow_id",
+    "reason",
+    "available_at",
+    "delivered_at",
+    "attempts",
+    "last_error",
+    "created_at",
+)
+
+
+@admin.register(WakeIntent)
+class WakeIntentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Wake intents, newest first. "Deliver again" hands the selected wakes to the
+    ``WAKE_BACKEND`` now (a spurious wake is harmless: resuming is idempotent)."""
+
+    list_display = [
+        "id",
+        "execution_link",
+        "workflow_id",
+        "reason",
+        "available_at",
+        "delivered_at",
+        "attempts",
+        "short_error",
+    ]
+    list_filter = [DeliveredFilter]
+    search_fields = ["execution_id"]
+    search_help_text = "The execution id (exact)."
+    ordering = ["-id"]
+    list_per_page = 100
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    actions = ["deliver_again"]
+    readonly_fields = FIELDS
+    fields = FIELDS
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[WakeIntent], search_term: str
+    ) -> tuple[QuerySet[WakeIntent], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        if "\x00" in term:
+            return queryset.none(), False
+        return queryset.filter(execution_id=term), False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_deliver_permission(self, request: HttpRequest) -> bool:
+        """ "Deliver again" needs ``yieldstar.change_wakeintent``."""
+        return bool(request.user.has_perm("yieldstar.change_wakeintent"))
+
+    @admin.display(description="execution", ordering="execution_id")
+    def execution_link(self, obj: WakeIntent) -> SafeString:
+        url = reverse("admin:yieldstar_execution_change", args=[quote(obj.execution_id)])
+        return format_html('<a href="{}">{}</a>', url, obj.execution_id)
+
+    @admin.display(description="last error")
+    def short_error(self, obj: WakeIntent) -> str:
+        text = obj.last_error
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    @admin.action(description="Deliver again", permissions=["deliver"])
+    def deliver_again(self, request: HttpRequest, queryset: QuerySet[WakeIntent]) -> None:
+        from ..core.results import Wake
+        from ..wakes import PendingWake, deliver_wakes
+
+        pending = [
+            PendingWake(intent_id, Wake(execution_id, workflow_id))
+            for intent_id, execution_id, workflow_id in queryset.values_list(
+                "id", "execution_id", "workflow_id"
+            )
+        ]
+        if deliver_wakes(pending, using=queryset.db):
+            self.message_user(request, f"Delivered {len(pending)} wake(s) again.", messages.SUCCESS)
+        else:
+            self.message_user(
+                request,
+                "The wake backend refused the wakes; they stay pending for the relay "
+                "(see their last error).",
+                messages.ERROR,
+            )
+
+
+__all__ = ["WakeIntentAdmin"]
