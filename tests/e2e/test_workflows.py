@@ -62,6 +62,20 @@ def test_sleep_completes_after_its_time_and_not_before(services: Env) -> None:
     assert steps[0].recorded_at <= sleep.created_at <= sleep.recorded_at <= steps[2].recorded_at
 
 
+def test_duplicate_and_concurrent_resumes_are_harmless(services: Env) -> None:
+    store_id = f"dup-{uuid.uuid4().hex[:8]}"
+    eid = start_workflow("e2e.take_one", store_id)
+    wait_until("the take to wait", lambda: _status(eid) == "waiting")
+    push(store_id, ["only"])
+    for _ in range(20):  # a storm of duplicate deliveries
+        services.app.send_task("yieldstar_django.resume_execution", args=[eid])
+    wait_until("the execution to complete", lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == "only"
+    assert ExecutionStep.objects.filter(execution_id=eid).count() == 1
+    items: Any = get_store_client().get_store(jobs, store_id).state["items"]
+    assert items == [{"value": "only", "claimed_by": eid}]
+
+
 def test_fifty_waiters_fifty_items_each_claimed_exactly_once(services: Env) -> None:
     store_id = f"fifty-{uuid.uuid4().hex[:8]}"
     ids = [start_workflow("e2e.take_one", store_id) for _ in range(50)]
@@ -84,17 +98,3 @@ def test_fifty_waiters_fifty_items_each_claimed_exactly_once(services: Env) -> N
     assert len(state["items"]) == 50
     assert {value: eid for eid, value in results.items()} == claims
     assert get_store_client().waiters(jobs, store_id) == []
-
-
-def test_duplicate_and_concurrent_resumes_are_harmless(services: Env) -> None:
-    store_id = f"dup-{uuid.uuid4().hex[:8]}"
-    eid = start_workflow("e2e.take_one", store_id)
-    wait_until("the take to wait", lambda: _status(eid) == "waiting")
-    push(store_id, ["only"])
-    for _ in range(20):  # a storm of duplicate deliveries
-        services.app.send_task("yieldstar_django.resume_execution", args=[eid])
-    wait_until("the execution to complete", lambda: get_execution(eid).is_finished)
-    assert get_execution(eid).result == "only"
-    assert ExecutionStep.objects.filter(execution_id=eid).count() == 1
-    items: Any = get_store_client().get_store(jobs, store_id).state["items"]
-    assert items == [{"value": "only", "claimed_by": eid}]

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
 
-from django.db import connections, router, transaction
-from django.db.models import Exists, Field, OuterRef, Q
+from django.db import DatabaseError, connections, router, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from ..conf import yieldstar_settings
@@ -139,12 +139,18 @@ class Engine:
         self.client = client
         self.limits = durable_limits()
         self.alias = router.db_for_write(ExecutionStep)
-        self.heap: dict[str, ExecutionStep] = {
-            row.step_key: row
-            for row in ExecutionStep.objects.filter(execution_id=self.execution.id)
-        }
+        rows = lease.take_heap()
+        if rows is None:
+            rows = list(ExecutionStep.objects.filter(execution_id=self.execution.id))
+        self.heap: dict[str, ExecutionStep] = {row.step_key: row for row in rows}
         self.used: set[str] = set()
         self.position = 0
+        #: Keys of takes with a registered waiter whose result is not recorded yet.
+        self.open_takes: set[str] = {
+            key
+            for key, row in self.heap.items()
+            if row.kind == StepKind.TAKE and row.status == StepStatus.PENDING
+        }
 
     # -- the run loop ---------------------------------------------------------------------
 
@@ -319,15 +325,47 @@ class Engine:
         return _Value(None)
 
     def _take(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
+        """Take, and record the outcome in the same transaction as the store's commit.
+
+        A match commits the claim (with its ledger entry), the heap row and the removal
+        of the step's waiter at once; no match registers the waiter with the version and
+        paths the selector saw. Wakes of other waiters go out when it commits.
+        """
         assert call.definition is not None and call.selector is not None
+        definition = call.definition
         try:
-            result = self.client.take_from_store(
-                call.definition,
-                call.store_id,
-                selector=call.selector,
-                claim=call.claim,
-                step_id=StoreStepId(self.execution.id, key),
-            )
+            with transaction.atomic(using=self.alias):
+                result = self.client.take_from_store(
+                    definition,
+                    call.store_id,
+                    selector=call.selector,
+                    claim=call.claim,
+                    step_id=StoreStepId(self.execution.id, key),
+                )
+                if result.matched:
+                    encoded = encode_durable(result.selected, limits=self.limits, step_key=key)
+                    self._write(
+                        call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
+                    )
+                    if row is not None:
+                        self.client.remove_waiters(self.execution.id, key)
+                else:
+                    if row is None:
+                        self._write(call, key, position, None, status=StepStatus.PENDING)
+                    self.client.register_waiter(
+                        StoreWaiter(
+                            workflow_id=self.execution.workflow_name,
+                            execution_id=self.execution.id,
+                            step_key=key,
+                            store_name=definition.name,
+                            store_id=call.store_id,
+                            instance_id=result.instance_id,
+                            since_version=result.version,
+                            read_paths=result.read_paths,
+                        )
+                    )
+        except (LeaseLost, DatabaseError):
+            raise
         except StoreContentionError:
             self._contended(key)
         except Exception as exc:
@@ -335,61 +373,50 @@ class Engine:
                 self._record_error(call, key, position, row, exc, 1)
                 if row is not None:
                     self.client.remove_waiters(self.execution.id, key)
+            self.open_takes.discard(key)
             return _Error(exc)
-        if result.matched:
-            encoded = encode_durable(result.selected, limits=self.limits, step_key=key)
-            with transaction.atomic(using=self.alias):
-                self._write(
-                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
-                )
-                if row is not None:
-                    self.client.remove_waiters(self.execution.id, key)
-            return _Value(decode_durable(encoded))
-        waiter = StoreWaiter(
-            workflow_id=self.execution.workflow_name,
-            execution_id=self.execution.id,
-            step_key=key,
-            store_name=call.definition.name,
-            store_id=call.store_id,
-            instance_id=result.instance_id,
-            since_version=result.version,
-            read_paths=result.read_paths,
-        )
-        with transaction.atomic(using=self.alias):
-            if row is None:
-                self._write(call, key, position, None, status=StepStatus.PENDING)
-            self.client.register_waiter(waiter)
-        raise _Suspend(ExecutionStatus.WAITING, key)
+        if not result.matched:
+            raise _Suspend(ExecutionStatus.WAITING, key)
+        self.open_takes.discard(key)
+        return _Value(decode_durable(encoded))
 
     def _update(
         self, call: StepCall, key: str, position: int, row: ExecutionStep | None
     ) -> _Result:
+        """Update exactly once, recording the result in the store's transaction."""
         assert call.definition is not None and call.updater is not None
         try:
-            result = self.client.update_store(
-                call.definition,
-                call.store_id,
-                updater=call.updater,
-                step_id=StoreStepId(self.execution.id, key),
-            )
+            with transaction.atomic(using=self.alias):
+                result = self.client.update_store(
+                    call.definition,
+                    call.store_id,
+                    updater=call.updater,
+                    step_id=StoreStepId(self.execution.id, key),
+                )
+                record = {
+                    "state": result.state,
+                    "previous_version": result.previous_version,
+                    "version": result.version,
+                }
+                encoded = encode_durable(record, limits=self.limits, step_key=key)
+                self._write(
+                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
+                )
+        except (LeaseLost, DatabaseError):
+            raise
         except StoreContentionError:
             self._contended(key)
         except Exception as exc:
             self._record_error(call, key, position, row, exc, 1)
             return _Error(exc)
-        record = {
-            "state": result.state,
-            "previous_version": result.previous_version,
-            "version": result.version,
-        }
-        encoded = encode_durable(record, limits=self.limits, step_key=key)
-        self._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
         return _Value(_revive_value(StepKind.UPDATE, encoded))
 
     def _get(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
         assert call.definition is not None
         try:
             snapshot = self.client.get_store(call.definition, call.store_id)
+        except DatabaseError:
+            raise
         except Exception as exc:
             self._record_error(call, key, position, row, exc, 1)
             return _Error(exc)
@@ -484,15 +511,32 @@ class Engine:
             changes["attempts"] = attempts
         if wake_at is not None:
             changes["wake_at"] = wake_at
-        fence = Execution.objects.filter(
-            ~Q(status__in=TERMINAL_STATUSES),
-            pk=OuterRef("execution_id"),
-            lease_owner=self.lease.token,
+        self._fenced_update(row, changes)
+
+    def _fenced_update(self, row: ExecutionStep, changes: dict[str, Any]) -> None:
+        """``UPDATE`` a pending heap row if nobody moved it on and the lease is ours."""
+        connection = connections[self.alias]
+        quote = connection.ops.quote_name
+        assignments: list[str] = []
+        params: list[Any] = []
+        for name, value in changes.items():
+            field = _concrete(name)
+            assignments.append(f"{quote(_column(field))} = %s")
+            params.append(field.get_db_prep_save(value, connection=connection))
+        statuses = ", ".join(["%s"] * len(TERMINAL_STATUSES))
+        sql = (
+            f"UPDATE {quote(ExecutionStep._meta.db_table)} SET {', '.join(assignments)} "
+            f"WHERE {quote('id')} = %s AND {quote('status')} = %s AND {quote('attempts')} = %s "
+            f"AND EXISTS (SELECT 1 FROM {quote(Execution._meta.db_table)} WHERE "
+            f"{quote('id')} = %s AND {quote('lease_owner')} = %s AND "
+            f"{quote('status')} NOT IN ({statuses}))"
         )
-        written = ExecutionStep.objects.filter(
-            Exists(fence), pk=row.pk, status=StepStatus.PENDING, attempts=row.attempts
-        ).update(**changes)
-        if not written:
+        params += [row.pk, StepStatus.PENDING.value, row.attempts]
+        params += [self.execution.id, self.lease.token, *sorted(TERMINAL_STATUSES)]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            written = cursor.rowcount
+        if written != 1:
             raise LeaseLost(self.execution.id)
 
     def _fenced_insert(self, values: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Final
@@ -202,9 +203,10 @@ def run_execution(execution_id: str) -> ResumeResult:
 def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
     client = _store_client()
     for _ in range(MAX_RUNS_PER_RESUME):
-        outcome = Engine(wf, lease, client).run()
+        engine = Engine(wf, lease, client)
+        outcome = engine.run()
         if outcome.terminal:
-            _finish(lease, outcome, client)
+            _finish(lease, outcome, client, waiters=bool(engine.open_takes))
             return ResumeResult.FINISHED
         if _release_suspended(lease, outcome):
             return ResumeResult.SUSPENDED
@@ -218,52 +220,45 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
     return ResumeResult.DEFERRED
 
 
-def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient) -> None:
+def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: bool) -> None:
+    """Record the terminal outcome and release the lease; remove leftover waiters (of takes
+    the workflow registered but never reached again) in the same transaction."""
     now = timezone.now()
-    with transaction.atomic():
-        finished = Execution.objects.filter(lease.owned()).update(
-            status=outcome.status,
-            result_json=outcome.result_json,
-            error_json=outcome.error_json,
-            finished_at=now,
-            updated_at=now,
-            lease_owner="",
-            lease_expires_at=None,
-            wake_pending=False,
-            waiting_on="",
-            wake_at=None,
-        )
-        if not finished:
+    changes = {
+        "status": outcome.status,
+        "result_json": outcome.result_json,
+        "error_json": outcome.error_json,
+        "finished_at": now,
+        "updated_at": now,
+        "wake_pending": False,
+        "waiting_on": "",
+        "wake_at": None,
+    }
+    with transaction.atomic() if waiters else nullcontext():
+        if not lease.release(changes):
             raise LeaseLost(lease.execution_id)
-        client.remove_waiters(lease.execution_id)
-    _cancel_lease_timer(lease)
+        if waiters:
+            client.remove_waiters(lease.execution_id)
     if outcome.status == ExecutionStatus.FAILED:
         logger.info("execution %s failed: %s", lease.execution_id, outcome.error_json)
 
 
 def _release_suspended(lease: Lease, outcome: RunOutcome) -> bool:
     """Release the lease as ``outcome.status`` unless a wake arrived during the run."""
-    released = Execution.objects.filter(lease.owned(), wake_pending=False).update(
-        status=outcome.status,
-        waiting_on=outcome.waiting_on,
-        wake_at=outcome.wake_at,
-        lease_owner="",
-        lease_expires_at=None,
-        updated_at=timezone.now(),
-    )
-    if released:
-        _cancel_lease_timer(lease)
-    return bool(released)
+    changes = {
+        "status": outcome.status,
+        "waiting_on": outcome.waiting_on,
+        "wake_at": outcome.wake_at,
+        "updated_at": timezone.now(),
+    }
+    return lease.release(changes, unless_wake_pending=True)
 
 
 def _release_later(lease: Lease, seconds: float) -> None:
     """Release the lease with a durable timer that runs the execution again."""
     at = timezone.now() + timedelta(seconds=seconds)
     with transaction.atomic():
-        released = Execution.objects.filter(lease.owned()).update(
-            lease_owner="", lease_expires_at=None, wake_pending=False
-        )
-        if released:
+        if lease.release({"wake_pending": False}):
             if seconds > 0:
                 timers.schedule_timer(
                     lease.execution_id, lease.execution.workflow_name, at, reason="deferred"
@@ -272,8 +267,6 @@ def _release_later(lease: Lease, seconds: float) -> None:
                 timers.request_run(
                     lease.execution_id, lease.execution.workflow_name, reason="deferred"
                 )
-    if released:
-        _cancel_lease_timer(lease)
 
 
 def _abandon(lease: Lease) -> None:
@@ -286,12 +279,3 @@ def _abandon(lease: Lease) -> None:
         Execution.objects.filter(lease.owned()).update(lease_expires_at=timezone.now())
     except Exception:
         logger.warning("could not release the lease of %s", lease.execution_id, exc_info=True)
-
-
-def _cancel_lease_timer(lease: Lease) -> None:
-    if lease.timer is None:
-        return
-    try:
-        timers.cancel_timer(lease.timer)
-    except Exception:  # a leftover timer is only a spurious wake
-        logger.debug("could not cancel the lease timer of %s", lease.execution_id, exc_info=True)

@@ -2,26 +2,29 @@
 
 A lease is an owner token and an expiry in the execution's row, taken by one conditional
 UPDATE (free, or expired) and never by a transaction held open across user code. While a
-run lasts, a heartbeat thread extends it every third of ``LEASE_SECONDS``; a worker that
-dies stops extending it, and a durable timer at the expiry resumes the execution in
-another worker. A wake that finds the lease held sets ``wake_pending``, and the holder
+run lasts, the process's lease keeper thread extends it every third of ``LEASE_SECONDS``;
+a worker that dies stops extending it, and a durable timer at the expiry resumes the
+execution in another worker. A wake that finds the lease held sets ``wake_pending``, and the holder
 runs the workflow again before it lets the lease go, so no wake is lost.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
-from django.db import connections, transaction
-from django.db.models import F, Q
+from django.db import connections, router, transaction
+from django.db.models import F, Field, Q
 from django.utils import timezone
 
 from ..conf import yieldstar_settings
-from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus
+from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus, ExecutionStep
 from . import timers
 
 logger = logging.getLogger("yieldstar_django.runtime")
@@ -54,8 +57,8 @@ class Lease:
     expires_at: datetime
     timer: int | None = None
     lost: threading.Event = field(default_factory=threading.Event)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    #: The heap read with the lease (PostgreSQL), for the first run to use.
+    heap: list[ExecutionStep] | None = None
 
     @property
     def execution_id(self) -> str:
@@ -64,6 +67,11 @@ class Lease:
     def owned(self) -> Q:
         """Rows of this execution still leased by this run and not finished."""
         return Q(pk=self.execution.id, lease_owner=self.token) & _live()
+
+    def take_heap(self) -> list[ExecutionStep] | None:
+        """The heap read at acquisition, once (later runs read it again)."""
+        heap, self.heap = self.heap, None
+        return heap
 
     def check(self) -> None:
         if self.lost.is_set():
@@ -79,49 +87,136 @@ class Lease:
             self.lost.set()
         return bool(renewed)
 
-    def start_heartbeat(self) -> None:
-        """Renew the lease every third of ``LEASE_SECONDS`` from a daemon thread.
+    def release(self, changes: dict[str, Any], *, unless_wake_pending: bool = False) -> bool:
+        """Apply ``changes`` and let the lease go (with its takeover timer), if still held.
 
-        The thread touches the database only if the run outlasts the first interval.
+        With ``unless_wake_pending`` nothing happens while a wake is flagged (the caller
+        runs again instead). Returns whether it released. One statement on PostgreSQL.
         """
-        self._thread = threading.Thread(
-            target=self._beat, name=f"yieldstar-lease-{self.execution.id}", daemon=True
+        changes = {**changes, "lease_owner": "", "lease_expires_at": None}
+        alias = router.db_for_write(Execution)
+        connection = connections[alias]
+        if connection.vendor != "postgresql":
+            rows = Execution.objects.filter(self.owned())
+            if unless_wake_pending:
+                rows = rows.filter(wake_pending=False)
+            released = bool(rows.update(**changes))
+            if released and self.timer is not None:
+                timers.cancel_timer(self.timer)
+            return released
+        quote = connection.ops.quote_name
+        assignments: list[str] = []
+        params: list[Any] = []
+        for name, value in changes.items():
+            model_field = Execution._meta.get_field(name)
+            assert isinstance(model_field, Field)
+            assignments.append(f"{quote(_column(model_field))} = %s")
+            params.append(model_field.get_db_prep_save(value, connection=connection))
+        terminal = ", ".join(["%s"] * len(TERMINAL_STATUSES))
+        condition = f"{quote('id')} = %s AND {quote('lease_owner')} = %s AND "
+        condition += f"{quote('status')} NOT IN ({terminal})"
+        if unless_wake_pending:
+            condition += f" AND NOT {quote('wake_pending')}"
+        params += [self.execution.id, self.token, *sorted(TERMINAL_STATUSES)]
+        sql = (
+            f"WITH released AS (UPDATE {quote(Execution._meta.db_table)} SET "
+            f"{', '.join(assignments)} WHERE {condition} RETURNING 1)"
         )
-        self._thread.start()
+        if self.timer is not None:
+            sql += (
+                f", dropped AS ({timers.cancel_sql(connection)} AND EXISTS "
+                "(SELECT 1 FROM released) RETURNING 1)"
+            )
+            params.append(self.timer)
+        sql += " SELECT count(*) FROM released"
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        return bool(row and row[0])
 
-    def _beat(self) -> None:
-        interval = max(lease_seconds() / 3, 0.05)
-        touched = False
-        try:
-            while not self._stop.wait(interval):
-                touched = True
-                try:
-                    if not self.renew():
-                        return
-                except Exception:
-                    logger.exception("could not renew the lease of %s", self.execution.id)
-        finally:
-            if touched:
-                connections.close_all()
+    def start_heartbeat(self) -> None:
+        """Have the process's lease keeper renew this lease while the run lasts."""
+        _keeper.add(self)
 
     def stop_heartbeat(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        self._thread = None
+        _keeper.remove(self)
+
+
+class _LeaseKeeper:
+    """One daemon thread per process that renews every lease held in the process every
+    third of ``LEASE_SECONDS`` (a run shorter than that costs no thread and no query).
+
+    It opens a database connection only to renew, and closes it after each round.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._due: dict[int, tuple[Lease, float]] = {}
+        self._wakeup = threading.Event()
+        self._pid: int | None = None
+
+    def add(self, lease: Lease) -> None:
+        interval = max(lease_seconds() / 3, 0.05)
+        with self._lock:
+            self._due[id(lease)] = (lease, time.monotonic() + interval)
+            if self._pid != os.getpid():  # first use in this (possibly forked) process
+                self._pid = os.getpid()
+                thread = threading.Thread(target=self._loop, name="yieldstar-leases", daemon=True)
+                thread.start()
+
+    def remove(self, lease: Lease) -> None:
+        with self._lock:
+            self._due.pop(id(lease), None)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                due = [lease for lease, at in self._due.values() if at <= now]
+                soonest = min((at for _, at in self._due.values()), default=now + 1.0)
+            if not due:
+                self._wakeup.wait(min(max(soonest - now, 0.01), 1.0))
+                continue
+            try:
+                for lease in due:
+                    self._renew(lease)
+            finally:
+                connections.close_all()
+
+    def _renew(self, lease: Lease) -> None:
+        interval = max(lease_seconds() / 3, 0.05)
+        try:
+            renewed = lease.renew()
+        except Exception:
+            logger.exception("could not renew the lease of %s", lease.execution_id)
+            renewed = True  # try again next round; the lease may still be ours
+        with self._lock:
+            if id(lease) in self._due:
+                if renewed:
+                    self._due[id(lease)] = (lease, time.monotonic() + interval)
+                else:
+                    del self._due[id(lease)]
+
+
+_keeper = _LeaseKeeper()
 
 
 def acquire_lease(execution_id: str) -> Lease | None:
     """Take the execution's lease if it is free or expired and the execution is live.
 
-    In the same transaction, schedules a durable timer just after the lease's expiry, so
-    the execution is resumed elsewhere if this worker dies. Returns ``None`` if the lease
-    is held by another run, or the execution is finished or missing.
+    Atomically with it, schedules a durable timer just after the lease's expiry, so the
+    execution is resumed elsewhere if this worker dies. Returns ``None`` if the lease is
+    held by another run, or the execution is finished or missing. On PostgreSQL this is
+    one statement; elsewhere a short transaction.
     """
     token = uuid.uuid4().hex
     now = timezone.now()
     expires = now + timedelta(seconds=lease_seconds())
-    with transaction.atomic():
+    takeover = expires + timedelta(seconds=TAKEOVER_MARGIN)
+    alias = router.db_for_write(Execution)
+    if connections[alias].vendor == "postgresql":
+        return _acquire_postgres(alias, execution_id, token, now, expires, takeover)
+    with transaction.atomic(using=alias):
         taken = (
             Execution.objects.filter(_live(), pk=execution_id)
             .filter(Q(lease_owner="") | Q(lease_expires_at__lt=now))
@@ -138,12 +233,88 @@ def acquire_lease(execution_id: str) -> Lease | None:
             return None
         execution = Execution.objects.get(pk=execution_id)
         timer = timers.schedule_timer(
-            execution.id,
-            execution.workflow_name,
-            expires + timedelta(seconds=TAKEOVER_MARGIN),
-            reason="lease",
+            execution.id, execution.workflow_name, takeover, reason="lease"
         )
     return Lease(execution, token, expires, timer)
+
+
+def _acquire_postgres(
+    alias: str,
+    execution_id: str,
+    token: str,
+    now: datetime,
+    expires: datetime,
+    takeover: datetime,
+) -> Lease | None:
+    """``acquire_lease`` in one round trip: UPDATE ... RETURNING, INSERT the timer."""
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    table = quote(Execution._meta.db_table)
+    fields = [f for f in Execution._meta.concrete_fields]
+    returning = ", ".join(quote(_column(f)) for f in fields)
+    intent = timers.intent_insert(connection)
+    terminal = ", ".join(["%s"] * len(TERMINAL_STATUSES))
+    step_fields = [ExecutionStep._meta.get_field(name) for name in HEAP_FIELDS]
+    heap = (
+        "SELECT COALESCE(json_agg(json_build_array("
+        + ", ".join(f"s.{quote(_column(f))}" for f in step_fields)
+        + f") ORDER BY s.{quote('position')}), '[]'::json) FROM "
+        f"{quote(ExecutionStep._meta.db_table)} s "
+        f"WHERE s.{quote('execution_id')} = acquired.{quote('id')}"
+    )
+    sql = (
+        f"WITH acquired AS (UPDATE {table} SET {quote('lease_owner')} = %s, "
+        f"{quote('lease_expires_at')} = %s, {quote('wake_pending')} = false, "
+        f"{quote('status')} = %s, {quote('runs')} = {quote('runs')} + 1, "
+        f"{quote('updated_at')} = %s "
+        f"WHERE {quote('id')} = %s AND {quote('status')} NOT IN ({terminal}) AND "
+        f"({quote('lease_owner')} = '' OR {quote('lease_expires_at')} < %s) "
+        f"RETURNING {returning}), "
+        f"timer AS ({intent.sql} FROM acquired RETURNING {quote('id')}) "
+        f"SELECT acquired.*, timer.{quote('id')}, ({heap}) FROM acquired, timer"
+    )
+    adapt = connection.ops.adapt_datetimefield_value
+    params: list[Any] = [
+        token,
+        adapt(expires),
+        ExecutionStatus.RUNNING.value,
+        adapt(now),
+        execution_id,
+        *sorted(TERMINAL_STATUSES),
+        adapt(now),
+        *intent.params("lease", adapt(takeover), adapt(now)),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    execution = Execution.from_db(alias, [f.attname for f in fields], row[: len(fields)])
+    steps = [_step_from_json(alias, values) for values in row[len(fields) + 1]]
+    return Lease(execution, token, expires, int(row[len(fields)]), heap=steps)
+
+
+#: The heap columns a run needs, in the order the PostgreSQL acquisition returns them.
+HEAP_FIELDS = (
+    "id", "execution", "step_key", "position", "kind", "fingerprint", "status",
+    "value_json", "error_json", "attempts", "wake_at", "created_at", "recorded_at",
+)  # fmt: skip
+_HEAP_TIMES = frozenset({"wake_at", "created_at", "recorded_at"})
+
+
+def _step_from_json(alias: str, values: list[Any]) -> ExecutionStep:
+    parsed = [
+        datetime.fromisoformat(value) if name in _HEAP_TIMES and value is not None else value
+        for name, value in zip(HEAP_FIELDS, values, strict=True)
+    ]
+    attnames = [ExecutionStep._meta.get_field(name).attname for name in HEAP_FIELDS]  # type: ignore[union-attr]
+    return ExecutionStep.from_db(alias, attnames, parsed)
+
+
+def _column(field: Any) -> str:
+    column = field.column
+    assert isinstance(column, str)
+    return column
 
 
 def mark_wake_pending(execution_id: str) -> bool:

@@ -8,11 +8,22 @@ after a commit never loses one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import router
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field
 
-__all__ = ["cancel_timer", "request_run", "schedule_timer"]
+__all__ = [
+    "IntentInsert",
+    "cancel_sql",
+    "cancel_timer",
+    "intent_insert",
+    "request_run",
+    "schedule_timer",
+]
 
 
 def _alias() -> str:
@@ -22,10 +33,18 @@ def _alias() -> str:
 
 
 def request_run(execution_id: str, workflow_id: str, *, reason: str) -> int:
-    """Durably request a run of the execution once the current transaction commits."""
-    from ..wakes import wake_now
+    """Durably request a run of the execution once the current transaction commits.
 
-    return wake_now(execution_id, workflow_id, reason=reason, using=_alias())
+    ``wakes.wake_now`` without its savepoint: the intent is written in the caller's
+    transaction (or at once in autocommit mode) and handed over on commit.
+    """
+    from ..core.results import Wake
+    from ..wakes import deliver_on_commit, write_intents
+
+    alias = _alias()
+    pending = write_intents([Wake(execution_id, workflow_id)], reason=reason, using=alias)
+    deliver_on_commit(pending, using=alias)
+    return pending[0].intent_id
 
 
 def schedule_timer(execution_id: str, workflow_id: str, at: datetime, *, reason: str) -> int:
@@ -43,3 +62,58 @@ def cancel_timer(intent_id: int) -> None:
     from ..models.stores import WakeIntent
 
     WakeIntent.objects.filter(pk=intent_id, delivered_at__isnull=True).delete()
+
+
+@dataclass(frozen=True)
+class IntentInsert:
+    """``INSERT INTO <wake intents> (...) SELECT <execution id>, <workflow id>, ...`` to
+    follow with ``FROM <a relation>``: a timer written in the statement that needs it (used
+    by the PostgreSQL fast paths of the leases). Mirrors ``wakes.schedule_wake``."""
+
+    sql: str
+
+    @staticmethod
+    def params(reason: str, available_at: Any, now: Any) -> list[Any]:
+        """Parameters after the relation's own: adapt the datetimes for the connection."""
+        return [reason, available_at, now]
+
+
+def intent_insert(
+    connection: BaseDatabaseWrapper,
+    *,
+    execution_column: str = "id",
+    workflow_column: str = "workflow_name",
+) -> IntentInsert:
+    """The statement head that inserts one pending wake intent per row of a relation."""
+    from ..models.stores import WakeIntent
+
+    quote = connection.ops.quote_name
+    meta = WakeIntent._meta
+
+    def column(name: str) -> str:
+        field = meta.get_field(name)
+        assert isinstance(field, Field) and field.column is not None
+        return quote(field.column)
+
+    columns = ", ".join(
+        column(name)
+        for name in (
+            "execution_id", "workflow_id", "reason", "available_at", "delivered_at",
+            "attempts", "last_error", "created_at",
+        )
+    )  # fmt: skip
+    return IntentInsert(
+        f"INSERT INTO {quote(meta.db_table)} ({columns}) "
+        f"SELECT {quote(execution_column)}, {quote(workflow_column)}, %s, %s, NULL, 0, '', %s"
+    )
+
+
+def cancel_sql(connection: BaseDatabaseWrapper) -> str:
+    """``DELETE`` of one undelivered intent by id (``%s``), to append conditions to."""
+    from ..models.stores import WakeIntent
+
+    quote = connection.ops.quote_name
+    return (
+        f"DELETE FROM {quote(WakeIntent._meta.db_table)} WHERE {quote('id')} = %s "
+        f"AND {quote('delivered_at')} IS NULL"
+    )

@@ -1,0 +1,398 @@
+"""Runtime: wakes and durable steps, against Celery itself and against DBOS.
+
+Every figure is a ratio against a baseline measured in the same run, on the same machine
+and the same PostgreSQL:
+
+- **wake latency**: a store update commits, its waiter's execution is resumed by a real
+  Celery worker (``-c 2``, prefork) and the take step is recorded in the heap
+  (``update_store`` called -> heap row ``recorded_at``), p50 and p99, against Celery's own
+  enqueue-to-start round trip (``send_task`` -> the task starts) on the same broker and
+  worker. Target: p50 within 3x.
+- **durable steps per second, one execution**: ``step.run`` steps of one execution, run
+  in this process, against DBOS ``@DBOS.step`` calls in one ``@DBOS.workflow``.
+  Target: at least 2x.
+- **durable steps per second, many executions**: executions of a few steps each, run by
+  the Celery worker, against the same DBOS workflows started with ``DBOS.start_workflow``
+  (its thread pool) in one process. Target: at least 2x.
+- **notify-to-resume latency**: the wake latency above, against DBOS ``send`` -> ``recv``
+  returning in the waiting workflow (DBOS runs in-process and listens with LISTEN/NOTIFY;
+  ours crosses the broker to a worker process).
+
+Environment: ``BENCH_DATABASE_URL`` (default ``postgres://postgres@127.0.0.1:5432/
+yieldstar_bench``; DBOS gets a system database named after it with ``_dbos``),
+``BENCH_BROKER_URL`` (default ``redis://127.0.0.1:6379/13``). DBOS is the ``bench`` extra
+(``pip install -e '.[bench]'``); without it its rows are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .table import Row
+
+SUITE = "runtime"
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/yieldstar_bench"
+DEFAULT_BROKER = "redis://127.0.0.1:6379/13"
+
+
+def drop_wakes(wakes: Any) -> None:
+    """A ``WAKE_BACKEND`` for in-process runs: no worker should see these executions."""
+
+
+# -- setup ----------------------------------------------------------------------------------
+
+
+def _setup_django() -> None:
+    os.environ.setdefault("BENCH_DATABASE_URL", DEFAULT_DB)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.worker_settings")
+    from django.apps import apps
+
+    if not apps.ready:
+        from .connector import _create_database
+
+        _create_database(os.environ["BENCH_DATABASE_URL"])
+        import django
+
+        django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    import bench.workflows  # noqa: F401  (registered even if this process has other settings)
+
+
+@contextmanager
+def _yieldstar(**values: Any) -> Iterator[None]:
+    from django.conf import settings
+
+    from yieldstar_django.conf import yieldstar_settings
+
+    previous = getattr(settings, "YIELDSTAR", {})
+    settings.YIELDSTAR = {**previous, **values}
+    yieldstar_settings.reload()
+    try:
+        yield
+    finally:
+        settings.YIELDSTAR = previous
+        yieldstar_settings.reload()
+
+
+class Worker:
+    """A Celery worker subprocess on a queue of this run, and the producer app."""
+
+    def __init__(self, broker: str) -> None:
+        from celery import Celery
+
+        self.queue = f"yieldstar-bench-{uuid.uuid4().hex[:8]}"
+        self.app = Celery("yieldstar_bench_producer", broker=broker, backend=broker)
+        self.app.conf.task_default_queue = self.queue
+        self.app.set_default()
+        self.app.set_current()
+        self.log = ROOT / "var" / "bench-worker.log"
+        self.log.parent.mkdir(exist_ok=True)
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "bench.worker_settings",
+            "BENCH_BROKER_URL": broker,
+            "BENCH_QUEUE": self.queue,
+        }
+        with self.log.open("wb") as handle:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "bench.celery_app", "worker",
+                 "-Q", self.queue, "-c", "2", "--loglevel=WARNING", "--without-mingle",
+                 "--without-gossip", "--without-heartbeat"],
+                cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        self.app.send_task("bench.ping").get(timeout=120)  # ready
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.app.close()
+
+
+def _wait(what: str, done: Callable[[], bool], timeout: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"benchmark timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def _quantile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# -- our side -------------------------------------------------------------------------------
+
+
+def wake_latencies(n: int, spacing: float) -> tuple[list[float], list[float]]:
+    """Seconds from a store commit to the woken take recorded, ``n`` times; and the same
+    from the producer calling ``update_store`` (its read and compute included).
+
+    The commit time is the version row's ``created_at``, which PostgreSQL sets to the start
+    of the committing statement; both clocks are this machine's.
+    """
+    from yieldstar_django import get_store_client
+    from yieldstar_django.models import Execution, ExecutionStep, StoreVersion
+    from yieldstar_django.runtime import start_workflow
+
+    from .workflows import inbox
+
+    client = get_store_client()
+    run = uuid.uuid4().hex[:8]
+    ids = {start_workflow("bench.wait_take", f"{run}-{k}"): f"{run}-{k}" for k in range(n)}
+    _wait(
+        "executions to wait",
+        lambda: Execution.objects.filter(pk__in=ids, status="waiting").count() == n,
+    )
+    called: dict[str, float] = {}
+    versions: dict[str, int] = {}
+    for execution_id, store_id in ids.items():
+        time.sleep(spacing)
+        called[execution_id] = time.time()
+        result = client.update_store(inbox, store_id, updater=lambda d: d["items"].append(1))
+        versions[store_id] = result.version
+    _wait(
+        "executions to complete",
+        lambda: Execution.objects.filter(pk__in=ids, status="completed").count() == n,
+    )
+    recorded = dict(
+        ExecutionStep.objects.filter(execution_id__in=ids, step_key="0").values_list(
+            "execution_id", "recorded_at"
+        )
+    )
+    committed = {
+        (v.store_id, v.version): v.created_at
+        for v in StoreVersion.objects.filter(store_name=inbox.name, store_id__in=ids.values())
+    }
+    from_commit = [
+        (recorded[e] - committed[(s, versions[s])]).total_seconds() for e, s in ids.items()
+    ]
+    from_call = [recorded[e].timestamp() - called[e] for e in ids]
+    return from_commit, from_call
+
+
+def celery_latencies(worker: Worker, n: int, spacing: float) -> list[float]:
+    """Seconds from ``send_task`` to the task starting in the worker, ``n`` times."""
+    results = []
+    for _ in range(n):
+        time.sleep(spacing)
+        sent = time.time()
+        results.append((sent, worker.app.send_task("bench.ping")))
+    return [result.get(timeout=60) - sent for sent, result in results]
+
+
+def steps_in_one_execution(n: int) -> float:
+    """Durable ``run`` steps per second in one execution, run in this process."""
+    from yieldstar_django.runtime import get_execution, start_workflow
+    from yieldstar_django.runtime.executions import run_execution
+
+    with _yieldstar(WAKE_BACKEND="bench.runtime.drop_wakes"):
+        execution_id = start_workflow("bench.steps", n)
+        start = time.perf_counter()
+        run_execution(execution_id)
+        elapsed = time.perf_counter() - start
+    assert get_execution(execution_id).result == sum(range(n))
+    return n / elapsed
+
+
+def steps_across_executions(executions: int, steps: int) -> float:
+    """Durable steps per second over ``executions`` started at once, run by the worker."""
+    from yieldstar_django.models import Execution
+    from yieldstar_django.runtime import start_workflow
+
+    start = time.perf_counter()
+    ids = [start_workflow("bench.steps", steps) for _ in range(executions)]
+    _wait(
+        "executions to complete",
+        lambda: Execution.objects.filter(pk__in=ids, status="completed").count() == executions,
+    )
+    return executions * steps / (time.perf_counter() - start)
+
+
+# -- DBOS -----------------------------------------------------------------------------------
+
+
+class Dbos:
+    """DBOS on its own system database of the same PostgreSQL server, in this process."""
+
+    def __init__(self) -> None:
+        from dbos import DBOS, DBOSConfig
+
+        from demo_project.dburl import parse_database_url
+
+        from .connector import _create_database
+
+        url = os.environ["BENCH_DATABASE_URL"] + "_dbos"
+        _create_database(url)
+        entry = parse_database_url(url)
+        credentials = entry["USER"] + (f":{entry['PASSWORD']}" if entry["PASSWORD"] else "")
+        system_url = (
+            f"postgresql://{credentials}@{entry['HOST']}:{entry['PORT'] or 5432}/{entry['NAME']}"
+        )
+        config: DBOSConfig = {
+            "name": "yieldstar-bench",
+            "system_database_url": system_url,
+            "log_level": "WARNING",
+        }
+        DBOS(config=config)
+
+        @DBOS.step()
+        def noop(i: int) -> int:
+            return i
+
+        @DBOS.workflow()
+        def steps(n: int) -> int:
+            total = 0
+            for i in range(n):
+                total += noop(i)
+            return total
+
+        @DBOS.workflow()
+        def wait_message() -> float:
+            DBOS.recv("go", timeout_seconds=120)
+            return time.time()
+
+        self.DBOS, self.steps, self.wait_message = DBOS, steps, wait_message
+        DBOS.launch()
+
+    def steps_in_one_workflow(self, n: int) -> float:
+        start = time.perf_counter()
+        assert self.steps(n) == sum(range(n))
+        return n / (time.perf_counter() - start)
+
+    def steps_across_workflows(self, workflows: int, steps: int) -> float:
+        start = time.perf_counter()
+        handles = [self.DBOS.start_workflow(self.steps, steps) for _ in range(workflows)]
+        for handle in handles:
+            handle.get_result()
+        return workflows * steps / (time.perf_counter() - start)
+
+    def notify_latencies(self, n: int, spacing: float) -> list[float]:
+        handles = [self.DBOS.start_workflow(self.wait_message) for _ in range(n)]
+        time.sleep(1.0)  # every workflow is inside recv
+        sent: list[float] = []
+        for handle in handles:
+            time.sleep(spacing)
+            sent.append(time.time())
+            self.DBOS.send(handle.workflow_id, "go", "go")
+        return [handle.get_result() - at for handle, at in zip(handles, sent, strict=True)]
+
+    def close(self) -> None:
+        self.DBOS.destroy()
+
+
+# -- the suite ------------------------------------------------------------------------------
+
+
+def _ms(seconds: float) -> float:
+    return seconds * 1e3
+
+
+def run(quick: bool = False) -> list[Row]:
+    _setup_django()
+    samples = 40 if quick else 200
+    spacing = 0.03
+    one_steps = 300 if quick else 2000
+    many, each = (40, 5) if quick else (200, 10)
+    rows: list[Row] = []
+    broker = os.environ.get("BENCH_BROKER_URL", DEFAULT_BROKER)
+
+    with _yieldstar():
+        worker = Worker(broker)
+        try:
+            celery_latencies(worker, 20, 0.01)  # warm up both paths
+            wake_latencies(10, 0.01)
+            ours, ours_call = wake_latencies(samples, spacing)
+            celery = celery_latencies(worker, samples, spacing)
+            ours_many = steps_across_executions(many, each)
+        finally:
+            worker.stop()
+    ours_one = max(steps_in_one_execution(one_steps) for _ in range(3))
+
+    broker_kind = broker.split(":", 1)[0]
+    for label, q in (("p50", 0.5), ("p99", 0.99)):
+        rows.append(
+            Row(
+                SUITE,
+                f"wake latency {label}: store commit -> take recorded",
+                _ms(_quantile(ours, q)),
+                f"Celery enqueue->start {label}",
+                _ms(_quantile(celery, q)),
+                "ms",
+                target="p50 <= 3x" if label == "p50" else "",
+                note=f"{samples} wakes, {broker_kind}, worker -c 2; from the update_store "
+                f"call: {_ms(_quantile(ours_call, q)):.1f} ms",
+            )
+        )
+
+    try:
+        dbos = Dbos()
+    except Exception as exc:  # the bench extra is missing, or DBOS cannot start here
+        reason = f"DBOS unavailable: {type(exc).__name__}: {exc}"[:200]
+        rows.append(Row(SUITE, "durable steps/s (one execution)", ours_one, reason, 0, "steps/s"))
+        rows.append(
+            Row(SUITE, "durable steps/s (many executions)", ours_many, reason, 0, "steps/s")
+        )
+        return rows
+    try:
+        dbos_one = max(dbos.steps_in_one_workflow(one_steps) for _ in range(3))
+        dbos_many = dbos.steps_across_workflows(many, each)
+        dbos.notify_latencies(10, 0.01)  # warm up, as ours
+        dbos_notify = dbos.notify_latencies(samples, spacing)
+    finally:
+        dbos.close()
+    rows += [
+        Row(
+            SUITE,
+            "durable steps/s, one execution",
+            ours_one,
+            "DBOS steps/s, one workflow",
+            dbos_one,
+            "steps/s",
+            target=">= 2x",
+            note=f"{one_steps} step.run in one execution, in-process, both",
+        ),
+        Row(
+            SUITE,
+            "durable steps/s, many executions",
+            ours_many,
+            "DBOS start_workflow (threads)",
+            dbos_many,
+            "steps/s",
+            target=">= 2x",
+            note=f"{many} executions x {each} steps; ours on the Celery worker",
+        ),
+        Row(
+            SUITE,
+            "notify->resume p50 (store commit -> take recorded)",
+            _ms(statistics.median(ours)),
+            "DBOS send->recv p50",
+            _ms(statistics.median(dbos_notify)),
+            "ms",
+            note="ours crosses the broker to another process; DBOS is in-process",
+        ),
+        Row(
+            SUITE,
+            "notify->resume p99",
+            _ms(_quantile(ours, 0.99)),
+            "DBOS send->recv p99",
+            _ms(_quantile(dbos_notify, 0.99)),
+            "ms",
+        ),
+    ]
+    return rows

@@ -1,0 +1,37 @@
+"""Workflows of the runtime benchmark (autodiscovered by its worker)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yieldstar_django.core.definition import define_store
+from yieldstar_django.runtime import Step, workflow
+
+inbox = define_store("bench.inbox", None, initial=lambda id: {"items": []})
+
+
+def first_item(state: Any) -> Any:
+    return state["items"][0] if state["items"] else None
+
+
+def pop_first(draft: Any, selected: Any) -> None:
+    draft["items"].pop(0)
+
+
+def noop(i: int) -> int:
+    return i
+
+
+@workflow("bench.wait_take")
+def wait_take(step: Step, store_id: str) -> Any:
+    """Wait on a take from ``inbox/<store_id>``; the take's heap row times the wake."""
+    return (yield from step.take(inbox, store_id, first_item, pop_first))
+
+
+@workflow("bench.steps")
+def steps(step: Step, n: int) -> int:
+    """``n`` durable ``run`` steps."""
+    total = 0
+    for i in range(n):
+        total += yield from step.run(noop, i)
+    return total
