@@ -327,14 +327,18 @@ class Engine:
     def _take(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
         """Take, and record the outcome in the same transaction as the store's commit.
 
-        A match commits the claim (with its ledger entry), the heap row and the removal
-        of the step's waiter at once; no match registers the waiter with the version and
-        paths the selector saw. Wakes of other waiters go out when it commits.
+        The step's waiter is removed, and a match commits the claim (with its ledger
+        entry) and the heap row, all at once; no match registers the waiter again with the
+        version and paths the selector saw. Wakes of other waiters go out when it commits.
         """
         assert call.definition is not None and call.selector is not None
         definition = call.definition
         try:
             with transaction.atomic(using=self.alias):
+                if row is not None:
+                    # Dropped first, so the claim does not wake this very execution; a
+                    # miss registers it again below, in this transaction.
+                    self.client.remove_waiters(self.execution.id, key)
                 result = self.client.take_from_store(
                     definition,
                     call.store_id,
@@ -347,8 +351,6 @@ class Engine:
                     self._write(
                         call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
                     )
-                    if row is not None:
-                        self.client.remove_waiters(self.execution.id, key)
                 else:
                     if row is None:
                         self._write(call, key, position, None, status=StepStatus.PENDING)
