@@ -1,7 +1,8 @@
 """Celery tasks of yieldstar_django.
 
 ``yieldstar_django.resume_execution(execution_id)`` is what every wake enqueues (the default
-``WAKE_BACKEND``). It is idempotent and safe to deliver twice or late: the execution's
+``WAKE_BACKEND``); ``yieldstar_django.relay_wakes`` (from :mod:`yieldstar_django.wakes`) is
+the relay as a Celery beat task. It is idempotent and safe to deliver twice or late: the execution's
 lease serializes runs, and a wake that arrives during a run makes that run go again. Each
 call closes stale database connections before and after it runs, as Django does around a
 request (Celery workers get no request signals).
@@ -15,9 +16,11 @@ from typing import Any
 from celery import shared_task
 from django.db import InterfaceError, OperationalError, close_old_connections
 
+from .wakes import relay_wakes
+
 logger = logging.getLogger("yieldstar_django.tasks")
 
-__all__ = ["resume_execution"]
+__all__ = ["relay_wakes", "resume_execution"]
 
 #: Longest Celery countdown between two retries after a database error, in seconds.
 MAX_RETRY_COUNTDOWN = 30
