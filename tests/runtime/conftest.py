@@ -79,9 +79,7 @@ class Runtime:
                 runs += 1
         return runs
 
-    def settle(
-        self, until: Callable[[], bool] | None = None, *, timeout: float = 10.0
-    ) -> None:
+    def settle(self, until: Callable[[], bool] | None = None, *, timeout: float = 10.0) -> None:
         """Pump until ``until()`` holds (default: no wake is left), within ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:

@@ -76,8 +76,12 @@ def test_replay_returns_recorded_results_without_calling_again(rt: Runtime) -> N
     @rt.workflow
     def wf(step: Step) -> Any:
         value = yield from step.run(record, 1)
-        taken = yield from step.take(store, "q", lambda s: s["items"][0] if s["items"] else None,
-                                     lambda d, sel: d["items"].pop(0))
+        taken = yield from step.take(
+            store,
+            "q",
+            lambda s: s["items"][0] if s["items"] else None,
+            lambda d, sel: d["items"].pop(0),
+        )
         return [value, taken]
 
     eid = start_workflow(wf)

@@ -1,0 +1,210 @@
+"""Replay rules: non-determinism, step keys, misuse; leases: one run at a time, no lost
+wake, takeover of an expired lease, a lost lease records nothing."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from yieldstar_django.models import Execution, ExecutionStep, WakeIntent
+from yieldstar_django.runtime import Step, get_execution, start_workflow
+from yieldstar_django.runtime.executions import ResumeResult, run_execution
+
+from .conftest import Runtime
+
+
+def test_changed_step_kind_fails_with_non_determinism_error(rt: Runtime) -> None:
+    version = {"v": 1}
+
+    def one() -> int:
+        return 1
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        if version["v"] == 1:
+            yield from step.run(one)
+        else:
+            yield from step.sleep(1)
+        yield from step.sleep(0.01, key="pause")
+        return "done"
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert get_execution(eid).status == "sleeping"
+    version["v"] = 2  # "deploy" changed code while the execution sleeps
+    rt.settle(lambda: get_execution(eid).is_finished)
+    execution = get_execution(eid)
+    assert execution.status == "failed"
+    assert execution.error is not None
+    assert execution.error["type"] == "NonDeterminismError"
+    assert "step '0'" in execution.error["message"]
+    assert "run(" in execution.error["message"] and "sleep" in execution.error["message"]
+
+
+def test_changed_run_function_is_non_determinism(rt: Runtime) -> None:
+    version = {"v": 1}
+
+    def pay() -> str:
+        return "paid"
+
+    def refund() -> str:
+        return "refunded"
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.run(pay if version["v"] == 1 else refund)
+        yield from step.sleep(0.01)
+
+    eid = start_workflow(wf)
+    rt.pump()
+    version["v"] = 2
+    rt.settle(lambda: get_execution(eid).is_finished)
+    error = get_execution(eid).error
+    assert error is not None and error["type"] == "NonDeterminismError"
+    assert "pay" in error["message"] and "refund" in error["message"]
+
+
+def test_duplicate_step_key_fails(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.run(lambda: 1, key="same")
+        yield from step.run(lambda: 2, key="same")
+
+    eid = start_workflow(wf)
+    rt.settle()
+    error = get_execution(eid).error
+    assert error is not None and error["type"] == "StepKeyError"
+
+
+def test_yielding_without_from_fails_clearly(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield step.run(lambda: 1)  # type: ignore[misc]
+
+    eid = start_workflow(wf)
+    rt.settle()
+    error = get_execution(eid).error
+    assert error is not None and error["type"] == "builtins:TypeError"
+    assert "yield from step.run" in error["message"]
+
+
+def test_wake_during_a_run_runs_it_again(rt: Runtime) -> None:
+    """A resume that finds the lease held flags the wake; the holder runs again."""
+    store = rt.define()
+    nested: list[str] = []
+
+    def resume_myself(execution_id: str) -> None:
+        nested.append(str(run_execution(execution_id)))
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.run(resume_myself, step.execution_id)
+        return (yield from step.take(store, "q", lambda s: s["items"] or None))
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert nested == [ResumeResult.BUSY]
+    execution = get_execution(eid)
+    assert execution.status == "waiting"
+    assert execution.runs == 1  # one lease taken ...
+    assert execution.wake_pending is False
+    # ... and the flagged wake made the holder replay once more before releasing it.
+    assert rt.resumes[0] == (eid, "suspended")
+
+
+def test_expired_lease_is_taken_over(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.run(lambda: "done"))
+
+    eid = start_workflow(wf)
+    # A worker that died holding the lease: owner set, expiry passed.
+    Execution.objects.filter(pk=eid).update(
+        lease_owner="dead-worker",
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+        status="running",
+    )
+    assert run_execution(eid) == ResumeResult.FINISHED
+    assert get_execution(eid).result == "done"
+
+
+def test_live_lease_of_another_worker_defers(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.run(lambda: "done"))
+
+    eid = start_workflow(wf)
+    Execution.objects.filter(pk=eid).update(
+        lease_owner="other-worker", lease_expires_at=timezone.now() + timedelta(seconds=30)
+    )
+    assert run_execution(eid) == ResumeResult.BUSY
+    execution = get_execution(eid)
+    assert execution.wake_pending is True and execution.status == "pending"
+    assert not ExecutionStep.objects.filter(execution_id=eid).exists()
+
+
+def test_run_that_lost_its_lease_records_nothing(rt: Runtime) -> None:
+    def steal(execution_id: str) -> str:
+        # Another worker takes over (as after an expiry) while this step runs.
+        Execution.objects.filter(pk=execution_id).update(lease_owner="thief")
+        return "stolen"
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.run(steal, step.execution_id))
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert rt.resumes == [(eid, "lost")]
+    assert not ExecutionStep.objects.filter(execution_id=eid).exists()
+    assert get_execution(eid).lease_owner == "thief"
+
+
+def test_cancel_during_a_run_stops_recording(rt: Runtime) -> None:
+    from yieldstar_django.runtime import cancel_execution
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.run(cancel_execution, step.execution_id)
+        yield from step.run(lambda: "never recorded")
+
+    eid = start_workflow(wf)
+    rt.settle()
+    assert get_execution(eid).status == "cancelled"
+    assert not ExecutionStep.objects.filter(execution_id=eid).exists()
+
+
+def test_lease_timer_is_scheduled_and_cancelled(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.sleep(30)
+
+    eid = start_workflow(wf)
+    rt.pump()
+    reasons = sorted(
+        WakeIntent.objects.filter(execution_id=eid, delivered_at__isnull=True).values_list(
+            "reason", flat=True
+        )
+    )
+    # The sleep's timer stays; the takeover timer of the released lease is gone.
+    assert reasons == ["sleep"]
+
+
+def test_inline_sub_workflow_shares_the_execution(rt: Runtime) -> None:
+    @rt.workflow
+    def child(step: Step, n: int) -> Any:
+        a = yield from step.run(lambda: n + 1, key=f"child-{n}")
+        return a
+
+    @rt.workflow
+    def parent(step: Step) -> Any:
+        x = yield from child(step, 1)
+        y = yield from child(step, 2)
+        return [x, y]
+
+    eid = start_workflow(parent)
+    rt.settle()
+    assert get_execution(eid).result == [2, 3]
+    assert set(rt.steps(eid)) == {"child-1", "child-2"}
