@@ -20,7 +20,6 @@ from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Length
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..core.definition import StoreDefinition, get_definition, registered_definitions
@@ -433,12 +432,6 @@ def _execution_url(execution_id: str | None) -> str | None:
     from django.contrib.admin.utils import quote
 
     return reverse("admin:yieldstar_execution_change", args=[quote(execution_id)])
-
-
-def store_link(name: str, store_id: str) -> SafeString:
-    """A link to the store list filtered to one store."""
-    url = reverse("admin:yieldstar_storeinstance_changelist")
-    return format_html('<a href="{}?name={}&q={}">{}/{}</a>', url, name, store_id, name, store_id)
 
 
 __all__ = ["StoreInstanceAdmin", "StoreStateForm", "conflict_message"]
