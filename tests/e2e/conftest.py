@@ -1,8 +1,8 @@
 """End-to-end fixtures: real Celery workers (subprocesses), the relay, and brokers.
 
 Every test here runs once with Redis and once with RabbitMQ as the broker (the ``broker``
-fixture). Redis is a private ``redis-server`` on port 6390 that this suite starts (and may
-stop, to test an outage), so other tests using 6379 are not disturbed; RabbitMQ is the
+fixture). Redis is a private ``redis-server`` on a free port that this suite starts (and
+may stop, to test an outage), so other tests and other runs are not disturbed; RabbitMQ is the
 local server (127.0.0.1:5672), reached through a TCP proxy the suite can cut. Each run of
 the suite uses queues of its own.
 
@@ -34,7 +34,6 @@ from .proxy import TcpProxy
 from .timing import E2E_YIELDSTAR
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_PORT = 6390
 RABBITMQ = ("127.0.0.1", 5672)
 BROKERS = ["redis", "amqp"]
 
@@ -48,6 +47,12 @@ def _port_open(host: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def wait_until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -101,9 +106,7 @@ def redis_server() -> Iterator[RedisServer]:
     if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
         pytest.skip("redis-server / redis-cli are not installed")
     directory = Path(tempfile.mkdtemp(prefix="yieldstar-e2e-redis-"))
-    server = RedisServer(REDIS_PORT, directory)
-    if _port_open("127.0.0.1", REDIS_PORT):
-        server.stop()  # a leftover of an interrupted run
+    server = RedisServer(_free_port(), directory)
     server.start()
     yield server
     server.stop()
