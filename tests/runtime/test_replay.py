@@ -208,3 +208,28 @@ def test_inline_sub_workflow_shares_the_execution(rt: Runtime) -> None:
     rt.settle()
     assert get_execution(eid).result == [2, 3]
     assert set(rt.steps(eid)) == {"child-1", "child-2"}
+
+
+def test_worker_errors_are_not_recorded_and_the_execution_resumes(rt: Runtime) -> None:
+    import pytest
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    attempts: list[int] = []
+
+    def slow() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise SoftTimeLimitExceeded()
+        return "done"
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.run(slow))
+
+    eid = start_workflow(wf)
+    with pytest.raises(SoftTimeLimitExceeded):
+        run_execution(eid)
+    assert not ExecutionStep.objects.filter(execution_id=eid).exists()
+    # The lease was let go at once, so the next wake runs it again.
+    assert run_execution(eid) == ResumeResult.FINISHED
+    assert get_execution(eid).result == "done"

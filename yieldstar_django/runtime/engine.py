@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
 
+from celery.exceptions import SoftTimeLimitExceeded, Terminated
 from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Field
 from django.utils import timezone
@@ -56,6 +57,9 @@ __all__ = ["Engine", "RunOutcome", "durable_limits", "encode_error"]
 
 #: Seconds before a step that lost a compare-and-swap race too often is tried again.
 CONTENTION_RETRY_SECONDS: Final = 1.0
+#: Errors of the worker, not of the step (a Celery time limit): never recorded, they end
+#: the run and the execution resumes later.
+_NOT_RECORDED: tuple[type[BaseException], ...] = (SoftTimeLimitExceeded, Terminated)
 #: Longest error message kept in a recorded error.
 MAX_MESSAGE_CHARS: Final = 16_000
 
@@ -269,6 +273,8 @@ class Engine:
             encoded = encode_durable(
                 value, limits=self.limits, step_key=key, label=f"The result of step {key!r}"
             )
+        except _NOT_RECORDED:
+            raise
         except RetryableError as exc:
             if attempts < exc.max_attempts:
                 wake_at = timezone.now() + timedelta(seconds=exc.delay_after(attempts))
