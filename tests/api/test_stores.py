@@ -313,3 +313,65 @@ def test_ids_may_hold_slashes(api: Client, counter: StoreDefinition) -> None:
 
 def test_ids_may_hold_line_breaks(api: Client, counter: StoreDefinition) -> None:
     assert api.get("/yieldstar/stores/api-counter/a%0Ab/").json()["id"] == "a\nb"
+
+
+def test_contention_is_409(
+    api: Client, counter: StoreDefinition, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    """A writer that loses every race gives up after CAS_MAX_ATTEMPTS; nothing of it lands."""
+    settings.YIELDSTAR = {**settings.YIELDSTAR, "CAS_MAX_ATTEMPTS": 3}
+    client = get_store_client()
+    original = type(client).update_store_from
+
+    def always_beaten(self: Any, definition: Any, id: str, **kwargs: Any) -> Any:
+        self.update_store(definition, id, updater=lambda d: d.update(count=d["count"] + 1))
+        return original(self, definition, id, **kwargs)
+
+    monkeypatch.setattr(type(client), "update_store_from", always_beaten)
+    response = write(api, "PATCH", {"items": ["mine"]}, MERGE, **{"Idempotency-Key": "busy"})
+    assert response.status_code == 409
+    assert response.json()["code"] == "contention"
+    monkeypatch.undo()
+    state = api.get(url()).json()["state"]
+    assert state == {"count": 3, "items": []}
+    assert not IdempotencyKey.objects.filter(key="busy").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_retries_apply_once(counter: StoreDefinition, django_user_model: Any) -> None:
+    """The same idempotent request sent from several threads at once commits once."""
+    import threading
+
+    from django.db import connections
+
+    django_user_model.objects.create_superuser("racer", password="pw")
+    get_store_client().get_store(counter, "race")
+    barrier = threading.Barrier(4)
+    statuses: list[int] = []
+
+    def send() -> None:
+        try:
+            client = Client()
+            client.login(username="racer", password="pw")
+            barrier.wait()
+            response = write(
+                client,
+                "PATCH",
+                [{"op": "add", "path": "/items/-", "value": "once"}],
+                PATCH,
+                target=url("race"),
+                **{"Idempotency-Key": "same"},
+            )
+            statuses.append(response.status_code)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=send) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert statuses == [200] * 4
+    snapshot = get_store_client().get_store(counter, "race")
+    assert snapshot.state["items"] == ["once"]
+    assert snapshot.version == 1
