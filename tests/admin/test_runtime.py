@@ -60,7 +60,9 @@ def count_queries(client: Client, url: str) -> tuple[int, str]:
 
 
 class TestExecutions:
-    def test_list_has_no_n_plus_one(self, admin_client: Client) -> None:
+    def test_list_has_no_n_plus_one(
+        self, admin_client: Client, django_assert_max_num_queries: Any
+    ) -> None:
         make_execution("e-0")
         few, _ = count_queries(admin_client, EXECUTIONS)
         for n in range(1, 40):
@@ -68,6 +70,8 @@ class TestExecutions:
         many, html = count_queries(admin_client, EXECUTIONS)
         assert "e-39" in html
         assert many == few
+        with django_assert_max_num_queries(8):
+            admin_client.get(EXECUTIONS)
 
     def test_filters_and_search(self, admin_client: Client) -> None:
         make_execution("order-1")

@@ -67,7 +67,11 @@ class TestList:
         assert "lonely" in html
 
     def test_no_n_plus_one(
-        self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+        self,
+        admin_client: Client,
+        counters: StoreDefinition,
+        store_client: StoreClient,
+        django_assert_max_num_queries: Any,
     ) -> None:
         for n in range(3):
             store_client.get_store(counters, f"few-{n}")
@@ -79,6 +83,8 @@ class TestList:
         many, html = list_queries(admin_client)
         assert "many-59" in html
         assert many == few
+        with django_assert_max_num_queries(8):
+            admin_client.get(LIST)
 
     def test_filter_and_search(
         self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
