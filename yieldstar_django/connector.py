@@ -41,7 +41,7 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -83,6 +83,20 @@ WAITER_PATH_TABLE: Final = "yieldstar_waiterpath"
 
 COMMIT_MUTATION_FUNCTION: Final = "yieldstar_commit_mutation_v1"
 COMMIT_DELETION_FUNCTION: Final = "yieldstar_commit_deletion_v1"
+
+LEDGER_LOOKUP: Final = (
+    f"SELECT result FROM {LEDGER_TABLE} WHERE store_name = %s AND store_id = %s "
+    "AND execution_id = %s AND step_key = %s"
+)
+COMMIT_MUTATION_CALL: Final = (
+    f"SELECT * FROM {COMMIT_MUTATION_FUNCTION}(%s::text, %s::text, %s::text, %s::bigint, "
+    "%s::boolean, %s::text, %s::text, %s::text, %s::boolean, %s::text[], %s::text[], "
+    "%s::text, %s::text, %s::text, %s::boolean, %s::bigint, %s::double precision)"
+)
+COMMIT_DELETION_CALL: Final = (
+    f"SELECT * FROM {COMMIT_DELETION_FUNCTION}(%s::text, %s::text, %s::text, %s::bigint, "
+    "%s::text, %s::text, %s::text, %s::double precision)"
+)
 
 #: ``WaiterPath.kind`` values.
 READ, PREFIX, ALWAYS = 0, 1, 2
@@ -260,6 +274,27 @@ class DatabaseStoreClient(CasStoreClient):
         handed over and before it returns (not called inside an enclosing ``atomic``).
         A hook for fault-injection tests; does nothing."""
 
+    def _fetchone(self, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
+        """Run one statement of the hot path and return its first row.
+
+        On PostgreSQL this binds the parameters on the server (the extended protocol, one
+        round trip, no quoting in Python), prepared only if the connection's
+        ``OPTIONS["prepare_threshold"]`` asks for it (Django's default keeps it off for
+        connection poolers); errors are Django's as usual. With query logging on (``DEBUG``)
+        it goes through Django's cursor, so the statement is logged.
+        """
+        connection = self.connection
+        if connection.vendor != "postgresql" or connection.queries_logged:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                return cast(tuple[Any, ...] | None, cursor.fetchone())
+        connection.ensure_connection()
+        connection.validate_no_broken_transaction()
+        with connection.wrap_database_errors:
+            cursor = _server_cursor(connection)
+            cursor.execute(sql, params)
+            return cast(tuple[Any, ...] | None, cursor.fetchone())
+
     def _finish(self, pending: Sequence[PendingWake]) -> None:
         if not self.connection.in_atomic_block:
             self._committed()
@@ -269,13 +304,11 @@ class DatabaseStoreClient(CasStoreClient):
 
     def read_store(self, definition: StoreDefinition, id: str) -> StoredState | None:
         _check_store(definition.name, id)
-        with self.connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT instance_id, version, state FROM {STORE_TABLE} "
-                "WHERE name = %s AND store_id = %s",
-                [definition.name, id],
-            )
-            row = cursor.fetchone()
+        row = self._fetchone(
+            f"SELECT instance_id, version, state FROM {STORE_TABLE} "
+            "WHERE name = %s AND store_id = %s",
+            [definition.name, id],
+        )
         return None if row is None else StoredState(row[0], int(row[1]), row[2])
 
     def get_applied_step(
@@ -283,16 +316,14 @@ class DatabaseStoreClient(CasStoreClient):
     ) -> str | None:
         _check_store(definition.name, id)
         _check_step(step_id)
-        with self.connection.cursor() as cursor:
-            return self._ledger_result(cursor, definition.name, id, step_id)
+        row = self._fetchone(
+            LEDGER_LOOKUP, [definition.name, id, step_id.execution_id, step_id.step_key]
+        )
+        return None if row is None else str(row[0])
 
     @staticmethod
     def _ledger_result(cursor: Any, name: str, id: str, step_id: StoreStepId) -> str | None:
-        cursor.execute(
-            f"SELECT result FROM {LEDGER_TABLE} WHERE store_name = %s AND store_id = %s "
-            "AND execution_id = %s AND step_key = %s",
-            [name, id, step_id.execution_id, step_id.step_key],
-        )
+        cursor.execute(LEDGER_LOOKUP, [name, id, step_id.execution_id, step_id.step_key])
         row = cursor.fetchone()
         return None if row is None else str(row[0])
 
@@ -359,6 +390,27 @@ class DatabaseStoreClient(CasStoreClient):
         if row is None:
             return None
         return int(row[0]), StoredState(row[1], int(row[2]), row[3])
+
+    def _compare_and_lock(
+        self, cursor: Any, name: str, id: str, expected: StoredState
+    ) -> tuple[int, StoredState] | None:
+        """The store row, locked if it is at ``expected`` (compare the returned row).
+
+        On PostgreSQL the row is compared without a lock first, so the loser of a race
+        learns of it without locking the row (a row lock writes WAL: its commit would wait
+        for a flush while every other writer of the store queues on the lock)."""
+        if self._postgres():
+            cursor.execute(
+                f"SELECT id, instance_id, version FROM {STORE_TABLE} "
+                "WHERE name = %s AND store_id = %s",
+                [name, id],
+            )
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            if (row[1], int(row[2])) != (expected.instance_id, expected.version):
+                return self._read_locked(cursor, name, id, None)
+        return self._read_locked(cursor, name, id, "NO KEY UPDATE")
 
     def _insert_version(
         self,
@@ -430,31 +482,28 @@ class DatabaseStoreClient(CasStoreClient):
     ) -> tuple[CommitOutcome, list[PendingWake]]:
         match = path_match(m.changed_paths)
         limit = yieldstar_settings.VERSION_HISTORY_LIMIT
-        with self.connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT * FROM {COMMIT_MUTATION_FUNCTION}(%s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                "%s::text[], %s::text[], %s, %s, %s, %s, %s, %s)",
-                [
-                    m.definition.name,
-                    m.id,
-                    m.expected.instance_id,
-                    m.expected.version,
-                    m.created,
-                    m.expected.encoded,
-                    m.encoded_state,
-                    _paths_json(m.changed_paths),
-                    match.wake_all,
-                    match.read_keys,
-                    match.prefix_keys,
-                    m.step_id.execution_id if m.step_id else None,
-                    m.step_id.step_key if m.step_id else None,
-                    m.encoded_result,
-                    yieldstar_settings.VERSION_HISTORY_KEEP_STATE,
-                    limit,
-                    float(yieldstar_settings.RELAY_DELAY),
-                ],
-            )
-            row = cursor.fetchone()
+        row = self._fetchone(
+            COMMIT_MUTATION_CALL,
+            [
+                m.definition.name,
+                m.id,
+                m.expected.instance_id,
+                m.expected.version,
+                m.created,
+                m.expected.encoded,
+                m.encoded_state,
+                _paths_json(m.changed_paths),
+                match.wake_all,
+                match.read_keys,
+                match.prefix_keys,
+                m.step_id.execution_id if m.step_id else None,
+                m.step_id.step_key if m.step_id else None,
+                m.encoded_result,
+                yieldstar_settings.VERSION_HISTORY_KEEP_STATE,
+                limit,
+                float(yieldstar_settings.RELAY_DELAY),
+            ],
+        )
         assert row is not None
         return _function_outcome(row)
 
@@ -481,7 +530,7 @@ class DatabaseStoreClient(CasStoreClient):
                         current = self._read_locked(cursor, name, id, "NO KEY UPDATE")
                         return (MISSING if current is None else conflict(current[1])), []
                 else:
-                    found = self._read_locked(cursor, name, id, "NO KEY UPDATE")
+                    found = self._compare_and_lock(cursor, name, id, expected)
                     if found is None:
                         return MISSING, []
                     pk, current_state = found
@@ -542,7 +591,7 @@ class DatabaseStoreClient(CasStoreClient):
         limit = yieldstar_settings.VERSION_HISTORY_LIMIT
         if limit is not None and version >= limit:
             cursor.execute(
-                f"DELETE FROM {VERSION_TABLE} WHERE instance_id = %s AND version <= %s",
+                f"DELETE FROM {VERSION_TABLE} WHERE instance_id = %s AND version = %s",
                 [instance_id, version - limit],
             )
 
@@ -563,21 +612,19 @@ class DatabaseStoreClient(CasStoreClient):
         result: str | None,
     ) -> tuple[CommitOutcome, list[PendingWake]]:
         if self._functions():
-            with self.connection.cursor() as cursor:
-                cursor.execute(
-                    f"SELECT * FROM {COMMIT_DELETION_FUNCTION}(%s, %s, %s, %s, %s, %s, %s, %s)",
-                    [
-                        name,
-                        id,
-                        expected.instance_id if expected else None,
-                        expected.version if expected else None,
-                        step_id.execution_id if step_id else None,
-                        step_id.step_key if step_id else None,
-                        result,
-                        float(yieldstar_settings.RELAY_DELAY),
-                    ],
-                )
-                row = cursor.fetchone()
+            row = self._fetchone(
+                COMMIT_DELETION_CALL,
+                [
+                    name,
+                    id,
+                    expected.instance_id if expected else None,
+                    expected.version if expected else None,
+                    step_id.execution_id if step_id else None,
+                    step_id.step_key if step_id else None,
+                    result,
+                    float(yieldstar_settings.RELAY_DELAY),
+                ],
+            )
             assert row is not None
             return _function_outcome(row)
         with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
@@ -719,6 +766,19 @@ class DatabaseStoreClient(CasStoreClient):
                 )
                 for wf, ex, key, inst, since, paths in cursor.fetchall()
             ]
+
+
+def _server_cursor(connection: BaseDatabaseWrapper) -> Any:
+    """A server-binding psycopg cursor on ``connection``'s current psycopg connection,
+    kept on the wrapper (which belongs to one thread) and replaced after a reconnection."""
+    import psycopg
+
+    raw = connection.connection
+    cached = getattr(connection, "_yieldstar_cursor", None)
+    if cached is None or cached[0] is not raw or cached[1].closed:
+        cached = (raw, psycopg.Cursor(raw))
+        connection._yieldstar_cursor = cached  # type: ignore[attr-defined]
+    return cached[1]
 
 
 class _StepRecordedMeanwhile(Exception):

@@ -81,22 +81,32 @@ BEGIN
             RETURN;
         END IF;
     ELSE
-        SELECT s.id, s.instance_id, s.version, s.state
-          INTO v_pk, current_instance_id, current_version, current_state
+        -- Compare without a lock first: the loser of a race learns of it without locking
+        -- the row (a row lock writes WAL, so its commit would wait for a flush, holding
+        -- the lock every other writer of the store is queued on).
+        SELECT s.id, s.instance_id, s.version
+          INTO v_pk, current_instance_id, current_version
           FROM yieldstar_storeinstance s
-         WHERE s.name = p_name AND s.store_id = p_store_id
-           FOR NO KEY UPDATE;
+         WHERE s.name = p_name AND s.store_id = p_store_id;
+        IF FOUND AND current_instance_id = p_instance_id AND current_version = p_version THEN
+            -- Then lock it and compare again: a commit may have slipped in between.
+            SELECT s.instance_id, s.version INTO current_instance_id, current_version
+              FROM yieldstar_storeinstance s WHERE s.id = v_pk
+               FOR NO KEY UPDATE;
+        END IF;
         IF NOT FOUND THEN
             status := 'missing';
             RETURN;
         END IF;
         IF current_instance_id <> p_instance_id OR current_version <> p_version THEN
-            status := 'conflict';
+            SELECT s.instance_id, s.version, s.state
+              INTO current_instance_id, current_version, current_state
+              FROM yieldstar_storeinstance s WHERE s.id = v_pk;
+            status := CASE WHEN FOUND THEN 'conflict' ELSE 'missing' END;
             RETURN;
         END IF;
         current_instance_id := NULL;
         current_version := NULL;
-        current_state := NULL;
     END IF;
 
     IF p_step_key IS NOT NULL THEN
@@ -134,9 +144,12 @@ BEGIN
          step_execution_id, step_key, state, created_at)
     VALUES (p_name, p_store_id, p_instance_id, v_version, p_changed_paths,
             p_execution_id, p_step_key, CASE WHEN p_keep_state THEN p_state END, v_now);
+    -- Keep the last p_history_limit versions: drop the one that just fell out (an equality
+    -- lookup; a range would walk every dead entry of the versions pruned before it).
+    -- yieldstar_prune applies a lowered limit to the older ones.
     IF p_history_limit IS NOT NULL AND v_version >= p_history_limit THEN
         DELETE FROM yieldstar_storeversion
-         WHERE instance_id = p_instance_id AND version <= v_version - p_history_limit;
+         WHERE instance_id = p_instance_id AND version = v_version - p_history_limit;
     END IF;
 
     -- Waiters whose read paths intersect the changed paths: equality lookups on the

@@ -100,9 +100,8 @@ class StoreVersion(models.Model):
                 fields=["instance_id", "version"], name="yieldstar_version_key"
             ),
         ]
-        indexes = [
-            models.Index(fields=["store_name", "store_id"], name="yieldstar_version_store"),
-        ]
+        # No index on (store_name, store_id): one index fewer to write on every commit.
+        # The history of an instance is found by ``instance_id`` (the unique constraint).
 
     def __str__(self) -> str:
         return f"{self.store_name}/{self.store_id} v{self.version}"
