@@ -1,4 +1,5 @@
-"""PostgreSQL functions that commit a store mutation or deletion in one round trip.
+"""PostgreSQL functions that commit a store mutation or deletion in one round trip, and mark
+wake intents delivered without waiting for a WAL flush.
 
 Hand-written (keep it when regenerating ``0001_initial``). On other databases it does
 nothing: the connector's portable path runs the same steps as separate statements.
@@ -289,12 +290,30 @@ END
 $$;
 """
 
+MARK_DELIVERED = r"""
+CREATE OR REPLACE FUNCTION yieldstar_mark_delivered_v1(p_ids bigint[])
+RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
+-- Mark wake intents delivered. A mark lost in a crash only means that the relay delivers
+-- the wake again (a spurious wake), so this transaction does not wait for its WAL flush.
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    UPDATE yieldstar_wakeintent SET delivered_at = now()
+     WHERE id = ANY (p_ids) AND delivered_at IS NULL;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+"""
+
 DROP = """
 DROP FUNCTION IF EXISTS yieldstar_commit_mutation_v1(
     text, text, text, bigint, boolean, text, text, text, boolean, text[], text[],
     text, text, text, boolean, bigint, double precision);
 DROP FUNCTION IF EXISTS yieldstar_commit_deletion_v1(
     text, text, text, bigint, text, text, text, double precision);
+DROP FUNCTION IF EXISTS yieldstar_mark_delivered_v1(bigint[]);
 """
 
 
@@ -302,6 +321,7 @@ def create_functions(apps: Any, schema_editor: Any) -> None:
     if schema_editor.connection.vendor == "postgresql":
         schema_editor.execute(COMMIT_MUTATION)
         schema_editor.execute(COMMIT_DELETION)
+        schema_editor.execute(MARK_DELIVERED)
 
 
 def drop_functions(apps: Any, schema_editor: Any) -> None:
