@@ -280,11 +280,16 @@ class DatabaseStoreClient(CasStoreClient):
         On PostgreSQL this binds the parameters on the server (the extended protocol, one
         round trip, no quoting in Python), prepared only if the connection's
         ``OPTIONS["prepare_threshold"]`` asks for it (Django's default keeps it off for
-        connection poolers); errors are Django's as usual. With query logging on (``DEBUG``)
-        it goes through Django's cursor, so the statement is logged.
+        connection poolers); errors are Django's as usual. With query logging on (``DEBUG``,
+        ``CaptureQueriesContext``) or an ``execute_wrapper`` installed, it goes through
+        Django's cursor, so the statement is seen as any other.
         """
         connection = self.connection
-        if connection.vendor != "postgresql" or connection.queries_logged:
+        if (
+            connection.vendor != "postgresql"
+            or connection.queries_logged
+            or connection.execute_wrappers
+        ):
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 return cast(tuple[Any, ...] | None, cursor.fetchone())

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.db import connections, transaction
+from django.test.utils import CaptureQueriesContext
 
 from yieldstar_django.connector import (
     DatabaseStoreClient,
@@ -28,7 +29,7 @@ from yieldstar_django.models import (
     WakeIntent,
 )
 
-from .conftest import WakeCollector, configure, db
+from .conftest import POSTGRES, WakeCollector, configure, db
 
 _names = itertools.count()
 
@@ -383,3 +384,32 @@ def test_unstorable_ids_never_reach_sql(alias: str, store_id: str) -> None:
             client.update_store(d, "ok", updater=lambda s: None, step_id=StoreStepId("e", "k\x00"))
         assert_connection_usable(alias)
     assert not StoreInstance.objects.using(alias).filter(name=d.name).exists()
+
+
+# --- round trips --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_an_update_is_two_statements_on_postgres(alias: str, wakes: WakeCollector) -> None:
+    """A read and one function call (a step id adds the ledger lookup); instrumentation
+    (``CaptureQueriesContext``, ``execute_wrapper``) sees every statement."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    client.get_store(d, "q")
+    with CaptureQueriesContext(connections[alias]) as queries:
+        client.update_store(d, "q", updater=lambda s: s.update(other=1))
+    assert len(queries) == 2
+    assert "yieldstar_commit_mutation_v1" in queries[1]["sql"]
+
+    seen: list[str] = []
+
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connections[alias].execute_wrapper(record):
+        client.update_store(
+            d, "q", updater=lambda s: s.update(other=2), step_id=StoreStepId("e", "k")
+        )
+    assert len(seen) == 3
+    assert "yieldstar_appliedstep" in seen[0]
