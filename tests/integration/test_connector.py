@@ -184,6 +184,34 @@ def test_list_stores_is_in_code_point_order(alias: str) -> None:
     assert client.list_stores(d) == sorted(ids)
 
 
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_list_stores_ignores_a_linguistic_collation(alias: str) -> None:
+    """Under an ICU collation ``"a" < "B"``; ``list_stores`` still sorts by code point."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_collation WHERE collname = 'en-x-icu'")
+        if cursor.fetchone() is None:
+            pytest.skip("needs the ICU collation en-x-icu in PostgreSQL")
+    alter = "ALTER TABLE yieldstar_storeinstance ALTER COLUMN store_id TYPE varchar(255) COLLATE {}"
+    with connections[alias].cursor() as cursor:
+        cursor.execute(alter.format('"en-x-icu"'))
+    try:
+        d = jobs_store()
+        client = DatabaseStoreClient(alias)
+        for id in ["b", "B", "a", "A", "é", "😀", "z"]:
+            client.get_store(d, id)
+        with connections[alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT store_id FROM yieldstar_storeinstance WHERE name = %s ORDER BY store_id",
+                [d.name],
+            )
+            linguistic = [row[0] for row in cursor.fetchall()]
+        assert linguistic != sorted(linguistic), "the collation really is linguistic"
+        assert client.list_stores(d) == sorted(linguistic)
+    finally:
+        with connections[alias].cursor() as cursor:
+            cursor.execute(alter.format("pg_catalog.default"))
+
+
 def test_delete_store_keeps_the_ledger_and_history(alias: str) -> None:
     d = jobs_store()
     client = DatabaseStoreClient(alias)
