@@ -4,10 +4,10 @@ Every figure is a ratio against a baseline measured in the same run, on the same
 and the same PostgreSQL:
 
 - **wake latency**: a store update commits, its waiter's execution is resumed by a real
-  Celery worker (``-c 2``, prefork) and the take step is recorded in the heap
-  (``update_store`` called -> heap row ``recorded_at``), p50 and p99, against Celery's own
-  enqueue-to-start round trip (``send_task`` -> the task starts) on the same broker and
-  worker. Target: p50 within 3x.
+  Celery worker (prefork, ``-c 4`` unless ``BENCH_WORKER_CONCURRENCY`` says otherwise) and
+  the take step is recorded in the heap (the version's commit time -> the heap row's
+  ``recorded_at``), p50 and p99, against Celery's own enqueue-to-start round trip
+  (``send_task`` -> the task starts) on the same broker and worker. Target: p50 within 3x.
 - **durable steps per second, one execution**: ``step.run`` steps of one execution, run
   in this process, against DBOS ``@DBOS.step`` calls in one ``@DBOS.workflow``.
   Target: at least 2x.
@@ -19,9 +19,10 @@ and the same PostgreSQL:
   ours crosses the broker to a worker process).
 
 Environment: ``BENCH_DATABASE_URL`` (default ``postgres://postgres@127.0.0.1:5432/
-yieldstar_bench``; DBOS gets a system database named after it with ``_dbos``),
-``BENCH_BROKER_URL`` (default ``redis://127.0.0.1:6379/13``). DBOS is the ``bench`` extra
-(``pip install -e '.[bench]'``); without it its rows are skipped with the reason.
+yieldstar_bench_runtime``, dropped and created afresh when this suite runs first; DBOS gets
+a system database named after it with ``_dbos``), ``BENCH_BROKER_URL`` (default
+``redis://127.0.0.1:6379/13``). DBOS is the ``bench`` extra (``pip install -e
+'.[bench]'``); without it its rows are skipped with the reason.
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ from .table import Row
 
 SUITE = "runtime"
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/yieldstar_bench"
+DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/yieldstar_bench_runtime"
 DEFAULT_BROKER = "redis://127.0.0.1:6379/13"
+#: Worker processes (prefork). Steps wait on fsync more than on the CPU, so two per core.
+WORKER_CONCURRENCY = int(os.environ.get("BENCH_WORKER_CONCURRENCY", "4"))
 
 
 def drop_wakes(wakes: Any) -> None:
@@ -53,14 +56,14 @@ def drop_wakes(wakes: Any) -> None:
 
 
 def _setup_django() -> None:
+    """Django on a freshly created benchmark database (so its SQL functions are current),
+    unless another suite of this run set Django up already."""
     os.environ.setdefault("BENCH_DATABASE_URL", DEFAULT_DB)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.worker_settings")
     from django.apps import apps
 
     if not apps.ready:
-        from .connector import _create_database
-
-        _create_database(os.environ["BENCH_DATABASE_URL"])
+        _recreate_database(os.environ["BENCH_DATABASE_URL"])
         import django
 
         django.setup()
@@ -68,6 +71,25 @@ def _setup_django() -> None:
 
     call_command("migrate", verbosity=0)
     import bench.workflows  # noqa: F401  (registered even if this process has other settings)
+
+
+def _recreate_database(url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from demo_project.dburl import parse_database_url
+
+    entry = parse_database_url(url)
+    params = {
+        "user": entry["USER"] or None,
+        "password": entry["PASSWORD"] or None,
+        "host": entry["HOST"] or None,
+        "port": entry["PORT"] or None,
+    }
+    name = sql.Identifier(entry["NAME"])
+    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
 
 
 @contextmanager
@@ -108,8 +130,8 @@ class Worker:
         with self.log.open("wb") as handle:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "bench.celery_app", "worker",
-                 "-Q", self.queue, "-c", "2", "--loglevel=WARNING", "--without-mingle",
-                 "--without-gossip", "--without-heartbeat"],
+                 "-Q", self.queue, "-c", str(WORKER_CONCURRENCY), "--loglevel=WARNING",
+                 "--without-mingle", "--without-gossip", "--without-heartbeat"],
                 cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
             )  # fmt: skip
         self.app.send_task("bench.ping").get(timeout=120)  # ready
@@ -312,7 +334,8 @@ def _start_dbos() -> tuple[Dbos | None, str]:
 
 def run(quick: bool = False) -> list[Row]:
     """Rounds interleave ours and the baselines, so a noisy machine slows both alike;
-    throughputs are the median of the rounds, latencies pooled over them."""
+    throughputs are the median of the rounds, latencies pooled over them. Wake latencies
+    are measured before DBOS starts (its threads would share the sending process)."""
     _setup_django()
     rounds = 3 if quick else 5
     samples = 15 if quick else 40  # wakes per round
@@ -320,7 +343,6 @@ def run(quick: bool = False) -> list[Row]:
     one_steps = 300 if quick else 1000
     many, each = (40, 5) if quick else (100, 10)
     broker = os.environ.get("BENCH_BROKER_URL", DEFAULT_BROKER)
-    dbos, unavailable = _start_dbos()
     ours: list[float] = []
     ours_call: list[float] = []
     celery: list[float] = []
@@ -329,19 +351,22 @@ def run(quick: bool = False) -> list[Row]:
     ours_many: list[float] = []
     dbos_one: list[float] = []
     dbos_many: list[float] = []
-    try:
-        with _yieldstar():
-            worker = Worker(broker)
+    with _yieldstar():
+        worker = Worker(broker)
+        try:
+            # Latencies first, before DBOS starts its threads in this (the sending) process.
+            celery_latencies(worker, 20, 0.01)  # warm up both paths
+            wake_latencies(10, 0.01)
+            for _ in range(rounds):
+                commit, call = wake_latencies(samples, spacing)
+                ours += commit
+                ours_call += call
+                celery += celery_latencies(worker, samples, spacing)
+            dbos, unavailable = _start_dbos()
             try:
-                celery_latencies(worker, 20, 0.01)  # warm up every path
-                wake_latencies(10, 0.01)
                 if dbos is not None:
-                    dbos.notify_latencies(10, 0.01)
+                    dbos.notify_latencies(10, 0.01)  # warm up
                 for _ in range(rounds):
-                    commit, call = wake_latencies(samples, spacing)
-                    ours += commit
-                    ours_call += call
-                    celery += celery_latencies(worker, samples, spacing)
                     ours_many.append(steps_across_executions(many, each))
                     ours_one.append(steps_in_one_execution(one_steps))
                     if dbos is not None:
@@ -349,10 +374,10 @@ def run(quick: bool = False) -> list[Row]:
                         dbos_many.append(dbos.steps_across_workflows(many, each))
                         dbos_one.append(dbos.steps_in_one_workflow(one_steps))
             finally:
-                worker.stop()
-    finally:
-        if dbos is not None:
-            dbos.close()
+                if dbos is not None:
+                    dbos.close()
+        finally:
+            worker.stop()
 
     broker_kind = broker.split(":", 1)[0]
     total = rounds * samples
@@ -365,8 +390,8 @@ def run(quick: bool = False) -> list[Row]:
             _ms(_quantile(celery, q)),
             "ms",
             target="p50 <= 3x" if label == "p50" else "",
-            note=f"{total} wakes, {broker_kind}, worker -c 2; from the update_store call: "
-            f"{_ms(_quantile(ours_call, q)):.1f} ms",
+            note=f"{total} wakes, {broker_kind}, worker -c {WORKER_CONCURRENCY}; from the "
+            f"update_store call: {_ms(_quantile(ours_call, q)):.1f} ms",
         )
         for label, q in (("p50", 0.5), ("p99", 0.99))
     ]

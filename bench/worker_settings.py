@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 os.environ["DATABASE_URL"] = os.environ.get(
-    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/yieldstar_bench"
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/yieldstar_bench_runtime"
 )
 
 from tests.settings import *  # noqa: F403
