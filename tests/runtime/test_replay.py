@@ -233,3 +233,30 @@ def test_worker_errors_are_not_recorded_and_the_execution_resumes(rt: Runtime) -
     # The lease was let go at once, so the next wake runs it again.
     assert run_execution(eid) == ResumeResult.FINISHED
     assert get_execution(eid).result == "done"
+
+
+def test_a_run_longer_than_the_lease_keeps_it(rt: Runtime) -> None:
+    """The process's lease keeper renews the lease while a slow step runs."""
+    import time
+
+    from django.test import override_settings
+
+    expiries: list[Any] = []
+
+    def slow(execution_id: str) -> str:
+        expiries.append(Execution.objects.get(pk=execution_id).lease_expires_at)
+        time.sleep(1.0)
+        expiries.append(Execution.objects.get(pk=execution_id).lease_expires_at)
+        return "done"
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.run(slow, step.execution_id))
+
+    eid = start_workflow(wf)
+    settings = {"WAKE_BACKEND": "tests.runtime.conftest.record_wakes", "LEASE_SECONDS": 0.3}
+    with override_settings(YIELDSTAR=settings):
+        assert run_execution(eid) == ResumeResult.FINISHED
+    assert get_execution(eid).result == "done"
+    first, last = expiries
+    assert last > first  # renewed while the step ran
