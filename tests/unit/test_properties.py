@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from yieldstar_django.core.durable import decode_durable, encode_durable
+from yieldstar_django.core.durable import decode_durable, encode_durable, encode_placed
+from yieldstar_django.core.errors import WorkflowValueError
 from yieldstar_django.core.paths import WriteLog, build_draft, diff_paths, paths_intersect
 
 keys = st.text(alphabet="abcxyz", min_size=1, max_size=3)
@@ -81,7 +84,7 @@ def reach(draft: Any, path: tuple[Any, ...], data: st.DataObject) -> Any:
     return node
 
 
-def apply(draft: Any, data: st.DataObject) -> None:
+def apply(draft: Any, data: st.DataObject, values: Any = values, new_keys: Any = keys) -> None:
     for _ in range(data.draw(st.integers(1, 6))):
         path = data.draw(st.sampled_from(containers(draft)))
         node = reach(draft, path, data)
@@ -89,7 +92,7 @@ def apply(draft: Any, data: st.DataObject) -> None:
             op = data.draw(
                 st.sampled_from(["set", "del", "pop", "setdefault", "update", "clear", "popitem"])
             )
-            key = data.draw(keys)
+            key = data.draw(new_keys)
             if op == "set":
                 node[key] = data.draw(values)
             elif op == "del" and key in node:
@@ -190,3 +193,42 @@ def _reorder(value: Any, data: st.DataObject) -> Any:
 @given(value=values, data=st.data())
 def test_equal_values_encode_equally(value: Any, data: st.DataObject) -> None:
     assert encode_durable(_reorder(value, data)) == encode_durable(value)
+
+
+bad_leaves = st.sampled_from(
+    [
+        lambda: math.nan,
+        lambda: math.inf,
+        lambda: "a\x00b",
+        lambda: "\ud800",
+        lambda: b"bytes",
+        lambda: frozenset({1}),
+        lambda: {1: "int key"},
+        lambda: 1j,
+    ]
+).map(lambda make: make())
+maybe_bad = st.recursive(
+    scalars | bad_leaves,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=states, data=st.data())
+def test_checking_placements_misses_no_non_durable_value(state: Any, data: st.DataObject) -> None:
+    log = WriteLog()
+    draft = build_draft(copy.deepcopy(state), log)
+    apply(draft, data, values=maybe_bad, new_keys=keys | st.integers(0, 2) | st.just("k\x00"))
+    try:
+        full = encode_durable(draft)
+    except WorkflowValueError:
+        full = None
+    if full is None:
+        with pytest.raises(WorkflowValueError):
+            encode_placed(draft, log.placements)
+    else:
+        try:
+            assert encode_placed(draft, log.placements) == full
+        except WorkflowValueError:
+            pass  # a non-durable value placed and later removed: refused, conservatively

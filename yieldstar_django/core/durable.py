@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -174,37 +175,36 @@ def encode_durable(
     return text
 
 
-def encode_changed(
+def encode_placed(
     root: Any,
-    changed: list[StorePath],
+    placements: Iterable[tuple[StorePath, Any, bool]],
     *,
     limits: DurableLimits = DEFAULT_LIMITS,
     step_key: str = "",
     label: str = "Value",
 ) -> str:
-    """Encode ``root`` checking only the subtrees at ``changed`` paths.
+    """Encode ``root`` checking only the values placed into it.
 
-    For a draft whose unchanged parts were read from storage (so are durable) and whose
-    writes are all covered by ``changed``. Anything the encoder itself trips over falls back
-    to the full check, so errors are the same as ``encode_durable``'s.
+    For a draft whose other parts were read from storage (so are durable): each placement
+    is ``(path, value, keyed)``; ``value`` is checked as it is now, at ``path``'s depth, and
+    with ``keyed`` the last segment of ``path`` (a dict key the caller chose) too. Anything
+    the encoder itself trips over falls back to the full check, so errors are the same as
+    ``encode_durable``'s.
     """
-    for path in changed:
-        node = root
-        for segment in path:
-            if isinstance(node, dict):
-                if type(segment) is not str or _check_text(segment):
-                    return encode_durable(root, limits=limits, step_key=step_key, label=label)
-                if not dict.__contains__(node, segment):
-                    break  # deleted: nothing to check
-                node = dict.__getitem__(node, segment)
-            elif isinstance(node, (list, tuple)) and type(segment) is int:
-                if not 0 <= segment < len(node):
-                    break
-                node = node[segment]
-            else:
-                return encode_durable(root, limits=limits, step_key=step_key, label=label)
-        else:
-            check_durable(node, limits=limits, step_key=step_key, label=label, at=path)
+    for path, value, keyed in placements:
+        if keyed:
+            key = path[-1]
+            problem = (
+                f"dict keys must be str, not {type(key).__name__} ({key!r})"
+                if type(key) is not str
+                else _check_text(key)
+            )
+            if problem:
+                node: _PathNode = None
+                for segment in path[:-1]:
+                    node = (segment, node)
+                raise _fail(label, step_key, node, problem)
+        check_durable(value, limits=limits, step_key=step_key, label=label, at=path)
     try:
         text = _dumps(root)
     except (TypeError, ValueError, RecursionError):
@@ -235,6 +235,6 @@ __all__ = [
     "check_durable",
     "clone_durable",
     "decode_durable",
-    "encode_changed",
     "encode_durable",
+    "encode_placed",
 ]

@@ -30,20 +30,24 @@ T = TypeVar("T")
 
 
 class WriteLog:
-    """The paths written to one draft, in the order they were written, and the containers
-    the updater placed in it (which are never adopted)."""
+    """What an updater did to one draft: the paths it wrote, in order, and the values it
+    placed (the only parts of the draft that did not come from storage)."""
 
-    __slots__ = ("_assigned", "_paths")
+    __slots__ = ("_assigned", "_paths", "placements")
 
     def __init__(self) -> None:
         self._paths: list[StorePath] = []
         self._assigned: set[int] = set()
+        #: ``(path, value, keyed)`` for every value placed; ``keyed`` when the last path
+        #: segment is a dict key the updater chose (so it must be checked too).
+        self.placements: list[tuple[StorePath, Any, bool]] = []
 
     def record(self, path: StorePath) -> None:
         self._paths.append(path)
 
-    def placed(self, value: Any) -> None:
-        """Note a value the updater put into the draft."""
+    def placed(self, path: StorePath, value: Any, *, keyed: bool = False) -> None:
+        """Note a value the updater put into the draft at ``path`` (never adopted later)."""
+        self.placements.append((path, value, keyed))
         if type(value) is dict or type(value) is list:
             self._assigned.add(id(value))
 
@@ -128,7 +132,7 @@ class TrackedDict(dict[str, Any]):
 
     def __setitem__(self, key: str, value: Any) -> None:
         self._record(key)
-        self._ys_log.placed(value)
+        self._ys_log.placed((*self._ys_path, key), value, keyed=True)
         dict.__setitem__(self, key, value)
 
     def __delitem__(self, key: str) -> None:
@@ -234,14 +238,15 @@ class TrackedList(list[Any]):
     def __setitem__(self, index: Any, value: Any) -> None:
         if isinstance(index, slice):
             values = list(value)
-            for item in values:
-                self._ys_log.placed(item)
+            start = range(len(self))[index].start if len(self) else 0
+            for offset, item in enumerate(values):
+                self._ys_log.placed((*self._ys_path, start + offset), item)
             list.__setitem__(self, index, values)
             self._record_self()
             return
         position = self._normalize(index)
         list.__setitem__(self, index, value)
-        self._ys_log.placed(value)
+        self._ys_log.placed((*self._ys_path, position), value)
         self._record_index(position)
 
     def __delitem__(self, index: Any) -> None:
@@ -259,7 +264,7 @@ class TrackedList(list[Any]):
 
     def append(self, value: Any) -> None:
         self._record_index(len(self))
-        self._ys_log.placed(value)
+        self._ys_log.placed((*self._ys_path, len(self)), value)
         list.append(self, value)
 
     def extend(self, values: Iterable[Any]) -> None:
@@ -267,7 +272,7 @@ class TrackedList(list[Any]):
         start = len(self)
         for offset, item in enumerate(items):
             self._record_index(start + offset)
-            self._ys_log.placed(item)
+            self._ys_log.placed((*self._ys_path, start + offset), item)
         list.extend(self, items)
 
     def insert(self, index: SupportsIndex, value: Any) -> None:
@@ -276,10 +281,11 @@ class TrackedList(list[Any]):
         if position < 0:
             position = max(position + size, 0)
         if position >= size:
+            position = size
             self._record_index(size)
         else:
             self._record_self()
-        self._ys_log.placed(value)
+        self._ys_log.placed((*self._ys_path, position), value)
         list.insert(self, index, value)
 
     def pop(self, index: SupportsIndex = -1) -> Any:

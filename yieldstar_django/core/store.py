@@ -25,8 +25,8 @@ from .durable import (
     DurableLimits,
     check_durable,
     decode_durable,
-    encode_changed,
     encode_durable,
+    encode_placed,
 )
 from .errors import StoreContentionError, StoreValidationError
 from .paths import WriteLog, build_draft, detach, diff_paths, track_selector, unwrap_selected
@@ -400,13 +400,17 @@ class CasStoreClient(StoreClient):
         recorded = self.get_applied_step(definition, id, step_id)
         return None if recorded is None else result_from_record(decode_durable(recorded))
 
-    def _wait_before_retry(self, definition: StoreDefinition, id: str, attempts: int) -> None:
+    def _wait_before_retry(self, definition: StoreDefinition, id: str, attempts: int) -> bool:
+        """Raise ``StoreContentionError`` at the cap; else back off. True if it slept (so
+        whatever the caller read before is stale and must be read again)."""
         policy = self.retry_policy()
         if attempts >= policy.max_attempts:
             raise StoreContentionError(definition.name, id, attempts)
         delay = policy.delay(attempts)
         if delay > 0:
             time.sleep(delay)
+            return True
+        return False
 
     def _prepare_update(
         self, definition: StoreDefinition, stored: StoredState, updater: Updater, step_key: str
@@ -438,12 +442,11 @@ class CasStoreClient(StoreClient):
                 definition.name, [{"message": "the state nests too deeply", "path": ()}]
             ) from None
         if state is draft and candidate is draft and isinstance(draft, (dict, list)):
-            # The draft was decoded from storage: only what the updater wrote needs checking.
-            paths = log.paths()
-            encoded = encode_changed(
-                detach(draft), paths, limits=limits, step_key=step_key, label=label
+            # The draft was decoded from storage: only the values placed in it need checking.
+            encoded = encode_placed(
+                detach(draft), log.placements, limits=limits, step_key=step_key, label=label
             )
-            return encoded, paths
+            return encoded, log.paths()
         encoded = encode_durable(detach(state), limits=limits, step_key=step_key, label=label)
         return encoded, diff_paths(decode_durable(stored.encoded), state)
 
@@ -491,11 +494,10 @@ class CasStoreClient(StoreClient):
             recorded = self._applied(definition, id, step_id)
             if recorded is not None:
                 return recorded  # type: ignore[return-value]
-            if outcome.current is not None:
-                stored, created = outcome.current, False
-            else:
+            if self._wait_before_retry(definition, id, attempts) or outcome.current is None:
                 stored, created = self._read_or_initialize(definition, id, step_key)
-            self._wait_before_retry(definition, id, attempts)
+            else:
+                stored, created = outcome.current, False
 
     def update_store_from(
         self,
@@ -571,8 +573,10 @@ class CasStoreClient(StoreClient):
             if recorded is not None:
                 return recorded  # type: ignore[return-value]
             current = outcome.current or self._get_or_insert(definition, id, step_key)
-            if _same_version(current, snapshot):
-                self._wait_before_retry(definition, id, attempts)
+            if _same_version(current, snapshot) and self._wait_before_retry(
+                definition, id, attempts
+            ):
+                current = self._get_or_insert(definition, id, step_key)
         return StoreDeleteConflict(
             snapshot.instance_id, current.instance_id, snapshot.version, current.version
         )
@@ -640,11 +644,10 @@ class CasStoreClient(StoreClient):
             recorded = self._applied(definition, id, step_id)
             if recorded is not None:
                 return recorded  # type: ignore[return-value]
-            if outcome.current is not None:
-                stored, created = outcome.current, False
-            else:
+            if self._wait_before_retry(definition, id, attempts) or outcome.current is None:
                 stored, created = self._read_or_initialize(definition, id, step_key)
-            self._wait_before_retry(definition, id, attempts)
+            else:
+                stored, created = outcome.current, False
 
     @staticmethod
     def _recorded(outcome: CommitOutcome) -> RecordedResult:
