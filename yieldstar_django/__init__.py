@@ -47,35 +47,88 @@ _EXPORTS: dict[str, str] = {
     "RetryableError": "yieldstar_django.runtime",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "CasStoreClient",
+    "DurableLimits",
+    "MemoryStoreClient",
+    "RetryPolicy",
+    "RetryableError",
+    "StoreClient",
+    "StoreContentionError",
+    "StoreDefinition",
+    "StoreDeleteConflict",
+    "StoreDeleteFromResult",
+    "StoreDeleted",
+    "StoreSnapshot",
+    "StoreStepId",
+    "StoreTakeMatched",
+    "StoreTakeResult",
+    "StoreTakeUnmatched",
+    "StoreUpdateConflict",
+    "StoreUpdateFromResult",
+    "StoreUpdateResult",
+    "StoreUpdated",
+    "StoreValidationError",
+    "StoreWaiter",
+    "Wake",
+    "WorkflowValueError",
+    "cancel_execution",
+    "define_store",
+    "get_execution",
+    "get_store_client",
+    "register_error_class",
+    "start_workflow",
+    "workflow",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .core.definition import StoreDefinition, define_store
-    from .core.durable import DurableLimits
+    from .connector import (
+        get_store_client as get_store_client,
+    )
+    from .core.definition import (
+        StoreDefinition as StoreDefinition,
+        define_store as define_store,
+    )
+    from .core.durable import (
+        DurableLimits as DurableLimits,
+    )
     from .core.errors import (
-        StoreContentionError,
-        StoreValidationError,
-        WorkflowValueError,
-        register_error_class,
+        StoreContentionError as StoreContentionError,
+        StoreValidationError as StoreValidationError,
+        WorkflowValueError as WorkflowValueError,
+        register_error_class as register_error_class,
     )
-    from .core.memory import MemoryStoreClient
+    from .core.memory import (
+        MemoryStoreClient as MemoryStoreClient,
+    )
     from .core.results import (
-        StoreDeleteConflict,
-        StoreDeleted,
-        StoreDeleteFromResult,
-        StoreSnapshot,
-        StoreStepId,
-        StoreTakeMatched,
-        StoreTakeResult,
-        StoreTakeUnmatched,
-        StoreUpdateConflict,
-        StoreUpdated,
-        StoreUpdateFromResult,
-        StoreUpdateResult,
-        StoreWaiter,
-        Wake,
+        StoreDeleteConflict as StoreDeleteConflict,
+        StoreDeleted as StoreDeleted,
+        StoreDeleteFromResult as StoreDeleteFromResult,
+        StoreSnapshot as StoreSnapshot,
+        StoreStepId as StoreStepId,
+        StoreTakeMatched as StoreTakeMatched,
+        StoreTakeResult as StoreTakeResult,
+        StoreTakeUnmatched as StoreTakeUnmatched,
+        StoreUpdateConflict as StoreUpdateConflict,
+        StoreUpdated as StoreUpdated,
+        StoreUpdateFromResult as StoreUpdateFromResult,
+        StoreUpdateResult as StoreUpdateResult,
+        StoreWaiter as StoreWaiter,
+        Wake as Wake,
     )
-    from .core.store import CasStoreClient, RetryPolicy, StoreClient
+    from .core.store import (
+        CasStoreClient as CasStoreClient,
+        RetryPolicy as RetryPolicy,
+        StoreClient as StoreClient,
+    )
+    from .runtime import (
+        RetryableError as RetryableError,
+        cancel_execution as cancel_execution,
+        get_execution as get_execution,
+        start_workflow as start_workflow,
+        workflow as workflow,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from yieldstar_django.core.definition import define_store
+from yieldstar_django import define_store
 
 __all__ = [
     "APPROVAL_THRESHOLD",

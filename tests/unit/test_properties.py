@@ -8,8 +8,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from yieldstar_django.core.durable import decode_durable, encode_durable, encode_placed
 from yieldstar_django.core.errors import WorkflowValueError

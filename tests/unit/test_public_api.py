@@ -1,0 +1,43 @@
+"""The pinned public names (design §2) are importable from ``yieldstar_django``."""
+
+from __future__ import annotations
+
+import yieldstar_django
+
+PINNED = {
+    "define_store",
+    "StoreDefinition",
+    "StoreSnapshot",
+    "StoreUpdateResult",
+    "StoreUpdateFromResult",
+    "StoreDeleteFromResult",
+    "StoreTakeResult",
+    "StoreStepId",
+    "StoreWaiter",
+    "StoreValidationError",
+    "WorkflowValueError",
+    "StoreContentionError",
+    "StoreClient",
+    "CasStoreClient",
+    "MemoryStoreClient",
+    "get_store_client",
+    "workflow",
+    "start_workflow",
+    "get_execution",
+    "cancel_execution",
+}
+
+
+def test_every_pinned_name_is_exported_and_resolves() -> None:
+    assert PINNED <= set(yieldstar_django.__all__)
+    for name in yieldstar_django.__all__:
+        assert getattr(yieldstar_django, name) is not None, name
+
+
+def test_unknown_names_raise_attribute_error() -> None:
+    try:
+        yieldstar_django.no_such_name  # noqa: B018
+    except AttributeError as exc:
+        assert "no_such_name" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("expected AttributeError")
