@@ -273,22 +273,23 @@ def drive(scenario: Scenario, args: argparse.Namespace, urls: dict[str, str]) ->
 
     say.heading("the shop pushes six orders, in two batches (each push wakes the pickers)")
     for batch in (ORDERS[:3], ORDERS[3:]):
+        new_orders = [
+            {
+                "id": scenario.order_id(suffix),
+                "customer": customer,
+                "lines": lines,
+                "total": sum(line["qty"] * line["price"] for line in lines),
+                "status": "new",
+                "picked_by": None,
+            }
+            for suffix, customer, lines, _ in batch
+        ]
+
+        def push(queue: Any, new_orders: list[dict[str, Any]] = new_orders) -> None:
+            queue["orders"].extend(new_orders)
+
         with transaction.atomic():
-            client.update_store(
-                order_queue,
-                run,
-                updater=lambda queue, batch=batch: queue["orders"].extend(
-                    {
-                        "id": scenario.order_id(suffix),
-                        "customer": customer,
-                        "lines": lines,
-                        "total": sum(line["qty"] * line["price"] for line in lines),
-                        "status": "new",
-                        "picked_by": None,
-                    }
-                    for suffix, customer, lines, _ in batch
-                ),
-            )
+            client.update_store(order_queue, run, updater=push)
         say.event("pushed " + ", ".join(scenario.order_id(o[0]) for o in batch))
         scenario.wait("the batch to be picked", _all_picked(scenario, batch), 60)
 
