@@ -473,25 +473,14 @@ class CasStoreClient(StoreClient):
         attempts = 0
         while True:
             attempts += 1
-            encoded, paths = self._prepare_update(definition, stored, updater, step_key)
-            version = stored.version + 1
-            outcome = self.commit_mutation(
-                StoreMutation(
-                    definition,
-                    id,
-                    stored,
-                    created,
-                    encoded,
-                    paths,
-                    step_id,
-                    _update_record("update", encoded, stored.version, version) if step_id else None,
-                )
+            outcome, encoded = self._commit_update(
+                definition, id, stored, created, updater, step_id, "update"
             )
             if outcome.status == "committed":
-                return StoreUpdateResult(decode_durable(encoded), stored.version, version)
-            if outcome.status == "already-applied":
-                return self._recorded(outcome)  # type: ignore[return-value]
-            recorded = self._applied(definition, id, step_id)
+                return StoreUpdateResult(
+                    decode_durable(encoded), stored.version, stored.version + 1
+                )
+            recorded = self._settled(outcome, definition, id, step_id)
             if recorded is not None:
                 return recorded  # type: ignore[return-value]
             if self._wait_before_retry(definition, id, attempts) or outcome.current is None:
@@ -517,27 +506,12 @@ class CasStoreClient(StoreClient):
         current = self._get_or_insert(definition, id, step_key)
         if not _same_version(current, snapshot):
             return _update_conflict(snapshot, current)
-        encoded, paths = self._prepare_update(definition, current, updater, step_key)
-        version = current.version + 1
-        outcome = self.commit_mutation(
-            StoreMutation(
-                definition,
-                id,
-                current,
-                False,
-                encoded,
-                paths,
-                step_id,
-                _update_record("update_from", encoded, current.version, version)
-                if step_id
-                else None,
-            )
+        outcome, encoded = self._commit_update(
+            definition, id, current, False, updater, step_id, "update_from"
         )
         if outcome.status == "committed":
-            return StoreUpdated(decode_durable(encoded), current.version, version)
-        if outcome.status == "already-applied":
-            return self._recorded(outcome)  # type: ignore[return-value]
-        recorded = self._applied(definition, id, step_id)
+            return StoreUpdated(decode_durable(encoded), current.version, current.version + 1)
+        recorded = self._settled(outcome, definition, id, step_id)
         if recorded is not None:
             return recorded  # type: ignore[return-value]
         latest = outcome.current or self._get_or_insert(definition, id, step_key)
@@ -567,9 +541,7 @@ class CasStoreClient(StoreClient):
             )
             if outcome.status == "committed":
                 return StoreDeleted()
-            if outcome.status == "already-applied":
-                return self._recorded(outcome)  # type: ignore[return-value]
-            recorded = self._applied(definition, id, step_id)
+            recorded = self._settled(outcome, definition, id, step_id)
             if recorded is not None:
                 return recorded  # type: ignore[return-value]
             current = outcome.current or self._get_or_insert(definition, id, step_key)
@@ -639,9 +611,7 @@ class CasStoreClient(StoreClient):
                 return StoreTakeMatched(
                     decode_durable(selected_encoded), stored.instance_id, version
                 )
-            if outcome.status == "already-applied":
-                return self._recorded(outcome)  # type: ignore[return-value]
-            recorded = self._applied(definition, id, step_id)
+            recorded = self._settled(outcome, definition, id, step_id)
             if recorded is not None:
                 return recorded  # type: ignore[return-value]
             if self._wait_before_retry(definition, id, attempts) or outcome.current is None:
@@ -649,10 +619,38 @@ class CasStoreClient(StoreClient):
             else:
                 stored, created = outcome.current, False
 
-    @staticmethod
-    def _recorded(outcome: CommitOutcome) -> RecordedResult:
-        assert outcome.recorded is not None
-        return result_from_record(decode_durable(outcome.recorded))
+    def _commit_update(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        stored: StoredState,
+        created: bool,
+        updater: Updater,
+        step_id: StoreStepId | None,
+        kind: str,
+    ) -> tuple[CommitOutcome, str]:
+        """Compute ``updater`` from ``stored`` and try to commit it once."""
+        step_key = step_id.step_key if step_id else ""
+        encoded, paths = self._prepare_update(definition, stored, updater, step_key)
+        record = None
+        if step_id:
+            record = _update_record(kind, encoded, stored.version, stored.version + 1)
+        mutation = StoreMutation(definition, id, stored, created, encoded, paths, step_id, record)
+        return self.commit_mutation(mutation), encoded
+
+    def _settled(
+        self,
+        outcome: CommitOutcome,
+        definition: StoreDefinition,
+        id: str,
+        step_id: StoreStepId | None,
+    ) -> RecordedResult | None:
+        """After a commit that did not apply: the recorded result of ``step_id``, if the step
+        committed (in an earlier call, or in a racing one that made this commit conflict)."""
+        if outcome.status == "already-applied":
+            assert outcome.recorded is not None
+            return result_from_record(decode_durable(outcome.recorded))
+        return self._applied(definition, id, step_id)
 
 
 def _state_label(definition: StoreDefinition) -> str:
