@@ -59,6 +59,9 @@ class StoreInstance(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["name", "store_id"], name="yieldstar_store_key"),
         ]
+        # On PostgreSQL, migration 0003 adds two indexes the model cannot declare portably:
+        # (name, store_id COLLATE "C") for ids in code-point order (the API's pages,
+        # ``list_stores``) and store_id varchar_pattern_ops for the admin's prefix search.
 
     def __str__(self) -> str:
         return f"{self.name}/{self.store_id} v{self.version}"
@@ -138,6 +141,14 @@ class AppliedStep(models.Model):
             models.UniqueConstraint(
                 fields=["store_name", "store_id", "execution_id", "step_key"],
                 name="yieldstar_applied_step_key",
+            ),
+        ]
+        indexes = [
+            # The store page of the admin lists a store's ledger newest first
+            # (``ORDER BY created_at DESC, id DESC``): a backward scan of this index.
+            models.Index(
+                fields=["store_name", "store_id", "created_at", "id"],
+                name="yieldstar_applied_step_recent",
             ),
         ]
 
