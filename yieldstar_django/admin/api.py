@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
 from ..models.api import IdempotencyKey
-from .pagination import EstimatedCountPaginator
+from .base import ReadOnlyAdminMixin
 
 #: The fields of the (read-only) change page.
 FIELDS: tuple[str, ...] = (
@@ -23,25 +20,14 @@ FIELDS: tuple[str, ...] = (
 
 
 @admin.register(IdempotencyKey)
-class IdempotencyKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class IdempotencyKeyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     """Which request each ``Idempotency-Key`` was first used for."""
 
     list_display = ["key", "principal", "method", "target", "created_at"]
     search_fields = ["=key"]
     ordering = ["-created_at"]
-    paginator = EstimatedCountPaginator
-    show_full_result_count = False
     readonly_fields = FIELDS
     fields = FIELDS
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 __all__ = ["IdempotencyKeyAdmin"]

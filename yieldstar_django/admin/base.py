@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpRequest
+
+from .pagination import EstimatedCountPaginator
 
 
 class ObjectOncePerRequestMixin:
@@ -23,4 +27,39 @@ class ObjectOncePerRequestMixin:
         return cache[key]
 
 
-__all__ = ["ObjectOncePerRequestMixin"]
+class SearchLookupMixin:
+    """Search one indexed column with ``search_lookup`` (e.g. ``"store_id__startswith"``)
+    instead of the admin's OR of ``icontains`` over ``search_fields``; a term holding
+    ``"\x00"`` (which no stored key holds) finds nothing."""
+
+    search_lookup: str
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        if "\x00" in term:
+            return queryset.none(), False
+        return queryset.filter(**{self.search_lookup: term}), False
+
+
+class ReadOnlyAdminMixin:
+    """Rows the protocol writes: listed and shown, never added, changed or deleted here.
+    Lists use the estimated-count paginator, so they stay fast on large tables."""
+
+    paginator: type[Paginator[Any]] = EstimatedCountPaginator
+    show_full_result_count = False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+__all__ = ["ObjectOncePerRequestMixin", "ReadOnlyAdminMixin", "SearchLookupMixin"]

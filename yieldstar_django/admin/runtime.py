@@ -11,7 +11,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStep
-from .base import ObjectOncePerRequestMixin
+from .base import ObjectOncePerRequestMixin, ReadOnlyAdminMixin, SearchLookupMixin
 from .display import pretty_block, short_json
 from .pagination import EstimatedCountPaginator
 
@@ -66,7 +66,12 @@ FIELDS: tuple[str, ...] = (
 
 
 @admin.register(Execution)
-class ExecutionAdmin(ObjectOncePerRequestMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class ExecutionAdmin(
+    SearchLookupMixin,
+    ReadOnlyAdminMixin,
+    ObjectOncePerRequestMixin,
+    admin.ModelAdmin,  # type: ignore[type-arg]
+):
     """Executions, newest first; a page per execution with its input, result or error and
     its heap steps (paginated). Actions: resume (request a run through the wake outbox),
     cancel. Both need the change permission; nothing else is editable."""
@@ -77,31 +82,11 @@ class ExecutionAdmin(ObjectOncePerRequestMixin, admin.ModelAdmin):  # type: igno
     search_help_text = "Executions whose id starts with the text."
     ordering = ["-created_at"]
     list_per_page = 100
-    paginator = EstimatedCountPaginator
-    show_full_result_count = False
+    search_lookup = "id__startswith"
     actions = ["resume_executions", "cancel_executions"]
     change_form_template = "yieldstar_django/admin/execution_change_form.html"
     readonly_fields = FIELDS
     fields = FIELDS
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[Execution], search_term: str
-    ) -> tuple[QuerySet[Execution], bool]:
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        if "\x00" in term:
-            return queryset.none(), False
-        return queryset.filter(id__startswith=term), False
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_operate_permission(self, request: HttpRequest) -> bool:
         """Resume and cancel need ``yieldstar.change_execution``."""

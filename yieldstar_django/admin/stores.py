@@ -27,7 +27,7 @@ from ..core.durable import decode_durable
 from ..core.errors import StoreValidationError, WorkflowValueError, YieldstarError, format_path
 from ..core.results import StoreSnapshot, StoreStepId, StoreUpdateConflict
 from ..models.stores import AppliedStep, StoreInstance, StoreVersion, Waiter
-from .base import ObjectOncePerRequestMixin
+from .base import ObjectOncePerRequestMixin, SearchLookupMixin
 from .display import diff_block, format_paths, pretty_block, pretty_json, short_json
 from .pagination import EstimatedCountPaginator
 
@@ -170,9 +170,11 @@ def conflict_message(conflict: StoreUpdateConflict) -> str:
 
 
 @admin.register(StoreInstance)
-class StoreInstanceAdmin(ObjectOncePerRequestMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class StoreInstanceAdmin(SearchLookupMixin, ObjectOncePerRequestMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     """Store instances: the list, and a page per store with its state, history, waiters
     and ledger entries."""
+
+    search_lookup = "store_id__startswith"
 
     list_display = ["name", "store_id", "short_instance", "version", "updated_at", "waiter_count"]
     list_display_links = ["store_id"]
@@ -216,16 +218,6 @@ class StoreInstanceAdmin(ObjectOncePerRequestMixin, admin.ModelAdmin):  # type: 
         if hidden:
             queryset = queryset.exclude(name__in=hidden)
         return queryset
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[StoreInstance], search_term: str
-    ) -> tuple[QuerySet[StoreInstance], bool]:
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        if "\x00" in term:
-            return queryset.none(), False
-        return queryset.filter(store_id__startswith=term), False
 
     # permissions: read-only by default; no adding or deleting through the ORM
 

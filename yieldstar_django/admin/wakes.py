@@ -13,7 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..models.stores import WakeIntent
-from .pagination import EstimatedCountPaginator
+from .base import ReadOnlyAdminMixin, SearchLookupMixin
 
 
 class DeliveredFilter(admin.SimpleListFilter):
@@ -45,7 +45,7 @@ FIELDS: tuple[str, ...] = (
 
 
 @admin.register(WakeIntent)
-class WakeIntentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     """Wake intents, newest first. "Deliver again" hands the selected wakes to the
     ``WAKE_BACKEND`` now (a spurious wake is harmless: resuming is idempotent)."""
 
@@ -64,30 +64,10 @@ class WakeIntentAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     search_help_text = "The execution id (exact)."
     ordering = ["-id"]
     list_per_page = 100
-    paginator = EstimatedCountPaginator
-    show_full_result_count = False
+    search_lookup = "execution_id"
     actions = ["deliver_again"]
     readonly_fields = FIELDS
     fields = FIELDS
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet[WakeIntent], search_term: str
-    ) -> tuple[QuerySet[WakeIntent], bool]:
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        if "\x00" in term:
-            return queryset.none(), False
-        return queryset.filter(execution_id=term), False
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def has_deliver_permission(self, request: HttpRequest) -> bool:
         """ "Deliver again" needs ``yieldstar.change_wakeintent``."""
