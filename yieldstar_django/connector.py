@@ -88,6 +88,15 @@ LEDGER_LOOKUP: Final = (
     f"SELECT result FROM {LEDGER_TABLE} WHERE store_name = %s AND store_id = %s "
     "AND execution_id = %s AND step_key = %s"
 )
+#: The ledger lookup and the store read at once: exactly one row (NULLs where missing).
+READ_STORE_AND_STEP: Final = (
+    f"SELECT l.result, s.instance_id, s.version, s.state FROM (SELECT 1 AS one) k "
+    f"LEFT JOIN {LEDGER_TABLE} l ON l.store_name = %s AND l.store_id = %s "
+    "AND l.execution_id = %s AND l.step_key = %s "
+    f"LEFT JOIN {STORE_TABLE} s ON s.name = %s AND s.store_id = %s"
+)
+
+
 COMMIT_MUTATION_CALL: Final = (
     f"SELECT * FROM {COMMIT_MUTATION_FUNCTION}(%s::text, %s::text, %s::text, %s::bigint, "
     "%s::boolean, %s::text, %s::text, %s::text, %s::boolean, %s::text[], %s::text[], "
@@ -325,6 +334,26 @@ class DatabaseStoreClient(CasStoreClient):
             LEDGER_LOOKUP, [definition.name, id, step_id.execution_id, step_id.step_key]
         )
         return None if row is None else str(row[0])
+
+    def read_store_and_step(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId
+    ) -> tuple[str | None, StoredState | None]:
+        """``(get_applied_step(...), read_store(...))`` in one statement (one round trip).
+
+        For the start of an operation with a step id: a recorded result (the first item)
+        wins, and the row is used only when there is none. Both lookups read one snapshot,
+        as if the ledger were looked up just before the row was read.
+        """
+        _check_store(definition.name, id)
+        _check_step(step_id)
+        name = definition.name
+        row = self._fetchone(
+            READ_STORE_AND_STEP, [name, id, step_id.execution_id, step_id.step_key, name, id]
+        )
+        assert row is not None, "the query returns one row"
+        recorded, instance_id, version, state = row
+        stored = None if instance_id is None else StoredState(instance_id, int(version), state)
+        return (None if recorded is None else str(recorded)), stored
 
     @staticmethod
     def _ledger_result(cursor: Any, name: str, id: str, step_id: StoreStepId) -> str | None:
@@ -677,6 +706,12 @@ class DatabaseStoreClient(CasStoreClient):
         wakes the waiter at once and registers nothing.
 
         Registering again for the same (execution, step, store) replaces the observation.
+
+        Inside a caller's ``transaction.atomic()`` it joins that transaction without a
+        savepoint (two round trips fewer): the registration commits or rolls back with the
+        caller's work, and a database error here dooms the caller's transaction (Django's
+        ``savepoint=False``). Arguments are checked before the first statement, so a
+        rejected waiter leaves the caller's transaction usable.
         """
         w = waiter
         _check_store(w.store_name, w.store_id)
@@ -686,7 +721,10 @@ class DatabaseStoreClient(CasStoreClient):
         _check_text("instance id", w.instance_id, MAX_INSTANCE_ID_LENGTH)
         read_paths = [tuple(p) for p in w.read_paths]
         wake = Wake(w.execution_id, w.workflow_id)
-        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+        with (
+            transaction.atomic(using=self.using, savepoint=False),
+            self.connection.cursor() as cursor,
+        ):
             cursor.execute(
                 f"SELECT id, instance_id, version FROM {STORE_TABLE} "
                 f"WHERE name = %s AND store_id = %s{self._lock('SHARE')}",
@@ -734,12 +772,19 @@ class DatabaseStoreClient(CasStoreClient):
         self._finish(pending)
 
     def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
+        """Delete the waiters (and their path rows) of an execution, or of one of its steps.
+
+        Joins a caller's ``transaction.atomic()`` without a savepoint, as
+        ``register_waiter`` does."""
         _check_text("execution id", execution_id)
         where, params = "execution_id = %s", [execution_id]
         if step_key is not None:
             _check_text("step key", step_key)
             where, params = where + " AND step_key = %s", [execution_id, step_key]
-        with transaction.atomic(using=self.using), self.connection.cursor() as cursor:
+        with (
+            transaction.atomic(using=self.using, savepoint=False),
+            self.connection.cursor() as cursor,
+        ):
             cursor.execute(
                 f"DELETE FROM {WAITER_PATH_TABLE} WHERE waiter_id IN "
                 f"(SELECT id FROM {WAITER_TABLE} WHERE {where})",

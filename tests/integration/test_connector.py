@@ -441,3 +441,59 @@ def test_an_update_is_two_statements_on_postgres(alias: str, wakes: WakeCollecto
         )
     assert len(seen) == 3
     assert "yieldstar_appliedstep" in seen[0]
+
+
+def test_waiters_join_the_callers_transaction_without_a_savepoint(
+    alias: str, wakes: WakeCollector
+) -> None:
+    """``register_waiter``/``remove_waiters`` inside an ``atomic`` add no savepoint, and
+    still commit or roll back with the caller's transaction."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    snap = client.get_store(d, "q")
+    waiter = StoreWaiter("wf", "e", "take", d.name, "q", snap.instance_id, 0, [("jobs", 0)])
+    with pytest.raises(RuntimeError), transaction.atomic(using=alias):
+        with CaptureQueriesContext(connections[alias]) as queries:
+            client.register_waiter(waiter)
+        assert Waiter.objects.using(alias).count() == 1
+        raise RuntimeError("roll back")
+    assert not any("SAVEPOINT" in q["sql"].upper() for q in queries), queries.captured_queries
+    assert not Waiter.objects.using(alias).exists(), "rolled back with the caller"
+    assert not WaiterPath.objects.using(alias).exists()
+
+    client.register_waiter(waiter)  # in autocommit: its own transaction
+    with pytest.raises(RuntimeError), transaction.atomic(using=alias):
+        with CaptureQueriesContext(connections[alias]) as queries:
+            client.remove_waiters("e", "take")
+        assert not Waiter.objects.using(alias).exists()
+        raise RuntimeError("roll back")
+    assert not any("SAVEPOINT" in q["sql"].upper() for q in queries), queries.captured_queries
+    assert Waiter.objects.using(alias).count() == 1, "the removal rolled back with the caller"
+    with transaction.atomic(using=alias):
+        client.remove_waiters("e")
+    assert not Waiter.objects.using(alias).exists()
+    assert not WaiterPath.objects.using(alias).exists()
+    assert wakes == []
+
+
+def test_read_store_and_step_is_both_lookups_at_once(alias: str) -> None:
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    step = StoreStepId("e", "k")
+    assert client.read_store_and_step(d, "q", step) == (None, None)
+    snap = client.get_store(d, "q")
+    assert client.read_store_and_step(d, "q", step) == (None, client.read_store(d, "q"))
+    client.update_store(d, "q", updater=lambda s: s.update(other=1), step_id=step)
+    recorded = client.get_applied_step(d, "q", step)
+    assert recorded is not None
+    stored = client.read_store(d, "q")
+    assert stored is not None and stored.version == snap.version + 1
+    assert client.read_store_and_step(d, "q", step) == (recorded, stored)
+    assert client.read_store_and_step(d, "q", StoreStepId("e", "other")) == (None, stored)
+    client.delete_store(d, "q")
+    assert client.read_store_and_step(d, "q", step) == (recorded, None), "the ledger stays"
+    with CaptureQueriesContext(connections[alias]) as queries:
+        client.read_store_and_step(d, "q", step)
+    assert len(queries) == 1
+    with pytest.raises(ValueError):
+        client.read_store_and_step(d, "q", StoreStepId("e", "k\x00"))
