@@ -41,7 +41,14 @@ step pytest "$@"
 step mkdocs build --strict --quiet
 
 if [ "${YIELDSTAR_MATRIX:-1}" != "0" ]; then
-  py313="$(command -v python3.13 || ls /root/.pyenv/versions/3.13*/bin/python3.13 2>/dev/null | head -n1 || true)"
+  # The first Python >= 3.12 that actually runs (a pyenv shim may exist and refuse).
+  py313=""
+  for candidate in python3.13 /root/.pyenv/versions/3.13*/bin/python3.13 python3.12; do
+    if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then
+      py313="$candidate"
+      break
+    fi
+  done
   if [ -n "$py313" ]; then
     echo
     echo "==> Django 6.x leg: $("$py313" --version) in .venv-django6"
@@ -53,7 +60,7 @@ if [ "${YIELDSTAR_MATRIX:-1}" != "0" ]; then
         $(ls -d tests/integration tests/api tests/admin 2>/dev/null)
     )
   else
-    echo "==> Django 6.x leg skipped: no python3.13 on this machine (Django 6 needs Python >= 3.12)"
+    echo "==> Django 6.x leg skipped: no Python >= 3.12 runs on this machine (Django 6 needs it)"
   fi
 fi
 echo
