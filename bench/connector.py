@@ -16,7 +16,8 @@ rounds of the two interleaved so that a noisy machine slows both alike:
 
 The database is ``BENCH_DATABASE_URL`` (default
 ``postgres://postgres@127.0.0.1:5432/yieldstar_bench``), created and migrated if needed;
-the settings are ``bench.worker_settings``, shared with the runtime suite.
+the settings are ``bench.worker_settings``, shared with the runtime suite. The SQLite
+figure uses files in ``BENCH_SQLITE_DIR`` (default ``var/``).
 Wakes go to a backend that drops them: the figures are the store's, not a broker's.
 """
 
@@ -503,7 +504,8 @@ def measure_sqlite(ops: int, rounds: int) -> list[Row]:
 
     from yieldstar_django.connector import DatabaseStoreClient
 
-    path = Path(settings.BASE_DIR) / "var" / "bench-connector.sqlite3"
+    folder = os.environ.get("BENCH_SQLITE_DIR") or Path(settings.BASE_DIR) / "var"
+    path = Path(folder) / "bench-connector.sqlite3"
     path.parent.mkdir(parents=True, exist_ok=True)
     for leftover in (path, path.with_name(path.name + "-journal")):
         leftover.unlink(missing_ok=True)
