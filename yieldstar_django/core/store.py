@@ -346,6 +346,18 @@ class CasStoreClient(StoreClient):
     ) -> str | None:
         """The ledger text recorded for (store name, store id, step), if any."""
 
+    def read_store_and_step(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId
+    ) -> tuple[str | None, StoredState | None]:
+        """The ledger text recorded for ``step_id`` and, when there is none, the store row.
+
+        A connector may override it to read both in one round trip.
+        """
+        recorded = self.get_applied_step(definition, id, step_id)
+        if recorded is not None:
+            return recorded, None
+        return None, self.read_store(definition, id)
+
     @abstractmethod
     def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
         """Atomically: a recorded step result wins; else compare, write, record, wake."""
@@ -399,6 +411,32 @@ class CasStoreClient(StoreClient):
             return None
         recorded = self.get_applied_step(definition, id, step_id)
         return None if recorded is None else result_from_record(decode_durable(recorded))
+
+    def _begin(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId | None
+    ) -> tuple[RecordedResult | None, StoredState | None]:
+        """The first reads of an operation: a recorded result of ``step_id`` (which wins
+        over everything, so it comes before any argument check), else the store row."""
+        if step_id is None:
+            return None, self.read_store(definition, id)
+        recorded, row = self.read_store_and_step(definition, id, step_id)
+        if recorded is not None:
+            return result_from_record(decode_durable(recorded)), None
+        return None, row
+
+    def _row_or_initial(
+        self, definition: StoreDefinition, id: str, step_key: str, row: StoredState | None
+    ) -> tuple[StoredState, bool]:
+        if row is not None:
+            return row, False
+        return self._initial(definition, id, step_key), True
+
+    def _row_or_insert(
+        self, definition: StoreDefinition, id: str, step_key: str, row: StoredState | None
+    ) -> StoredState:
+        if row is not None:
+            return row
+        return self.insert_store(definition, id, self._initial(definition, id, step_key))
 
     def _wait_before_retry(self, definition: StoreDefinition, id: str, attempts: int) -> bool:
         """Raise ``StoreContentionError`` at the cap; else back off. True if it slept (so
@@ -464,12 +502,12 @@ class CasStoreClient(StoreClient):
         updater: Updater,
         step_id: StoreStepId | None = None,
     ) -> StoreUpdateResult:
-        applied = self._applied(definition, id, step_id)
+        applied, row = self._begin(definition, id, step_id)
         if applied is not None:
             return applied  # type: ignore[return-value]
         _require_sync(updater, "updater")
         step_key = step_id.step_key if step_id else ""
-        stored, created = self._read_or_initialize(definition, id, step_key)
+        stored, created = self._row_or_initial(definition, id, step_key, row)
         attempts = 0
         while True:
             attempts += 1
@@ -497,13 +535,13 @@ class CasStoreClient(StoreClient):
         updater: Updater,
         step_id: StoreStepId | None = None,
     ) -> StoreUpdateFromResult:
-        applied = self._applied(definition, id, step_id)
+        applied, row = self._begin(definition, id, step_id)
         if applied is not None:
             return applied  # type: ignore[return-value]
         _require_instance_id(snapshot)
         _require_sync(updater, "updater")
         step_key = step_id.step_key if step_id else ""
-        current = self._get_or_insert(definition, id, step_key)
+        current = self._row_or_insert(definition, id, step_key, row)
         if not _same_version(current, snapshot):
             return _update_conflict(snapshot, current)
         outcome, encoded = self._commit_update(
@@ -525,12 +563,12 @@ class CasStoreClient(StoreClient):
         snapshot: StoreSnapshot,
         step_id: StoreStepId | None = None,
     ) -> StoreDeleteFromResult:
-        applied = self._applied(definition, id, step_id)
+        applied, row = self._begin(definition, id, step_id)
         if applied is not None:
             return applied  # type: ignore[return-value]
         _require_instance_id(snapshot)
         step_key = step_id.step_key if step_id else ""
-        current = self._get_or_insert(definition, id, step_key)
+        current = self._row_or_insert(definition, id, step_key, row)
         attempts = 0
         while _same_version(current, snapshot):
             attempts += 1
@@ -562,7 +600,7 @@ class CasStoreClient(StoreClient):
         claim: Claim | None,
         step_id: StoreStepId | None = None,
     ) -> StoreTakeResult:
-        applied = self._applied(definition, id, step_id)
+        applied, row = self._begin(definition, id, step_id)
         if applied is not None:
             return applied  # type: ignore[return-value]
         _require_sync(selector, "selector")
@@ -570,7 +608,7 @@ class CasStoreClient(StoreClient):
             _require_sync(claim, "claim")
         step_key = step_id.step_key if step_id else ""
         limits = self.durable_limits()
-        stored, created = self._read_or_initialize(definition, id, step_key)
+        stored, created = self._row_or_initial(definition, id, step_key, row)
         attempts = 0
         while True:
             log = WriteLog()
