@@ -18,6 +18,11 @@ from ..core.durable import decode_durable
 __all__ = ["Execution", "ExecutionStatus", "ExecutionStep", "StepKind", "StepStatus"]
 
 
+def _decoded(text: str) -> Any:
+    """The value of a ``*_json`` column: ``None`` for ``""`` (none recorded)."""
+    return decode_durable(text) if text else None
+
+
 class ExecutionStatus(models.TextChoices):
     """Where an execution is. ``completed``, ``failed`` and ``cancelled`` are terminal."""
 
@@ -104,14 +109,12 @@ class Execution(models.Model):
     @property
     def result(self) -> Any:
         """The workflow's return value once ``completed``, else ``None``."""
-        return decode_durable(self.result_json) if self.result_json else None
+        return _decoded(self.result_json)
 
     @property
     def error(self) -> dict[str, Any] | None:
         """Once ``failed``: ``{"type", "message", "traceback", ...}`` of the error."""
-        if not self.error_json:
-            return None
-        value: dict[str, Any] = decode_durable(self.error_json)
+        value: dict[str, Any] | None = _decoded(self.error_json)
         return value
 
     @property
@@ -161,12 +164,10 @@ class ExecutionStep(models.Model):
     @property
     def value(self) -> Any:
         """The recorded result (``None`` unless ``completed``)."""
-        return decode_durable(self.value_json) if self.value_json else None
+        return _decoded(self.value_json)
 
     @property
     def error(self) -> dict[str, Any] | None:
         """The recorded error (``failed``), or the last retryable error (``pending``)."""
-        if not self.error_json:
-            return None
-        value: dict[str, Any] = decode_durable(self.error_json)
+        value: dict[str, Any] | None = _decoded(self.error_json)
         return value
