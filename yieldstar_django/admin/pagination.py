@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.db import connections
 from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils.functional import cached_property
 
 
@@ -59,4 +60,10 @@ class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
         return object_list.order_by().values("pk")[: self.count_cap + 1].count()
 
 
-__all__ = ["EstimatedCountPaginator", "estimated_rows", "is_unfiltered"]
+def paginate(request: HttpRequest, queryset: QuerySet[Any], param: str, per_page: int) -> Page[Any]:
+    """The page of ``queryset`` named by the ``param`` query parameter (a section of a
+    change page: a store's versions, an execution's steps)."""
+    return EstimatedCountPaginator(queryset, per_page).get_page(request.GET.get(param))
+
+
+__all__ = ["EstimatedCountPaginator", "estimated_rows", "is_unfiltered", "paginate"]

@@ -13,7 +13,7 @@ from django.utils.safestring import SafeString
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStep
 from .base import ObjectOncePerRequestMixin, ReadOnlyAdminMixin, SearchLookupMixin
 from .display import pretty_block, short_json
-from .pagination import EstimatedCountPaginator
+from .pagination import paginate
 
 STEPS_PER_PAGE: Final = 50
 
@@ -149,11 +149,12 @@ class ExecutionAdmin(
         context = dict(extra_context or {})
         obj = self.get_object(request, object_id)
         if obj is not None and self.has_view_permission(request, obj):
-            paginator = EstimatedCountPaginator(
+            page = paginate(
+                request,
                 ExecutionStep.objects.filter(execution=obj).order_by("position", "pk"),
+                "steps",
                 STEPS_PER_PAGE,
             )
-            page = paginator.get_page(request.GET.get("steps"))
             context.update(
                 {
                     "execution": obj,
@@ -166,7 +167,7 @@ class ExecutionAdmin(
                         for step in page.object_list
                     ],
                     "steps_page": page,
-                    "steps_range": paginator.get_elided_page_range(page.number),
+                    "steps_range": page.paginator.get_elided_page_range(page.number),
                     "can_operate": self.has_operate_permission(request) and not obj.is_finished,
                 }
             )

@@ -15,7 +15,6 @@ from typing import Any, Final
 
 from django import forms
 from django.contrib import admin
-from django.core.paginator import Page
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Length
 from django.http import HttpRequest, HttpResponse
@@ -29,7 +28,7 @@ from ..core.results import StoreSnapshot, StoreStepId, StoreUpdateConflict
 from ..models.stores import AppliedStep, StoreInstance, StoreVersion, Waiter
 from .base import ObjectOncePerRequestMixin, SearchLookupMixin
 from .display import diff_block, format_paths, pretty_block, pretty_json, short_json
-from .pagination import EstimatedCountPaginator
+from .pagination import EstimatedCountPaginator, paginate
 
 #: Largest state (canonical JSON, in characters) the admin offers to edit.
 MAX_EDIT_CHARS: Final = 1024 * 1024
@@ -323,14 +322,9 @@ class StoreInstanceAdmin(SearchLookupMixin, ObjectOncePerRequestMixin, admin.Mod
         return super().change_view(request, object_id, form_url, extra_context=context)
 
 
-def _page(request: HttpRequest, queryset: QuerySet[Any], param: str, per_page: int) -> Page[Any]:
-    paginator = EstimatedCountPaginator(queryset, per_page)
-    return paginator.get_page(request.GET.get(param))
-
-
 def store_page_context(request: HttpRequest, obj: StoreInstance) -> dict[str, Any]:
     """The history, waiters and ledger of one store, each bounded (a page, or a cap)."""
-    versions = _page(
+    versions = paginate(
         request,
         StoreVersion.objects.filter(
             store_name=obj.name, store_id=obj.store_id, instance_id=obj.instance_id
@@ -376,7 +370,7 @@ def store_page_context(request: HttpRequest, obj: StoreInstance) -> dict[str, An
             }
         )
     waiters = list(Waiter.objects.filter(store=obj).order_by("created_at", "pk")[:WAITERS_SHOWN])
-    ledger = _page(
+    ledger = paginate(
         request,
         AppliedStep.objects.filter(store_name=obj.name, store_id=obj.store_id).order_by(
             "-created_at", "-pk"
