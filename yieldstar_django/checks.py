@@ -119,10 +119,11 @@ def check_settings(
         ]
 
     messages: list[CheckMessage] = []
+    invalid: set[str] = set()
     for key, rule in RULES.items():
         if key in user and not rule.accepts(user[key]):
             messages.append(_setting_error(key, user[key], rule.expected))
-    invalid = {key for key in RULES if key in user and not RULES[key].accepts(user[key])}
+            invalid.add(key)
 
     if not invalid & {"CAS_BACKOFF_BASE", "CAS_BACKOFF_MAX"}:
         base, cap = yieldstar_settings.CAS_BACKOFF_BASE, yieldstar_settings.CAS_BACKOFF_MAX
