@@ -256,7 +256,7 @@ class Engine:
     def _run(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
         now = timezone.now()
         if row is not None and row.wake_at is not None and row.wake_at > now:
-            self._ensure_timer(row.wake_at, "retry")
+            self._timer(row.wake_at, "retry")
             raise _Suspend(ExecutionStatus.RETRYING, key, row.wake_at)
         attempts = (row.attempts if row is not None else 0) + 1
         assert call.fn is not None
@@ -325,7 +325,7 @@ class Engine:
             raise _Suspend(ExecutionStatus.SLEEPING, key, wake_at)
         assert row.wake_at is not None
         if now < row.wake_at:
-            self._ensure_timer(row.wake_at, "sleep")
+            self._timer(row.wake_at, "sleep")
             raise _Suspend(ExecutionStatus.SLEEPING, key, row.wake_at)
         self._write(call, key, position, row, status=StepStatus.COMPLETED)
         return _Value(None)
@@ -445,11 +445,9 @@ class Engine:
         raise _Suspend(ExecutionStatus.RETRYING, key, wake_at)
 
     def _timer(self, at: datetime, reason: str) -> None:
+        """Schedule a durable timer; also re-arms one after an early wake (another clock
+        may have fired it early)."""
         timers.schedule_timer(self.execution.id, self.execution.workflow_name, at, reason=reason)
-
-    def _ensure_timer(self, at: datetime, reason: str) -> None:
-        """Re-arm a timer after an early wake (another clock may have fired it early)."""
-        self._timer(at, reason)
 
     def _record_error(
         self,
