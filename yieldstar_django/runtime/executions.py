@@ -17,15 +17,14 @@ from enum import StrEnum
 from typing import Any, Final
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from ..core.durable import encode_durable
 from ..core.store import StoreClient
-from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus
+from ..models.runtime import Execution, ExecutionStatus
 from . import timers
 from .engine import Engine, RunOutcome, durable_limits
-from .leases import Lease, LeaseLost, acquire_lease, lease_seconds, mark_wake_pending
+from .leases import Lease, LeaseLost, acquire_lease, lease_seconds, live, mark_wake_pending
 from .registry import Workflow, get_workflow, registered_workflows
 
 logger = logging.getLogger("yieldstar_django.runtime")
@@ -135,9 +134,7 @@ def cancel_execution(execution_id: str) -> bool:
     are removed. Steps already recorded (store changes included) are not undone.
     """
     with transaction.atomic():
-        cancelled = Execution.objects.filter(
-            ~Q(status__in=TERMINAL_STATUSES), pk=execution_id
-        ).update(
+        cancelled = Execution.objects.filter(live(), pk=execution_id).update(
             status=ExecutionStatus.CANCELLED,
             finished_at=timezone.now(),
             lease_owner="",
@@ -173,7 +170,7 @@ def run_execution(execution_id: str) -> ResumeResult:
             break
         if mark_wake_pending(execution_id):
             return ResumeResult.BUSY
-        if not Execution.objects.filter(~Q(status__in=TERMINAL_STATUSES), pk=execution_id).exists():
+        if not Execution.objects.filter(live(), pk=execution_id).exists():
             return ResumeResult.GONE
     if lease is None:
         return ResumeResult.BUSY

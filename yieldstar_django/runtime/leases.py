@@ -44,7 +44,13 @@ def lease_seconds() -> float:
     return float(yieldstar_settings.LEASE_SECONDS)
 
 
-def _live() -> Q:
+def _renew_interval() -> float:
+    """Seconds between two renewals of a held lease: a third of ``LEASE_SECONDS``."""
+    return max(lease_seconds() / 3, 0.05)
+
+
+def live() -> Q:
+    """Executions not in a terminal status."""
     return ~Q(status__in=TERMINAL_STATUSES)
 
 
@@ -66,7 +72,7 @@ class Lease:
 
     def owned(self) -> Q:
         """Rows of this execution still leased by this run and not finished."""
-        return Q(pk=self.execution.id, lease_owner=self.token) & _live()
+        return Q(pk=self.execution.id, lease_owner=self.token) & live()
 
     def take_heap(self) -> list[ExecutionStep] | None:
         """The heap read at acquisition, once (later runs read it again)."""
@@ -156,9 +162,8 @@ class _LeaseKeeper:
         self._pid: int | None = None
 
     def add(self, lease: Lease) -> None:
-        interval = max(lease_seconds() / 3, 0.05)
         with self._lock:
-            self._due[id(lease)] = (lease, time.monotonic() + interval)
+            self._due[id(lease)] = (lease, time.monotonic() + _renew_interval())
             if self._pid != os.getpid():  # first use in this (possibly forked) process
                 self._pid = os.getpid()
                 thread = threading.Thread(target=self._loop, name="yieldstar-leases", daemon=True)
@@ -184,7 +189,6 @@ class _LeaseKeeper:
                 connections.close_all()
 
     def _renew(self, lease: Lease) -> None:
-        interval = max(lease_seconds() / 3, 0.05)
         try:
             renewed = lease.renew()
         except Exception:
@@ -193,7 +197,7 @@ class _LeaseKeeper:
         with self._lock:
             if id(lease) in self._due:
                 if renewed:
-                    self._due[id(lease)] = (lease, time.monotonic() + interval)
+                    self._due[id(lease)] = (lease, time.monotonic() + _renew_interval())
                 else:
                     del self._due[id(lease)]
 
@@ -218,7 +222,7 @@ def acquire_lease(execution_id: str) -> Lease | None:
         return _acquire_postgres(alias, execution_id, token, now, expires, takeover)
     with transaction.atomic(using=alias):
         taken = (
-            Execution.objects.filter(_live(), pk=execution_id)
+            Execution.objects.filter(live(), pk=execution_id)
             .filter(Q(lease_owner="") | Q(lease_expires_at__lt=now))
             .update(
                 lease_owner=token,
@@ -321,7 +325,7 @@ def mark_wake_pending(execution_id: str) -> bool:
     """Flag a wake for the current, unexpired lease holder. ``False`` if there is none."""
     return bool(
         Execution.objects.filter(
-            _live(),
+            live(),
             pk=execution_id,
             lease_expires_at__isnull=False,
             lease_expires_at__gte=timezone.now(),
