@@ -41,39 +41,31 @@ ensure_postgres() {
 }
 
 redis_up() { port_open 127.0.0.1 6379; }
+rabbitmq_up() { port_open 127.0.0.1 5672; }
 
-ensure_redis() {
-  if redis_up; then
+ensure_service() { # name port program seconds start-command...
+  local name=$1 port=$2 program=$3 seconds=$4
+  shift 4
+  if port_open 127.0.0.1 "$port"; then
     return 0
   fi
-  if ! command -v redis-server >/dev/null; then
-    echo "warning: Redis is not running on 127.0.0.1:6379 and cannot be started here" >&2
+  if ! command -v "$program" >/dev/null; then
+    echo "warning: $name is not running on 127.0.0.1:$port and cannot be started here" >&2
     return 0
   fi
-  echo "==> starting Redis"
+  echo "==> starting $name"
+  "$@"
+  wait_for "$seconds" "$name" port_open 127.0.0.1 "$port"
+}
+
+start_redis() {
   mkdir -p /var/lib/redis /var/log/redis
   redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
-  wait_for 15 Redis redis_up
-}
-
-rabbitmq_up() { port_open 127.0.0.1 5672; }
-
-ensure_rabbitmq() {
-  if rabbitmq_up; then
-    return 0
-  fi
-  if ! command -v rabbitmq-server >/dev/null; then
-    echo "warning: RabbitMQ is not running on 127.0.0.1:5672 and cannot be started here" >&2
-    return 0
-  fi
-  echo "==> starting RabbitMQ"
-  rabbitmq-server -detached
-  wait_for 90 RabbitMQ rabbitmq_up
 }
 
 ensure_postgres
-ensure_redis
-ensure_rabbitmq
+ensure_service Redis 6379 redis-server 15 start_redis
+ensure_service RabbitMQ 5672 rabbitmq-server 90 rabbitmq-server -detached
 echo "==> services: PostgreSQL $(postgres_up && echo up || echo down)," \
   "Redis $(redis_up && echo up || echo down), RabbitMQ $(rabbitmq_up && echo up || echo down)"
