@@ -111,23 +111,28 @@ class YieldstarAPIView(APIView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         if request.method in self.body_methods:
-            try:
-                length = int(request.META.get("CONTENT_LENGTH") or 0)
-            except ValueError:
-                length = 0
             limit = yieldstar_settings.API_MAX_BODY_BYTES
-            if length > limit:
+            if content_length(request) > limit:
                 raise RequestTooLarge(f"The request body is larger than {limit} bytes.")
 
     def body(self, request: Request) -> Any:
         """The parsed body; ``400`` when there is none."""
-        try:
-            length = int(request.META.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            length = 0
-        if length <= 0:
+        if content_length(request) <= 0:
             raise BodyRequired()
         return request.data
+
+
+def content_length(request: Request) -> int:
+    """The declared ``Content-Length`` (``0`` when absent or malformed)."""
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0
+
+
+def body_media_type(request: Request) -> str:
+    """The body's media type without parameters, lower-cased (``""`` when absent)."""
+    return (request.content_type or "").split(";")[0].strip().lower()
 
 
 def definition_or_404(name: str) -> StoreDefinition:
@@ -367,7 +372,7 @@ class StoreDetailView(YieldstarAPIView):
         definition = self.setup_store(request, name, id)
         condition = self.condition(request)
         body = self.body(request)
-        media_type = (request.content_type or "").split(";")[0].strip().lower()
+        media_type = body_media_type(request)
         if media_type == JSON_PATCH:
             operations = parse_patch(body)
 
@@ -447,7 +452,7 @@ class StoreDetailView(YieldstarAPIView):
         if key is None:
             return None
         method = request.method or ""
-        media_type = (request.content_type or "").split(";")[0].strip().lower()
+        media_type = body_media_type(request)
         return idempotency.claim(
             request,
             key,
@@ -514,10 +519,10 @@ class StoreDetailView(YieldstarAPIView):
             if named is not None:
                 return named
         current = client.get_store(definition, id)
-        if condition is not None and not condition.matches(
-            make_etag(current.instance_id, current.version)
-        ):
-            raise PreconditionFailed(make_etag(current.instance_id, current.version))
+        if condition is not None:
+            etag = make_etag(current.instance_id, current.version)
+            if not condition.matches(etag):
+                raise PreconditionFailed(etag)
         return current
 
     def update(
