@@ -193,11 +193,10 @@ class ExecutionCancelView(YieldstarAPIView):
         from ..runtime import cancel_execution
 
         execution = execution_or_404(execution_id)
-        if not cancel_execution(execution.id):
-            execution.refresh_from_db()
-            if execution.status != ExecutionStatus.CANCELLED:
-                raise ExecutionConflict(f"The execution already finished ({execution.status}).")
+        cancelled = cancel_execution(execution.id)
         execution.refresh_from_db()
+        if not cancelled and execution.status != ExecutionStatus.CANCELLED:
+            raise ExecutionConflict(f"The execution already finished ({execution.status}).")
         return Response(execution_body(execution))
 
 
