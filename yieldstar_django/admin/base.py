@@ -45,12 +45,15 @@ class SearchLookupMixin:
         return queryset.filter(**{self.search_lookup: term}), False
 
 
-class ReadOnlyAdminMixin:
-    """Rows the protocol writes: listed and shown, never added, changed or deleted here.
-    Lists use the estimated-count paginator, so they stay fast on large tables."""
+class LargeTableListMixin:
+    """Lists use the estimated-count paginator, so they stay fast on large tables."""
 
     paginator: type[Paginator[Any]] = EstimatedCountPaginator
     show_full_result_count = False
+
+
+class ReadOnlyAdminMixin(LargeTableListMixin):
+    """Rows the protocol writes: listed and shown, never added, changed or deleted here."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -62,4 +65,9 @@ class ReadOnlyAdminMixin:
         return False
 
 
-__all__ = ["ObjectOncePerRequestMixin", "ReadOnlyAdminMixin", "SearchLookupMixin"]
+__all__ = [
+    "LargeTableListMixin",
+    "ObjectOncePerRequestMixin",
+    "ReadOnlyAdminMixin",
+    "SearchLookupMixin",
+]

@@ -26,9 +26,9 @@ from ..core.durable import decode_durable
 from ..core.errors import StoreValidationError, WorkflowValueError, YieldstarError, format_path
 from ..core.results import StoreSnapshot, StoreStepId, StoreUpdateConflict
 from ..models.stores import AppliedStep, StoreInstance, StoreVersion, Waiter
-from .base import ObjectOncePerRequestMixin, SearchLookupMixin
+from .base import LargeTableListMixin, ObjectOncePerRequestMixin, SearchLookupMixin
 from .display import diff_block, format_paths, pretty_block, pretty_json, short_json
-from .pagination import EstimatedCountPaginator, paginate
+from .pagination import paginate
 
 #: Largest state (canonical JSON, in characters) the admin offers to edit.
 MAX_EDIT_CHARS: Final = 1024 * 1024
@@ -169,7 +169,12 @@ def conflict_message(conflict: StoreUpdateConflict) -> str:
 
 
 @admin.register(StoreInstance)
-class StoreInstanceAdmin(SearchLookupMixin, ObjectOncePerRequestMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class StoreInstanceAdmin(
+    SearchLookupMixin,
+    LargeTableListMixin,
+    ObjectOncePerRequestMixin,
+    admin.ModelAdmin,  # type: ignore[type-arg]
+):
     """Store instances: the list, and a page per store with its state, history, waiters
     and ledger entries."""
 
@@ -182,8 +187,6 @@ class StoreInstanceAdmin(SearchLookupMixin, ObjectOncePerRequestMixin, admin.Mod
     search_help_text = "Stores whose id starts with the text (case-sensitive)."
     ordering = ["name", "store_id"]
     list_per_page = 100
-    paginator = EstimatedCountPaginator
-    show_full_result_count = False
     form = StoreStateForm
     change_form_template = "yieldstar_django/admin/store_change_form.html"
     info_fields = [
