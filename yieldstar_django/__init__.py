@@ -47,39 +47,7 @@ _EXPORTS: dict[str, str] = {
     "RetryableError": "yieldstar_django.runtime",
 }
 
-__all__ = [
-    "CasStoreClient",
-    "DurableLimits",
-    "MemoryStoreClient",
-    "RetryPolicy",
-    "RetryableError",
-    "StoreClient",
-    "StoreContentionError",
-    "StoreDefinition",
-    "StoreDeleteConflict",
-    "StoreDeleteFromResult",
-    "StoreDeleted",
-    "StoreSnapshot",
-    "StoreStepId",
-    "StoreTakeMatched",
-    "StoreTakeResult",
-    "StoreTakeUnmatched",
-    "StoreUpdateConflict",
-    "StoreUpdateFromResult",
-    "StoreUpdateResult",
-    "StoreUpdated",
-    "StoreValidationError",
-    "StoreWaiter",
-    "Wake",
-    "WorkflowValueError",
-    "cancel_execution",
-    "define_store",
-    "get_execution",
-    "get_store_client",
-    "register_error_class",
-    "start_workflow",
-    "workflow",
-]
+__all__ = sorted(_EXPORTS)  # type checkers see the explicit re-exports below
 
 if TYPE_CHECKING:  # pragma: no cover
     from .connector import (

@@ -662,11 +662,6 @@ def collapse_paths(paths: Iterable[StorePath]) -> list[StorePath]:
     return [path for path in unique if not any(path[:n] in present for n in range(len(path)))]
 
 
-def is_prefix(prefix: StorePath, path: StorePath) -> bool:
-    """True when ``prefix`` is ``path`` or an ancestor of it."""
-    return len(prefix) <= len(path) and path[: len(prefix)] == prefix
-
-
 def paths_intersect(read_paths: Iterable[StorePath], write_paths: Iterable[StorePath]) -> bool:
     """True when some read path and some write path are equal or one is a prefix of the other.
 
@@ -702,7 +697,6 @@ __all__ = [
     "collapse_paths",
     "detach",
     "diff_paths",
-    "is_prefix",
     "paths_intersect",
     "track_selector",
     "unwrap_selected",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -135,36 +136,32 @@ class Wake:
 RecordedResult: TypeAlias = StoreUpdateResult | StoreUpdated | StoreTakeMatched | StoreDeleted
 
 
-def result_to_record(result: RecordedResult) -> dict[str, Any]:
-    """The ledger form of a committed result (a durable value)."""
-    if isinstance(result, StoreUpdateResult):
-        return {
-            "kind": "update",
-            "state": result.state,
-            "previous_version": result.previous_version,
-            "version": result.version,
-        }
-    if isinstance(result, StoreUpdated):
-        return {
-            "kind": "update_from",
-            "state": result.state,
-            "previous_version": result.previous_version,
-            "version": result.version,
-        }
-    if isinstance(result, StoreTakeMatched):
-        return {
-            "kind": "take",
-            "selected": result.selected,
-            "instance_id": result.instance_id,
-            "version": result.version,
-        }
-    if isinstance(result, StoreDeleted):
-        return {"kind": "delete"}
-    raise TypeError(f"not a recordable result: {result!r}")
+# The ledger holds a committed result as canonical JSON. The builders splice in texts that
+# are already canonical (a state or a selection, encoded once), so a large state is not
+# encoded again; keys are written in sorted order to keep the text canonical.
+
+DELETE_RECORD = '{"kind":"delete"}'
+
+
+def update_record(kind: str, encoded_state: str, previous_version: int, version: int) -> str:
+    """The ledger text of an ``update`` (``StoreUpdateResult``) or ``update_from``
+    (``StoreUpdated``) result."""
+    return (
+        f'{{"kind":"{kind}","previous_version":{previous_version},'
+        f'"state":{encoded_state},"version":{version}}}'
+    )
+
+
+def take_record(instance_id: str, encoded_selected: str, version: int) -> str:
+    """The ledger text of a matched take (``StoreTakeMatched``)."""
+    return (
+        f'{{"instance_id":{json.dumps(instance_id)},"kind":"take",'
+        f'"selected":{encoded_selected},"version":{version}}}'
+    )
 
 
 def result_from_record(record: dict[str, Any]) -> RecordedResult:
-    """Rebuild the typed result recorded by ``result_to_record``."""
+    """Rebuild the typed result from its decoded ledger text (see the builders above)."""
     kind = record["kind"]
     if kind == "update":
         return StoreUpdateResult(record["state"], record["previous_version"], record["version"])
@@ -178,6 +175,7 @@ def result_from_record(record: dict[str, Any]) -> RecordedResult:
 
 
 __all__ = [
+    "DELETE_RECORD",
     "RecordedResult",
     "StoreDeleteConflict",
     "StoreDeleteFromResult",
@@ -194,5 +192,6 @@ __all__ = [
     "StoreWaiter",
     "Wake",
     "result_from_record",
-    "result_to_record",
+    "take_record",
+    "update_record",
 ]

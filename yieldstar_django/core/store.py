@@ -10,7 +10,6 @@ A connector implements six atomic primitives: ``read_store``, ``insert_store``,
 from __future__ import annotations
 
 import inspect
-import json
 import random
 import time
 import uuid
@@ -31,6 +30,7 @@ from .durable import (
 from .errors import StoreContentionError, StoreValidationError
 from .paths import WriteLog, build_draft, detach, diff_paths, track_selector, unwrap_selected
 from .results import (
+    DELETE_RECORD,
     RecordedResult,
     StoreDeleteConflict,
     StoreDeleted,
@@ -46,7 +46,8 @@ from .results import (
     StoreUpdateResult,
     StoreWaiter,
     result_from_record,
-    result_to_record,
+    take_record,
+    update_record,
 )
 from .types import StorePath, StoreVersion
 
@@ -372,18 +373,30 @@ class CasStoreClient(StoreClient):
         self, definition: StoreDefinition, value: Any, step_key: str
     ) -> tuple[Any, str]:
         """Run the schema, then check durability. Returns (state, canonical encoding)."""
-        limits = self.durable_limits()
+        state = self._run_schema(definition, value, step_key)
+        encoded = encode_durable(
+            detach(state),
+            limits=self.durable_limits(),
+            step_key=step_key,
+            label=_state_label(definition),
+        )
+        return state, encoded
+
+    def _run_schema(self, definition: StoreDefinition, value: Any, step_key: str) -> Any:
+        """The schema's output for ``value``; a value too deep for the schema to walk is
+        reported as the durability check would report it."""
         try:
-            state = definition.validator(value)
+            return definition.validator(value)
         except RecursionError:
-            check_durable(value, limits=limits, step_key=step_key, label=_state_label(definition))
+            check_durable(
+                value,
+                limits=self.durable_limits(),
+                step_key=step_key,
+                label=_state_label(definition),
+            )
             raise StoreValidationError(
                 definition.name, [{"message": "the state nests too deeply", "path": ()}]
             ) from None
-        encoded = encode_durable(
-            state, limits=limits, step_key=step_key, label=_state_label(definition)
-        )
-        return state, encoded
 
     def _initial(self, definition: StoreDefinition, id: str, step_key: str) -> StoredState:
         value = _call_sync(definition.initial, "initial", id)
@@ -393,16 +406,10 @@ class CasStoreClient(StoreClient):
     def _read_or_initialize(
         self, definition: StoreDefinition, id: str, step_key: str
     ) -> tuple[StoredState, bool]:
-        stored = self.read_store(definition, id)
-        if stored is not None:
-            return stored, False
-        return self._initial(definition, id, step_key), True
+        return self._row_or_initial(definition, id, step_key, self.read_store(definition, id))
 
     def _get_or_insert(self, definition: StoreDefinition, id: str, step_key: str) -> StoredState:
-        stored, created = self._read_or_initialize(definition, id, step_key)
-        if not created:
-            return stored
-        return self.insert_store(definition, id, stored)
+        return self._row_or_insert(definition, id, step_key, self.read_store(definition, id))
 
     def _applied(
         self, definition: StoreDefinition, id: str, step_id: StoreStepId | None
@@ -470,22 +477,23 @@ class CasStoreClient(StoreClient):
         log: WriteLog,
         step_key: str,
     ) -> tuple[str, list[StorePath]]:
-        limits = self.durable_limits()
-        label = _state_label(definition)
-        try:
-            state = definition.validator(candidate)
-        except RecursionError:
-            check_durable(candidate, limits=limits, step_key=step_key, label=label)
-            raise StoreValidationError(
-                definition.name, [{"message": "the state nests too deeply", "path": ()}]
-            ) from None
+        state = self._run_schema(definition, candidate, step_key)
         if state is draft and candidate is draft and isinstance(draft, (dict, list)):
             # The draft was decoded from storage: only the values placed in it need checking.
             encoded = encode_placed(
-                detach(draft), log.placements, limits=limits, step_key=step_key, label=label
+                detach(draft),
+                log.placements,
+                limits=self.durable_limits(),
+                step_key=step_key,
+                label=_state_label(definition),
             )
             return encoded, log.paths()
-        encoded = encode_durable(detach(state), limits=limits, step_key=step_key, label=label)
+        encoded = encode_durable(
+            detach(state),
+            limits=self.durable_limits(),
+            step_key=step_key,
+            label=_state_label(definition),
+        )
         return encoded, diff_paths(decode_durable(stored.encoded), state)
 
     # operations
@@ -573,9 +581,7 @@ class CasStoreClient(StoreClient):
         while _same_version(current, snapshot):
             attempts += 1
             outcome = self.commit_deletion(
-                StoreDeletion(
-                    definition, id, current, step_id, '{"kind":"delete"}' if step_id else None
-                )
+                StoreDeletion(definition, id, current, step_id, DELETE_RECORD if step_id else None)
             )
             if outcome.status == "committed":
                 return StoreDeleted()
@@ -638,10 +644,7 @@ class CasStoreClient(StoreClient):
             version = stored.version + 1
             record = None
             if step_id:
-                record = (
-                    f'{{"instance_id":{json.dumps(stored.instance_id)},"kind":"take",'
-                    f'"selected":{selected_encoded},"version":{version}}}'
-                )
+                record = take_record(stored.instance_id, selected_encoded, version)
             outcome = self.commit_mutation(
                 StoreMutation(definition, id, stored, created, encoded, paths, step_id, record)
             )
@@ -672,7 +675,7 @@ class CasStoreClient(StoreClient):
         encoded, paths = self._prepare_update(definition, stored, updater, step_key)
         record = None
         if step_id:
-            record = _update_record(kind, encoded, stored.version, stored.version + 1)
+            record = update_record(kind, encoded, stored.version, stored.version + 1)
         mutation = StoreMutation(definition, id, stored, created, encoded, paths, step_id, record)
         return self.commit_mutation(mutation), encoded
 
@@ -693,12 +696,6 @@ class CasStoreClient(StoreClient):
 
 def _state_label(definition: StoreDefinition) -> str:
     return f'Store state for "{definition.name}"'
-
-
-def _update_record(kind: str, encoded: str, previous: int, version: int) -> str:
-    return (
-        f'{{"kind":"{kind}","previous_version":{previous},"state":{encoded},"version":{version}}}'
-    )
 
 
 def _require_instance_id(snapshot: StoreSnapshot) -> None:
@@ -729,5 +726,4 @@ __all__ = [
     "already_applied",
     "conflict",
     "is_selector_match",
-    "result_to_record",
 ]
