@@ -2,9 +2,10 @@
 
 ``CasStoreClient`` runs all application code (``initial``, updaters, selectors, claims,
 schemas) outside any storage transaction and hands a connector only canonical text to commit.
-A connector implements six atomic primitives: ``read_store``, ``insert_store``,
+A connector implements five atomic primitives: ``read_store``, ``insert_store``,
 ``get_applied_step``, ``commit_mutation``, ``commit_deletion`` (plus ``register_waiter``,
-``remove_waiters``, ``list_stores``, ``delete_store``).
+``remove_waiters``, ``list_stores``, ``delete_store``), and may override
+``read_store_and_step`` to read the ledger and the row in one round trip.
 """
 
 from __future__ import annotations
