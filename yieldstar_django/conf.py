@@ -8,9 +8,10 @@ Use it as::
 
 Nothing here reads Django's settings at import time: every attribute reads
 ``settings.YIELDSTAR`` on first access and caches it. The cache is dropped on
-Django's ``setting_changed`` signal, so ``override_settings(YIELDSTAR=...)``
-takes effect at once. Values are not validated here; the system checks in
-:mod:`yieldstar_django.checks` report bad values at startup.
+Django's ``setting_changed`` signal (connected by the app's ``ready()``), so
+``override_settings(YIELDSTAR=...)`` takes effect at once. Values are not
+validated here; the system checks in :mod:`yieldstar_django.checks` report bad
+values at startup.
 
 Every key, its default and its meaning is listed in ``DEFAULTS`` and on the
 settings reference page of the docs (a test keeps the two in sync).
@@ -244,6 +245,3 @@ def reload_settings(*, setting: str, **kwargs: object) -> None:
 def connect_signals() -> None:
     """Connect ``reload_settings`` to ``setting_changed`` (idempotent)."""
     setting_changed.connect(reload_settings, dispatch_uid="yieldstar_django.conf.reload")
-
-
-connect_signals()
