@@ -42,10 +42,16 @@ def pretty_block(value: Any, *, limit: int = MAX_PRETTY_CHARS) -> SafeString:
     return format_html('<pre class="yieldstar-json">{}</pre>', text)
 
 
+def ellipsize(text: str, limit: int = MAX_SHORT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, the last one an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def short_json(value: Any, *, limit: int = MAX_SHORT_CHARS) -> str:
     """Compact JSON on one line, cut to ``limit`` characters with an ellipsis."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return ellipsize(
+        json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")), limit
+    )
 
 
 def format_paths(paths: list[Any]) -> str:
@@ -95,6 +101,7 @@ __all__ = [
     "MAX_DIFF_LINES",
     "MAX_PRETTY_CHARS",
     "diff_block",
+    "ellipsize",
     "format_paths",
     "json_diff_lines",
     "pretty_block",

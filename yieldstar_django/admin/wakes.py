@@ -14,6 +14,7 @@ from django.utils.safestring import SafeString
 
 from ..models.stores import WakeIntent
 from .base import ReadOnlyAdminMixin, SearchLookupMixin
+from .display import ellipsize
 
 
 class DeliveredFilter(admin.SimpleListFilter):
@@ -80,8 +81,7 @@ class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin): 
 
     @admin.display(description="last error")
     def short_error(self, obj: WakeIntent) -> str:
-        text = obj.last_error
-        return text if len(text) <= 80 else text[:79] + "…"
+        return ellipsize(obj.last_error)
 
     @admin.action(description="Deliver again", permissions=["deliver"])
     def deliver_again(self, request: HttpRequest, queryset: QuerySet[WakeIntent]) -> None:
