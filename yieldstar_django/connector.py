@@ -679,12 +679,7 @@ class DatabaseStoreClient(CasStoreClient):
                 recorded = self._ledger_result(cursor, name, id, step_id)
                 assert recorded is not None
                 return already_applied(recorded), []
-            cursor.execute(
-                f"SELECT execution_id, workflow_id FROM {WAITER_TABLE} WHERE store_pk = %s "
-                "GROUP BY execution_id, workflow_id ORDER BY MIN(id)",
-                [pk],
-            )
-            wakes = [Wake(e, w) for e, w in cursor.fetchall()]
+            wakes = self._matching_wakes(cursor, pk, [()])  # a change at the root: all waiters
             cursor.execute(f"DELETE FROM {WAITER_PATH_TABLE} WHERE store_pk = %s", [pk])
             cursor.execute(f"DELETE FROM {WAITER_TABLE} WHERE store_pk = %s", [pk])
             cursor.execute(f"DELETE FROM {STORE_TABLE} WHERE id = %s", [pk])
