@@ -64,7 +64,7 @@ from .core.store import (
     conflict,
 )
 from .core.types import StorePath
-from .wakes import PendingWake, deliver_on_commit, write_intents
+from .wakes import PendingWake, _in_clause, deliver_on_commit, write_intents
 
 __all__ = [
     "DatabaseStoreClient",
@@ -204,10 +204,6 @@ def _check_step(step_id: StoreStepId | None) -> None:
     if step_id is not None:
         _check_text("step execution id", step_id.execution_id)
         _check_text("step key", step_id.step_key)
-
-
-def _in_clause(count: int) -> str:
-    return ", ".join(["%s"] * count)
 
 
 # --- the client -------------------------------------------------------------------------

@@ -32,7 +32,6 @@ from ..core.errors import StoreContentionError, WorkflowValueError
 from ..core.results import StoreSnapshot, StoreStepId, StoreUpdateResult, StoreWaiter
 from ..core.store import StoreClient
 from ..models.runtime import (
-    TERMINAL_STATUSES,
     Execution,
     ExecutionStatus,
     ExecutionStep,
@@ -47,7 +46,7 @@ from .errors import (
     error_from_record,
     error_to_record,
 )
-from .leases import Lease, LeaseLost
+from .leases import Lease, LeaseLost, set_clause
 from .registry import Workflow
 from .steps import Step, StepCall
 
@@ -523,22 +522,14 @@ class Engine:
         """``UPDATE`` a pending heap row if nobody moved it on and the lease is ours."""
         connection = connections[self.alias]
         quote = connection.ops.quote_name
-        assignments: list[str] = []
-        params: list[Any] = []
-        for name, value in changes.items():
-            field = _concrete(name)
-            assignments.append(f"{quote(_column(field))} = %s")
-            params.append(field.get_db_prep_save(value, connection=connection))
-        statuses = ", ".join(["%s"] * len(TERMINAL_STATUSES))
+        assignments, params = set_clause(ExecutionStep, changes, connection)
+        fence, fence_params = self.lease.fence(connection)
         sql = (
-            f"UPDATE {quote(ExecutionStep._meta.db_table)} SET {', '.join(assignments)} "
+            f"UPDATE {quote(ExecutionStep._meta.db_table)} SET {assignments} "
             f"WHERE {quote('id')} = %s AND {quote('status')} = %s AND {quote('attempts')} = %s "
-            f"AND EXISTS (SELECT 1 FROM {quote(Execution._meta.db_table)} WHERE "
-            f"{quote('id')} = %s AND {quote('lease_owner')} = %s AND "
-            f"{quote('status')} NOT IN ({statuses}))"
+            f"AND EXISTS (SELECT 1 FROM {quote(Execution._meta.db_table)} WHERE {fence})"
         )
-        params += [row.pk, StepStatus.PENDING.value, row.attempts]
-        params += [self.execution.id, self.lease.token, *sorted(TERMINAL_STATUSES)]
+        params += [row.pk, StepStatus.PENDING.value, row.attempts, *fence_params]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             written = cursor.rowcount
@@ -557,16 +548,15 @@ class Engine:
             columns.append(quote(_column(field)))
             params.append(field.get_db_prep_save(value, connection=connection))
         placeholders = ", ".join(["%s"] * len(params))
-        statuses = ", ".join(["%s"] * len(TERMINAL_STATUSES))
+        fence, fence_params = self.lease.fence(connection)
         unique = ", ".join(quote(_column(_concrete(name))) for name in ("execution", "step_key"))
         sql = (
             f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
             f"SELECT {placeholders} WHERE EXISTS (SELECT 1 FROM "
-            f"{quote(Execution._meta.db_table)} WHERE {quote('id')} = %s AND "
-            f"{quote('lease_owner')} = %s AND {quote('status')} NOT IN ({statuses})) "
+            f"{quote(Execution._meta.db_table)} WHERE {fence}) "
             f"ON CONFLICT ({unique}) DO NOTHING"
         )
-        params += [self.execution.id, self.lease.token, *sorted(TERMINAL_STATUSES)]
+        params += fence_params
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             inserted = cursor.rowcount

@@ -20,7 +20,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections, router, transaction
-from django.db.models import F, Field, Q
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import F, Field, Model, Q
 from django.utils import timezone
 
 from ..conf import yieldstar_settings
@@ -74,6 +75,16 @@ class Lease:
         """Rows of this execution still leased by this run and not finished."""
         return Q(pk=self.execution.id, lease_owner=self.token) & live()
 
+    def fence(self, connection: BaseDatabaseWrapper) -> tuple[str, list[Any]]:
+        """``owned()`` as SQL on the execution table: the condition and its parameters."""
+        quote = connection.ops.quote_name
+        terminal = ", ".join(["%s"] * len(TERMINAL_STATUSES))
+        condition = (
+            f"{quote('id')} = %s AND {quote('lease_owner')} = %s AND "
+            f"{quote('status')} NOT IN ({terminal})"
+        )
+        return condition, [self.execution.id, self.token, *sorted(TERMINAL_STATUSES)]
+
     def take_heap(self) -> list[ExecutionStep] | None:
         """The heap read at acquisition, once (later runs read it again)."""
         heap, self.heap = self.heap, None
@@ -111,22 +122,14 @@ class Lease:
                 timers.cancel_timer(self.timer)
             return released
         quote = connection.ops.quote_name
-        assignments: list[str] = []
-        params: list[Any] = []
-        for name, value in changes.items():
-            model_field = Execution._meta.get_field(name)
-            assert isinstance(model_field, Field)
-            assignments.append(f"{quote(_column(model_field))} = %s")
-            params.append(model_field.get_db_prep_save(value, connection=connection))
-        terminal = ", ".join(["%s"] * len(TERMINAL_STATUSES))
-        condition = f"{quote('id')} = %s AND {quote('lease_owner')} = %s AND "
-        condition += f"{quote('status')} NOT IN ({terminal})"
+        assignments, params = set_clause(Execution, changes, connection)
+        condition, fence_params = self.fence(connection)
         if unless_wake_pending:
             condition += f" AND NOT {quote('wake_pending')}"
-        params += [self.execution.id, self.token, *sorted(TERMINAL_STATUSES)]
+        params += fence_params
         sql = (
             f"WITH released AS (UPDATE {quote(Execution._meta.db_table)} SET "
-            f"{', '.join(assignments)} WHERE {condition} RETURNING 1)"
+            f"{assignments} WHERE {condition} RETURNING 1)"
         )
         if self.timer is not None:
             sql += (
@@ -313,6 +316,21 @@ def _step_from_json(alias: str, values: list[Any]) -> ExecutionStep:
     ]
     attnames = [ExecutionStep._meta.get_field(name).attname for name in HEAP_FIELDS]  # type: ignore[union-attr]
     return ExecutionStep.from_db(alias, attnames, parsed)
+
+
+def set_clause(
+    model: type[Model], changes: dict[str, Any], connection: BaseDatabaseWrapper
+) -> tuple[str, list[Any]]:
+    """``col = %s, ...`` for ``changes`` (field name: value), and the values prepared."""
+    quote = connection.ops.quote_name
+    assignments: list[str] = []
+    params: list[Any] = []
+    for name, value in changes.items():
+        model_field = model._meta.get_field(name)
+        assert isinstance(model_field, Field)
+        assignments.append(f"{quote(_column(model_field))} = %s")
+        params.append(model_field.get_db_prep_save(value, connection=connection))
+    return ", ".join(assignments), params
 
 
 def _column(field: Any) -> str:
