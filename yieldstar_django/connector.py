@@ -262,9 +262,7 @@ class DatabaseStoreClient(CasStoreClient):
         return self.connection.vendor == "postgresql"
 
     def _functions(self) -> bool:
-        if self._use_functions is None:
-            return self._postgres()
-        return self._use_functions and self._postgres()
+        return self._use_functions is not False and self._postgres()
 
     def _lock(self, mode: str) -> str:
         """`` FOR <mode>`` on PostgreSQL; nothing on SQLite, whose IMMEDIATE transactions
