@@ -29,6 +29,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import FrameType
@@ -282,16 +283,9 @@ def relay_once(*, using: str = "default", batch_size: int = 100) -> int:
     delivered = 0
     postgres = _is_postgres(using)
     while True:
-        ok = False
-        if postgres:
-            with transaction.atomic(using=using):
-                batch = _claim_due(using, batch_size)
-                if batch:
-                    ok = _deliver_batch(batch, using)
-        else:
+        with transaction.atomic(using=using) if postgres else nullcontext():
             batch = _claim_due(using, batch_size)
-            if batch:
-                ok = _deliver_batch(batch, using)
+            ok = bool(batch) and _deliver_batch(batch, using)
         if ok:
             delivered += len(batch)
         if len(batch) < batch_size:
