@@ -277,7 +277,7 @@ def _acquire_postgres(
         f"WHERE {quote('id')} = %s AND {quote('status')} NOT IN ({terminal}) AND "
         f"({quote('lease_owner')} = '' OR {quote('lease_expires_at')} < %s) "
         f"RETURNING {returning}), "
-        f"timer AS ({intent.sql} FROM acquired RETURNING {quote('id')}) "
+        f"timer AS ({intent} FROM acquired RETURNING {quote('id')}) "
         f"SELECT acquired.*, timer.{quote('id')}, ({heap}) FROM acquired, timer"
     )
     adapt = connection.ops.adapt_datetimefield_value
@@ -289,7 +289,9 @@ def _acquire_postgres(
         execution_id,
         *sorted(TERMINAL_STATUSES),
         adapt(now),
-        *intent.params("lease", adapt(takeover), adapt(now)),
+        "lease",
+        adapt(takeover),
+        adapt(now),
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -8,16 +8,13 @@ after a commit never loses one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.db import router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
 
 __all__ = [
-    "IntentInsert",
     "cancel_sql",
     "cancel_timer",
     "intent_insert",
@@ -64,27 +61,17 @@ def cancel_timer(intent_id: int) -> None:
     WakeIntent.objects.filter(pk=intent_id, delivered_at__isnull=True).delete()
 
 
-@dataclass(frozen=True)
-class IntentInsert:
-    """``INSERT INTO <wake intents> (...) SELECT <execution id>, <workflow id>, ...`` to
-    follow with ``FROM <a relation>``: a timer written in the statement that needs it (used
-    by the PostgreSQL fast paths of the leases). Mirrors ``wakes.schedule_wake``."""
-
-    sql: str
-
-    @staticmethod
-    def params(reason: str, available_at: Any, now: Any) -> list[Any]:
-        """Parameters after the relation's own: adapt the datetimes for the connection."""
-        return [reason, available_at, now]
-
-
 def intent_insert(
     connection: BaseDatabaseWrapper,
     *,
     execution_column: str = "id",
     workflow_column: str = "workflow_name",
-) -> IntentInsert:
-    """The statement head that inserts one pending wake intent per row of a relation."""
+) -> str:
+    """``INSERT INTO <wake intents> (...) SELECT <execution id>, <workflow id>, %s, %s, ...``
+    to follow with ``FROM <a relation>``: one pending wake intent per row of the relation,
+    a timer written in the statement that needs it (the PostgreSQL fast paths of the
+    leases). Its parameters are the reason, ``available_at`` and ``created_at`` (adapted
+    for the connection). Mirrors ``wakes.schedule_wake``."""
     from ..models.stores import WakeIntent
 
     quote = connection.ops.quote_name
@@ -102,7 +89,7 @@ def intent_insert(
             "attempts", "last_error", "created_at",
         )
     )  # fmt: skip
-    return IntentInsert(
+    return (
         f"INSERT INTO {quote(meta.db_table)} ({columns}) "
         f"SELECT {quote(execution_column)}, {quote(workflow_column)}, %s, %s, NULL, 0, '', %s"
     )
