@@ -129,6 +129,10 @@ def test_no_server_errors(api_schema: Any, mode: GenerationMode) -> None:
         )
         @given(case=strategy(operation, mode))
         def run(case: Any) -> None:
+            # Django validates Host before any view runs (DisallowedHost, an HTML 400 from
+            # the project's handler400): not something the API can answer, so not generated.
+            if case.headers:
+                case.headers = {k: v for k, v in case.headers.items() if k.lower() != "host"}
             case.call_and_validate(headers=AUTH, checks=CHECKS)
 
         try:
