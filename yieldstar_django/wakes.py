@@ -48,6 +48,7 @@ __all__ = [
     "PendingWake",
     "celery_backend",
     "deliver_wakes",
+    "redrive_stranded",
     "relay_once",
     "relay_wakes",
     "run_relay",
@@ -270,8 +271,51 @@ def _claim_due(using: str, limit: int) -> list[PendingWake]:
         return [PendingWake(int(i), Wake(e, w)) for i, e, w in cursor.fetchall()]
 
 
+#: The execution table (``yieldstar_django.models.Execution``) and its finished statuses.
+EXECUTION_TABLE: Final = "yieldstar_execution"
+_FINISHED: Final = ("cancelled", "completed", "failed")
+
+
+def redrive_stranded(*, using: str = "default", limit: int = 1000) -> int:
+    """Write a new immediate intent for every execution a delivered wake did not move;
+    return how many.
+
+    A wake the broker accepted can still be lost to its execution: a worker killed while
+    it held prefetched messages (Redis keeps them until its visibility timeout, an hour by
+    default). An intent counts as done only once the execution made progress: stranded
+    here means not finished, no live lease, a wake delivered more than ``REDRIVE_SECONDS``
+    ago and after the execution last changed (``updated_at``), none delivered since, and
+    no undelivered intent due or failing. A duplicate is a spurious, harmless resume.
+    """
+    now = _now()
+    cutoff = now - timedelta(seconds=float(yieldstar_settings.REDRIVE_SECONDS))
+    at = _adapt(using, now)
+    sql = (
+        f"INSERT INTO {INTENT_TABLE} (execution_id, workflow_id, reason, available_at, "
+        "delivered_at, attempts, last_error, created_at) "
+        f"SELECT e.id, e.workflow_name, 'redrive', %s, NULL, 0, '', %s FROM {EXECUTION_TABLE} e "
+        f"WHERE e.status NOT IN ({_in_clause(len(_FINISHED))}) "
+        "AND (e.lease_owner = '' OR e.lease_expires_at < %s) "
+        f"AND EXISTS (SELECT 1 FROM {INTENT_TABLE} i WHERE i.execution_id = e.id "
+        "AND i.delivered_at > e.updated_at AND i.delivered_at < %s) "
+        f"AND NOT EXISTS (SELECT 1 FROM {INTENT_TABLE} i WHERE i.execution_id = e.id "
+        "AND (i.delivered_at >= %s OR (i.delivered_at IS NULL "
+        "AND (i.available_at <= %s OR i.attempts > 0)))) "
+        "LIMIT %s"
+    )
+    old = _adapt(using, cutoff)
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, [at, at, *_FINISHED, at, old, old, at, limit])
+        count = max(int(cursor.rowcount), 0)
+    if count:
+        logger.warning("relay: re-driving %d execution(s) a delivered wake did not move", count)
+    return count
+
+
 def relay_once(*, using: str = "default", batch_size: int = 100) -> int:
     """Deliver every due, undelivered wake intent; return how many intents were delivered.
+
+    First re-drives stranded executions (``redrive_stranded``).
 
     On PostgreSQL each batch is claimed with ``FOR UPDATE SKIP LOCKED`` and held until it
     is marked, so several relays share the work without delivering a batch twice. On SQLite
@@ -282,6 +326,7 @@ def relay_once(*, using: str = "default", batch_size: int = 100) -> int:
     """
     delivered = 0
     postgres = _is_postgres(using)
+    redrive_stranded(using=using)
     while True:
         with transaction.atomic(using=using) if postgres else nullcontext():
             batch = _claim_due(using, batch_size)

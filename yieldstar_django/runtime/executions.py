@@ -24,7 +24,7 @@ from ..core.store import StoreClient
 from ..models.runtime import Execution, ExecutionStatus
 from . import timers
 from .engine import Engine, RunOutcome, durable_limits
-from .leases import Lease, LeaseLost, acquire_lease, lease_seconds, live, mark_wake_pending
+from .leases import Lease, LeaseLost, acquire_lease, live, mark_wake_pending
 from .registry import Workflow, get_workflow, registered_workflows
 
 logger = logging.getLogger("yieldstar_django.runtime")
@@ -208,10 +208,7 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
         if _release_suspended(lease, outcome):
             return ResumeResult.SUSPENDED
         # A wake arrived during the run: clear it and run again under the same lease.
-        if not Execution.objects.filter(lease.owned()).update(
-            wake_pending=False,
-            lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds()),
-        ):
+        if not lease.renew(wake_pending=False):
             raise LeaseLost(lease.execution_id)
     _release_later(lease, 0.0)
     return ResumeResult.DEFERRED

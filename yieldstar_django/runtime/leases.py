@@ -94,10 +94,20 @@ class Lease:
         if self.lost.is_set():
             raise LeaseLost(self.execution.id)
 
-    def renew(self) -> bool:
-        """Extend the lease by ``LEASE_SECONDS``; ``False`` (and ``lost`` set) if it is gone."""
+    def renew(self, **changes: Any) -> bool:
+        """Extend the lease by ``LEASE_SECONDS`` (applying ``changes``) and move its takeover
+        timer to just after the new expiry, in one transaction; ``False`` (and ``lost``
+        set) if the lease is gone."""
         expires = timezone.now() + timedelta(seconds=lease_seconds())
-        renewed = Execution.objects.filter(self.owned()).update(lease_expires_at=expires)
+        takeover = expires + timedelta(seconds=TAKEOVER_MARGIN)
+        with transaction.atomic(using=router.db_for_write(Execution)):
+            renewed = Execution.objects.filter(self.owned()).update(
+                lease_expires_at=expires, **changes
+            )
+            if renewed:
+                self.timer = timers.move_timer(
+                    self.timer, self.execution.id, self.execution.workflow_name, takeover
+                )
         if renewed:
             self.expires_at = expires
         else:

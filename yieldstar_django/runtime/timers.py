@@ -18,6 +18,7 @@ __all__ = [
     "cancel_sql",
     "cancel_timer",
     "intent_insert",
+    "move_timer",
     "request_run",
     "schedule_timer",
 ]
@@ -59,6 +60,19 @@ def cancel_timer(intent_id: int) -> None:
     from ..models.stores import WakeIntent
 
     WakeIntent.objects.filter(pk=intent_id, delivered_at__isnull=True).delete()
+
+
+def move_timer(intent_id: int | None, execution_id: str, workflow_id: str, at: datetime) -> int:
+    """Re-arm timer ``intent_id`` to fire at ``at`` (even if it already fired), or write a
+    new one if it is gone (pruned); returns the timer's id. A lease renewal calls it, so a
+    worker that dies after renewing is still taken over once the renewed lease expires."""
+    from ..models.stores import WakeIntent
+
+    if intent_id is not None and WakeIntent.objects.filter(pk=intent_id).update(
+        available_at=at, delivered_at=None, attempts=0, last_error=""
+    ):
+        return intent_id
+    return schedule_timer(execution_id, workflow_id, at, reason="lease")
 
 
 def intent_insert(
