@@ -76,3 +76,20 @@ def slow_step(step: Step, marker_dir: str) -> Any:
     attempt = yield from step.run(slow_once, marker_dir)
     after = yield from step.run(now_iso)
     return [attempt, after]
+
+
+def pause_once(marker_dir: str) -> str:
+    """Append this attempt; the first sleeps 6 s (to be SIGSTOPped and overtaken), and
+    returns "first" if it ever gets to; later attempts return "later" at once."""
+    attempts = Path(marker_dir) / "attempts"
+    with attempts.open("a") as handle:
+        handle.write(f"{os.getpid()}\n")
+    if len(attempts.read_text().splitlines()) == 1:
+        time.sleep(6)
+        return "first"
+    return "later"
+
+
+@workflow("e2e.paused_step")
+def paused_step(step: Step, marker_dir: str) -> Any:
+    return (yield from step.run(pause_once, marker_dir))
