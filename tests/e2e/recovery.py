@@ -54,8 +54,13 @@ def _holder(workers: list[Process], pid: int) -> Process:
     raise AssertionError(f"no worker holds process {pid}")
 
 
-def measure_recovery(env: Env, workdir: Path, kills: int = 20, timeout: float = 60) -> Recovery:
-    """Kill the worker running a step ``kills`` times; return the recovery times."""
+def measure_recovery(
+    env: Env, workdir: Path, kills: int = 20, timeout: float = 60, holds: tuple[float, ...] = (0,)
+) -> Recovery:
+    """Kill the worker running a step ``kills`` times; return the recovery times.
+
+    Round ``i`` kills ``holds[i % len(holds)]`` seconds after the step started (a hold
+    longer than ``LEASE_SECONDS`` kills a worker that has renewed its lease)."""
     workers = [env.start_worker(f"w{i}") for i in range(2)]
     seconds: list[float] = []
     for round_ in range(kills):
@@ -63,12 +68,13 @@ def measure_recovery(env: Env, workdir: Path, kills: int = 20, timeout: float = 
         marker.mkdir()
         attempts = marker / "attempts"
         eid = start_workflow("e2e.slow_step", str(marker))
-        wait_until("the step to start", lambda: attempts.exists() and attempts.read_text() != "")
+        wait_until("the step to start", lambda a=attempts: a.exists() and a.read_text() != "")
         doomed = _holder(workers, int(attempts.read_text().split()[0]))
+        time.sleep(holds[round_ % len(holds)])
         doomed.kill()
         killed_at = time.monotonic()
         workers.remove(doomed)
-        wait_until("the execution to complete", lambda: get_execution(eid).is_finished, timeout)
+        wait_until("the execution to complete", lambda e=eid: get_execution(e).is_finished, timeout)
         seconds.append(time.monotonic() - killed_at)
         assert get_execution(eid).status == "completed"
         workers.append(env.start_worker(f"w{round_ + 2}"))
