@@ -165,17 +165,20 @@ class Env:
         self.processes.append(process)
         return process
 
-    def start_worker(self, name: str = "worker") -> Process:
+    def start_worker(
+        self, name: str = "worker", *, concurrency: int = 2, wait: bool = True
+    ) -> Process:
         worker = self.spawn(
             name,
             [
                 sys.executable, "-m", "celery", "-A", "tests.e2e.celery_app", "worker",
-                "-Q", self.queue, "-c", "2", "--loglevel=INFO", "--without-mingle",
-                "--without-gossip", "--without-heartbeat",
+                "-Q", self.queue, "-c", str(concurrency), "--loglevel=INFO",
+                "--without-mingle", "--without-gossip", "--without-heartbeat",
                 "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h",
             ],
         )  # fmt: skip
-        wait_until(f"the {name} to be ready", lambda: worker.ready(" ready."), 60)
+        if wait:
+            worker.wait_ready()
         return worker
 
     def start_relay(self) -> Process:
@@ -194,6 +197,26 @@ class Process:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+
+    def wait_ready(self) -> None:
+        """Wait until this Celery worker consumes."""
+        wait_until(f"the {self.name} to be ready", lambda: self.ready(" ready."), 60)
+
+    def pids(self) -> set[int]:
+        """The pids of this process and its descendants (a worker's pool processes)."""
+        found = {self.popen.pid}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if os.getpgid(int(entry.name)) == self.popen.pid:
+                        found.add(int(entry.name))
+                except ProcessLookupError:
+                    continue
+        return found
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the process group (a worker and its pool)."""
+        os.killpg(self.popen.pid, signum)
 
     def ready(self, marker: str) -> bool:
         if self.popen.poll() is not None:
