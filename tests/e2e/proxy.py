@@ -35,6 +35,10 @@ class TcpProxy:
     def stop(self) -> None:
         self._stop.set()
         if self._listener is not None:
+            # shutdown() wakes the thread blocked in accept(); close() alone would not,
+            # and the socket would go on listening (start() then finds the port taken).
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 self._listener.close()
             self._listener = None
@@ -51,6 +55,9 @@ class TcpProxy:
             try:
                 client, _ = listener.accept()
             except OSError:
+                return
+            if self._stop.is_set():
+                client.close()
                 return
             try:
                 server = socket.create_connection(self.upstream, timeout=5)
