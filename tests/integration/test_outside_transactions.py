@@ -34,14 +34,14 @@ from yieldstar_django.core.definition import (
     unregister_store,
 )
 from yieldstar_django.core.durable import decode_durable
-from yieldstar_django.core.results import StoreStepId
+from yieldstar_django.core.results import StoreStepId, StoreWaiter
 from yieldstar_django.models import AppliedStep, Execution, ExecutionStep
 from yieldstar_django.runtime.leases import LeaseLost
 from yieldstar_django.runtime.registry import unregister_workflow, workflow
 from yieldstar_django.runtime.steps import Step
 
 from . import outside
-from .conftest import _context, database_names
+from .conftest import WakeCollector, _context, database_names
 
 #: Seconds an event may take before the test fails (a blocked writer never sets it).
 WAIT = 30.0
@@ -318,3 +318,109 @@ def test_a_process_killed_inside_the_step_commit_records_neither_then_once(
     assert get_store_client(alias).get_store(store, "s").state == {"n": 1}
     assert AppliedStep.objects.filter(execution_id="e1").count() == 1
     assert ExecutionStep.objects.get(execution_id="e1", step_key="inc").status == "completed"
+
+
+# --- the commit hook ----------------------------------------------------------------------
+
+
+def _hook_store(names: Callable[[str], str]) -> StoreDefinition:
+    return StoreDefinition(names("store"), None, lambda id: {"a": 0, "b": 0})
+
+
+@pytest.mark.parametrize("use_functions", [None, False], ids=["default", "statements"])
+def test_a_commit_hook_runs_in_the_commit_transaction_and_user_code_outside(
+    alias: str, use_functions: bool | None, wakes: WakeCollector, names: Callable[[str], str]
+) -> None:
+    """The read and the updater run in autocommit; ``before``, the commit (one function
+    call on PostgreSQL) and ``after`` run in one transaction. ``before`` drops the caller's
+    own waiter ahead of the commit, so only the other waiter is woken."""
+    from yieldstar_django.connector import CommitHook, DatabaseStoreClient
+
+    d = _hook_store(names)
+    client = DatabaseStoreClient(alias, use_functions=use_functions)
+    snap = client.get_store(d, "s")
+    for execution in ("mine", "other"):
+        client.register_waiter(
+            StoreWaiter("wf", execution, "k", d.name, "s", snap.instance_id, 0, [("a",)])
+        )
+    connection = connections[alias]
+    seen: list[tuple[str, bool]] = []
+    in_updater: list[bool] = []
+
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if not sql.startswith("BEGIN"):  # SQLite's, issued as the transaction opens
+            seen.append((sql, connection.in_atomic_block))
+        return execute(sql, params, many, context)
+
+    def updater(state: Any) -> None:
+        in_updater.append(connection.in_atomic_block)
+        state["a"] = 1
+
+    def after(mutation: Any) -> None:
+        assert connection.in_atomic_block
+        assert mutation.encoded_result is not None
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 'after hook'")
+
+    hook = CommitHook(after, lambda: client.remove_waiters("mine"))
+    with connection.execute_wrapper(record), client.commit_hook(hook):
+        result = client.update_store(d, "s", updater=updater, step_id=StoreStepId("mine", "k"))
+    assert result.version == 1
+    assert in_updater == [False]
+    assert seen[0][1] is False, "the first read is in autocommit"
+    end = seen.index(("SELECT 'after hook'", True))
+    assert all(atomic for _, atomic in seen[1 : end + 1]), "one transaction from before"
+    assert not any(atomic for _, atomic in seen[end + 1 :]), "wakes go out after the commit"
+    if connection.vendor == "postgresql" and use_functions is None:
+        calls = [s for s, _ in seen if "yieldstar_commit_mutation_v1" in s]
+        assert len(calls) == 1, "still one function call for the commit"
+        assert end == 4  # the read; then 2 deletes (before), the call, after
+    assert [w.execution_id for w in wakes] == ["other"]
+    assert [w.execution_id for w in client.waiters(d, "s")] == ["other"]
+
+
+def test_a_commit_hook_rolls_back_with_a_conflict_or_its_own_error(
+    alias: str, wakes: WakeCollector, names: Callable[[str], str]
+) -> None:
+    """``before``'s work commits only with a committed mutation: a conflict (the core then
+    retries, calling the hook again) and an exception in ``after`` roll it back, and the
+    exception reaches the caller with the store unchanged."""
+    from yieldstar_django.connector import CommitHook, DatabaseStoreClient
+
+    d = _hook_store(names)
+    client = DatabaseStoreClient(alias)
+    snap = client.get_store(d, "s")
+    client.register_waiter(
+        StoreWaiter("wf", "mine", "k", d.name, "s", snap.instance_id, 0, [("b",)])
+    )
+    befores: list[int] = []
+    other = threading.Event()
+
+    def updater(state: Any) -> None:
+        if not other.is_set():  # a concurrent commit makes this attempt conflict
+            other.set()
+            worker = threading.Thread(
+                target=lambda: (
+                    get_store_client(alias).update_store(d, "s", updater=lambda s: s.update(b=5)),
+                    connections.close_all(),
+                )
+            )
+            worker.start()
+            worker.join(WAIT)
+        state["a"] += 1
+
+    def before() -> None:
+        befores.append(len(client.waiters(d, "s")))
+        client.remove_waiters("mine")
+
+    def failing_after(mutation: Any) -> None:
+        raise RuntimeError("the heap row could not be written")
+
+    with client.commit_hook(CommitHook(failing_after, before)), pytest.raises(RuntimeError):
+        client.update_store(d, "s", updater=updater, step_id=StoreStepId("mine", "k"))
+    # Attempt 1 conflicted (rolled back, the waiter came back), attempt 2 failed in after.
+    assert befores == [1, 1]
+    stored = client.get_store(d, "s")
+    assert (stored.version, stored.state) == (1, {"a": 0, "b": 5})
+    assert client.get_applied_step(d, "s", StoreStepId("mine", "k")) is None
+    assert [w.execution_id for w in client.waiters(d, "s")] == ["mine"]
