@@ -220,16 +220,18 @@ def _check_step(step_id: StoreStepId | None) -> None:
 
 @dataclass(frozen=True)
 class CommitHook:
-    """Database work to do in the transaction of a mutation's commit (no user code).
+    """Database work of a caller's to commit with a mutation, in the commit's transaction.
 
-    ``before()`` runs first in the transaction, before the store row is locked; ``after(m)``
-    runs once mutation ``m`` is written, before the transaction commits. The transaction
-    commits only if the mutation committed and neither hook raised: a conflict (which the
-    core retries, calling the hooks again), a recorded step or an exception rolls back
-    the hooks' work too. A hook's exception propagates to the store call.
+    ``prepare(m)`` runs before the transaction opens, with the mutation about to be
+    committed; it does any encoding or checking (it must not write) and returns the work
+    to do once ``m`` is written, before the transaction commits. ``before()`` runs first in
+    the transaction, before the store row is locked. The transaction commits only if the
+    mutation committed and neither raised: a conflict (which the core retries, preparing
+    again), a recorded step or an exception rolls back the hook's writes too. An exception
+    propagates to the store call. No user code may run in ``before`` or the work.
     """
 
-    after: Callable[[StoreMutation], None]
+    prepare: Callable[[StoreMutation], Callable[[], None]]
     before: Callable[[], None] | None = None
 
 
@@ -544,8 +546,9 @@ class DatabaseStoreClient(CasStoreClient):
     def _commit_hooked(
         self, mutation: StoreMutation, hook: CommitHook
     ) -> tuple[CommitOutcome, list[PendingWake]]:
-        """The commit and ``hook`` in one transaction (on PostgreSQL still one function
-        call for the commit itself, between the hook's statements)."""
+        """The commit and ``hook``'s statements in one transaction (on PostgreSQL still
+        one function call for the commit itself, between the hook's statements)."""
+        work = hook.prepare(mutation)
         try:
             with transaction.atomic(using=self.using):
                 if hook.before is not None:
@@ -556,7 +559,7 @@ class DatabaseStoreClient(CasStoreClient):
                     outcome, pending = self._commit_mutation_statements(mutation)
                 if outcome.status != "committed":
                     raise _NotCommitted(outcome)
-                hook.after(mutation)
+                work()
         except _NotCommitted as not_committed:
             return not_committed.outcome, []
         return outcome, pending

@@ -331,9 +331,9 @@ def _hook_store(names: Callable[[str], str]) -> StoreDefinition:
 def test_a_commit_hook_runs_in_the_commit_transaction_and_user_code_outside(
     alias: str, use_functions: bool | None, wakes: WakeCollector, names: Callable[[str], str]
 ) -> None:
-    """The read and the updater run in autocommit; ``before``, the commit (one function
-    call on PostgreSQL) and ``after`` run in one transaction. ``before`` drops the caller's
-    own waiter ahead of the commit, so only the other waiter is woken."""
+    """The read, the updater and ``prepare`` run in autocommit; ``before``, the commit (one
+    function call on PostgreSQL) and the prepared work run in one transaction. ``before``
+    drops the caller's own waiter ahead of the commit, so only the other waiter is woken."""
     from yieldstar_django.connector import CommitHook, DatabaseStoreClient
 
     d = _hook_store(names)
@@ -356,13 +356,18 @@ def test_a_commit_hook_runs_in_the_commit_transaction_and_user_code_outside(
         in_updater.append(connection.in_atomic_block)
         state["a"] = 1
 
-    def after(mutation: Any) -> None:
-        assert connection.in_atomic_block
+    def prepare(mutation: Any) -> Callable[[], None]:
+        assert not connection.in_atomic_block, "prepared before the transaction"
         assert mutation.encoded_result is not None
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 'after hook'")
 
-    hook = CommitHook(after, lambda: client.remove_waiters("mine"))
+        def work() -> None:
+            assert connection.in_atomic_block
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 'after hook'")
+
+        return work
+
+    hook = CommitHook(prepare, lambda: client.remove_waiters("mine"))
     with connection.execute_wrapper(record), client.commit_hook(hook):
         result = client.update_store(d, "s", updater=updater, step_id=StoreStepId("mine", "k"))
     assert result.version == 1
@@ -374,7 +379,7 @@ def test_a_commit_hook_runs_in_the_commit_transaction_and_user_code_outside(
     if connection.vendor == "postgresql" and use_functions is None:
         calls = [s for s, _ in seen if "yieldstar_commit_mutation_v1" in s]
         assert len(calls) == 1, "still one function call for the commit"
-        assert end == 4  # the read; then 2 deletes (before), the call, after
+        assert end == 4  # the read; then 2 deletes (before), the call, the work
     assert [w.execution_id for w in wakes] == ["other"]
     assert [w.execution_id for w in client.waiters(d, "s")] == ["other"]
 
@@ -382,9 +387,9 @@ def test_a_commit_hook_runs_in_the_commit_transaction_and_user_code_outside(
 def test_a_commit_hook_rolls_back_with_a_conflict_or_its_own_error(
     alias: str, wakes: WakeCollector, names: Callable[[str], str]
 ) -> None:
-    """``before``'s work commits only with a committed mutation: a conflict (the core then
-    retries, calling the hook again) and an exception in ``after`` roll it back, and the
-    exception reaches the caller with the store unchanged."""
+    """``before``'s writes commit only with a committed mutation: a conflict (the core then
+    retries, calling the hook again) and an exception in the prepared work roll them back,
+    and the exception reaches the caller with the store unchanged."""
     from yieldstar_django.connector import CommitHook, DatabaseStoreClient
 
     d = _hook_store(names)
@@ -413,12 +418,15 @@ def test_a_commit_hook_rolls_back_with_a_conflict_or_its_own_error(
         befores.append(len(client.waiters(d, "s")))
         client.remove_waiters("mine")
 
-    def failing_after(mutation: Any) -> None:
-        raise RuntimeError("the heap row could not be written")
+    def failing(mutation: Any) -> Callable[[], None]:
+        def work() -> None:
+            raise RuntimeError("the heap row could not be written")
 
-    with client.commit_hook(CommitHook(failing_after, before)), pytest.raises(RuntimeError):
+        return work
+
+    with client.commit_hook(CommitHook(failing, before)), pytest.raises(RuntimeError):
         client.update_store(d, "s", updater=updater, step_id=StoreStepId("mine", "k"))
-    # Attempt 1 conflicted (rolled back, the waiter came back), attempt 2 failed in after.
+    # Attempt 1 conflicted (rolled back: the waiter came back), attempt 2's work failed.
     assert befores == [1, 1]
     stored = client.get_store(d, "s")
     assert (stored.version, stored.state) == (1, {"a": 0, "b": 5})

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -362,10 +363,16 @@ class Engine:
             if row is not None:
                 self.client.remove_waiters(self.execution.id, key)
 
-        def record(mutation: StoreMutation) -> None:
+        def record(mutation: StoreMutation) -> Callable[[], None]:
             encoded = self._selected_json(key, _recorded(mutation))
-            self._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
-            hooked.append(encoded)
+
+            def write() -> None:
+                self._write(
+                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
+                )
+                hooked.append(encoded)
+
+            return write
 
         try:
             with self._commit_hook(CommitHook(record, drop_waiter)):
@@ -427,10 +434,16 @@ class Engine:
         assert call.definition is not None and call.updater is not None
         hooked: list[str] = []
 
-        def record(mutation: StoreMutation) -> None:
+        def record(mutation: StoreMutation) -> Callable[[], None]:
             encoded = self._update_json(key, _recorded(mutation))
-            self._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
-            hooked.append(encoded)
+
+            def write() -> None:
+                self._write(
+                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
+                )
+                hooked.append(encoded)
+
+            return write
 
         try:
             with self._commit_hook(CommitHook(record)):
