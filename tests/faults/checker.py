@@ -226,50 +226,78 @@ def _apply(op: Op, state: Any) -> tuple[Any, Any]:
 def _replay(
     writes: dict[int, Op], unknown: list[Op], initial: Any, top: int, anomalies: list[str]
 ) -> dict[int, Any] | None:
-    """The state of every version 0..top, replaying writes in version order. A run of
-    versions that no completed write reports is filled by indeterminate writes, searched
-    for a sequence the next reported write agrees with."""
+    """The state of every version 0..top, replaying writes in version order.
+
+    Versions no completed write reports are filled by indeterminate writes, searched (with
+    backtracking) for an assignment under which every reported write up to the next
+    reported update agrees with the model; an update's recorded state pins the register,
+    so the search restarts from there."""
     states: dict[int, Any] = {0: initial}
     spare = list(unknown)
     version = 1
     while version <= top:
         op = writes.get(version)
-        if op is None:
-            end = min((v for v in writes if v > version), default=top + 1)
-            filled = _fill(states[version - 1], end - version, spare, writes.get(end))
-            if filled is None:
-                anomalies.append(
-                    f"versions {version}..{end - 1} are committed by no operation of the history"
-                )
-                return None
-            for offset, (state, used) in enumerate(filled):
-                states[version + offset] = state
-                spare.remove(used)
-            version = end
+        if op is not None:
+            states[version] = _check_write(op, version, states[version - 1], anomalies)
+            version += 1
             continue
-        states[version] = _check_write(op, version, states[version - 1], anomalies)
-        version += 1
+        pin = min((v for v, w in writes.items() if v > version and w.name == "update"), default=top + 1)
+        budget = [SEARCH_BUDGET]
+        path = _search(version, pin, states[version - 1], spare, writes, budget)
+        if path is None:
+            why = "the search gave up" if budget[0] <= 0 else "no assignment fits"
+            anomalies.append(
+                f"no operation of the history explains the versions from {version} to "
+                f"{pin - 1} ({why}: an invented write, or a reported result no order gives)"
+            )
+            return None
+        for at, state, used in path:
+            states[at] = state
+            if used is not None:
+                spare.remove(used)
+        version = pin
     return states
 
 
-def _fill(
-    before: Any, count: int, spare: list[Op], following: Op | None
-) -> list[tuple[Any, Op]] | None:
-    """``count`` indeterminate writes that, applied to ``before``, give a state on which
-    ``following`` (the next reported write, if any) returns what it reported."""
-    if count > len(spare):
+#: Most candidate placements one search of indeterminate writes tries.
+SEARCH_BUDGET = 100_000
+
+
+def _search(
+    version: int,
+    pin: int,
+    before: Any,
+    spare: list[Op],
+    writes: dict[int, Op],
+    budget: list[int],
+) -> list[tuple[int, Any, Op | None]] | None:
+    """States (and the indeterminate write used, if any) of versions ``version`` to
+    ``pin - 1`` such that every reported write there, and the one at ``pin``, agrees."""
+    path: list[tuple[int, Any, Op | None]] = []
+    while version < pin and version in writes:  # reported writes: no choice to make
+        op = writes[version]
+        if _disagrees(op, before):
+            return None
+        before, _ = _apply(op, before)
+        path.append((version, before, None))
+        version += 1
+    if version == pin:
+        following = writes.get(pin)
+        return path if following is None or not _disagrees(following, before) else None
+    gaps = sum(1 for v in range(version, pin) if v not in writes)
+    if gaps > len(spare):
         return None
-    if count == 0:
-        if following is None:
-            return []
-        return [] if not _disagrees(following, before) else None
     for index, candidate in enumerate(spare):
+        budget[0] -= 1
+        if budget[0] <= 0:
+            return None
         after, _ = _apply(candidate, before)
         if after is None:
             continue
-        rest = _fill(after, count - 1, spare[:index] + spare[index + 1 :], following)
-        if rest is not None:
-            return [(after, candidate), *rest]
+        rest = spare[:index] + spare[index + 1 :]
+        tail = _search(version + 1, pin, after, rest, writes, budget)
+        if tail is not None:
+            return [*path, (version, after, candidate), *tail]
     return None
 
 

@@ -233,3 +233,16 @@ def test_load_history_pairs_invokes_with_completions(tmp_path: Path) -> None:
         ("update", None, "e/0"),
     ]
     assert check_register(ops, ZERO) == []
+
+
+def test_indeterminate_writes_are_placed_by_what_a_later_update_recorded() -> None:
+    # Two killed takes, one of which committed version 2; only the push at version 4
+    # shows which (e2 claimed "a"): the search must not settle for the first that fits.
+    history = [
+        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        take("e1", 2, None, 0, None, step="e1/0"),
+        take("e2", 2, None, 0, None, step="e2/0"),
+        take("e3", 3, 4, 3, claimed("b", "e3")),
+        push(["c"], 5, 6, 4, items(("a", "e2"), ("b", "e3"), ("c", None))),
+    ]
+    assert check_register(history, EMPTY) == []
