@@ -43,6 +43,8 @@ from tests.e2e.conftest import (
     wait_until,
 )
 
+from tests.e2e.proxy import TcpProxy
+
 from .checker import check_queue, check_register, load_history
 from .history import ENV as HISTORY_ENV
 from .history import EXIT_ENV, ROLE_ENV
@@ -200,22 +202,24 @@ class Faults:
         self.processes.append(process)
         return process
 
+    def spawn_worker(self, concurrency: int = 2, extra: dict[str, str] | None = None) -> Process:
+        """Start a Celery worker (prefork, ``concurrency`` pool processes); not waited for."""
+        return self.spawn(
+            "worker",
+            [
+                sys.executable, "-m", "celery", "-A", "tests.e2e.celery_app", "worker",
+                "-Q", self.queue, "-c", str(concurrency), "--loglevel=INFO",
+                "--without-mingle", "--without-gossip", "--without-heartbeat",
+                "-n", f"faults-{uuid.uuid4().hex[:6]}@%h",
+            ],
+            extra,
+        )  # fmt: skip
+
     def start_workers(
         self, count: int = 2, concurrency: int = 2, extra: dict[str, str] | None = None
     ) -> list[Process]:
-        workers = [
-            self.spawn(
-                "worker",
-                [
-                    sys.executable, "-m", "celery", "-A", "tests.e2e.celery_app", "worker",
-                    "-Q", self.queue, "-c", str(concurrency), "--loglevel=INFO",
-                    "--without-mingle", "--without-gossip", "--without-heartbeat",
-                    "-n", f"faults-{uuid.uuid4().hex[:6]}@%h",
-                ],
-                extra,
-            )  # fmt: skip
-            for _ in range(count)
-        ]
+        """Start ``count`` workers and wait until they are ready."""
+        workers = [self.spawn_worker(concurrency, extra) for _ in range(count)]
         for worker in workers:
             wait_until("a worker to be ready", lambda w=worker: w.ready(" ready."), 90)  # type: ignore[misc]
         return workers
@@ -384,12 +388,28 @@ def redis_broker(redis_server: Any) -> Broker:
     )
 
 
+@pytest.fixture(params=["redis", "amqp"])
+def cut_broker(request: pytest.FixtureRequest, redis_server: Any) -> Iterator[Broker]:
+    """Redis, then RabbitMQ, behind a TCP proxy: ``down()`` makes it unreachable (a
+    network cut: what the broker holds survives), ``up()`` reachable again."""
+    if request.param == "redis":
+        proxy = TcpProxy(("127.0.0.1", redis_server.port))
+        proxy.start()
+        url = f"redis://127.0.0.1:{proxy.port}/0"
+    else:
+        proxy = request.getfixturevalue("amqp_proxy")
+        url = f"amqp://guest:guest@127.0.0.1:{proxy.port}//"
+    yield Broker(request.param, url, proxy.stop, proxy.start)
+    if request.param == "redis":
+        proxy.stop()
+
+
 @pytest.fixture
-def amqp_broker(amqp_proxy: Any) -> Broker:
-    return Broker(
-        "amqp", f"amqp://guest:guest@127.0.0.1:{amqp_proxy.port}//", amqp_proxy.stop,
-        amqp_proxy.start,
-    )  # fmt: skip
+def faults_cut_broker(
+    request: pytest.FixtureRequest, pg_cluster: PgCluster, cut_broker: Broker, tmp_path: Path
+) -> Iterator[Faults]:
+    """A test's world on a broker it can cut (once per broker)."""
+    yield from make_faults(request, pg_cluster, cut_broker, tmp_path)
 
 
 def make_faults(

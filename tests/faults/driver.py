@@ -1,9 +1,10 @@
 """``python -m tests.faults.driver COMMAND ...``: the fault suite's producer process.
 
 - ``start WORKFLOW JSON_ARGS_LIST``: start one execution per argument list; print the ids.
-- ``push QUEUE_ID PREFIX COUNT [PAUSE]``: push ``COUNT`` items ``PREFIX-0..`` one commit
-  each, ``PAUSE`` seconds apart; a failed commit (database down) is retried with the same
-  items, so a push is recorded as ``ok`` once, or indeterminate and retried.
+- ``push QUEUE_IDS PREFIX COUNT [PAUSE]``: push ``COUNT`` items ``PREFIX-0..`` one commit
+  each, ``PAUSE`` seconds apart, to the comma-separated queues in turn; a failed commit
+  (database down) is retried with the same item, so a push is recorded as ``ok`` once,
+  or indeterminate and retried.
 
 Runs with ``tests.faults.settings``, so its store operations are recorded too.
 """
@@ -33,12 +34,12 @@ def main(argv: list[str]) -> int:
             print(start_workflow(rest[0], *args), flush=True)
         return 0
     if command == "push":
-        queue_id, prefix, count = rest[0], rest[1], int(rest[2])
+        queue_ids, prefix, count = rest[0].split(","), rest[1], int(rest[2])
         pause = float(rest[3]) if len(rest) > 3 else 0.0
         for n in range(count):
             while True:
                 try:
-                    push(queue_id, [f"{prefix}-{n}"])
+                    push(queue_ids[n % len(queue_ids)], [f"{prefix}-{n}"])
                     break
                 except DatabaseError:
                     close_old_connections()

@@ -6,6 +6,7 @@ Updaters and claims are small objects that carry ``history_args``, the model ope
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from yieldstar_django import define_store, get_store_client, workflow
@@ -58,13 +59,21 @@ def push(queue_id: str, values: list[Any]) -> None:
     get_store_client().update_store(queue, queue_id, updater=Push(values))
 
 
+def work(seconds: float) -> None:
+    """Stand-in for the work done on an item (a step a worker can die in)."""
+    time.sleep(seconds)
+
+
 @workflow("faults.drain")
-def drain(step: Step, queue_id: str, tally_id: str, count: int) -> Any:
-    """Take ``count`` items from a queue, then add ``count`` to a tally; the item values."""
+def drain(step: Step, queue_id: str, tally_id: str, count: int, pause: float = 0.0) -> Any:
+    """Take ``count`` items from a queue (working ``pause`` seconds on each), then add
+    ``count`` to a tally; the item values."""
     values = []
     for _ in range(count):
         item = yield from step.take(queue, queue_id, first_unclaimed, Claim(step.execution_id))
         values.append(item["value"])
+        if pause:
+            yield from step.run(work, pause)
     yield from step.update(tally, tally_id, Add(count))
     return values
 

@@ -15,13 +15,20 @@ def fill_queue(faults: Faults, items: int) -> str:
 
 
 def start_drain(
-    faults: Faults, queue_id: str, executions: int, each: int, nap: float = 0.0
+    faults: Faults,
+    queue_id: str,
+    executions: int,
+    each: int,
+    *,
+    nap: float = 0.0,
+    pause: float = 0.0,
 ) -> list[str]:
     """``executions`` executions taking ``each`` items from the queue (after a durable
-    ``nap`` of that many seconds, if any), each adding its count to one tally."""
+    ``nap`` of that many seconds, if any; working ``pause`` seconds on each item), each
+    adding its count to one tally."""
     tally_id = f"t-{queue_id}"
     if nap:
         return faults.start(
             "faults.nap_then_drain", [[queue_id, tally_id, each, nap]] * executions
         )
-    return faults.start("faults.drain", [[queue_id, tally_id, each]] * executions)
+    return faults.start("faults.drain", [[queue_id, tally_id, each, pause]] * executions)
