@@ -149,6 +149,9 @@ class Env:
             "DJANGO_SETTINGS_MODULE": "tests.e2e.worker_settings",
             "YIELDSTAR_E2E_DB_NAME": self.db_name,
             "YIELDSTAR_E2E_BROKER_URL": self.broker.url,
+            # Celery reads this variable over its configuration: left as inherited, it
+            # would point the workers at another broker than the one under test.
+            "CELERY_BROKER_URL": self.broker.url,
             "YIELDSTAR_E2E_QUEUE": self.queue,
             "PYTHONUNBUFFERED": "1",
         }

@@ -184,6 +184,9 @@ class Faults:
             **os.environ,
             **_settings_env(self.cluster),
             "YIELDSTAR_FAULTS_BROKER_URL": self.broker.url,
+            # Celery reads this variable before any configuration: it must not point the
+            # processes at another broker than the test's.
+            "CELERY_BROKER_URL": self.broker.url,
             "YIELDSTAR_FAULTS_QUEUE": self.queue,
             "YIELDSTAR_FAULTS_LEASE_SECONDS": str(self.lease_seconds),
             HISTORY_ENV: str(self.history),

@@ -32,8 +32,7 @@ def test_workers_connections_terminated_every_half_second(faults: Faults) -> Non
     faults.start_workers()
     faults.start_relay()
     queue_ids = [fill_queue(faults, 0) for _ in range(4)]
-    for queue_id in queue_ids:
-        start_drain(faults, queue_id, executions=5, each=10, pause=0.02)
+    start_drain(faults, queue_ids, executions=5, each=10, pause=0.02)
     # Items keep coming while connections are cut: 200 pushes over about 16 s.
     producer = faults.push_in_background(",".join(queue_ids), "item", 200, 0.06)
     deadline = time.monotonic() + 20

@@ -8,27 +8,29 @@ from .conftest import Faults
 
 
 def fill_queue(faults: Faults, items: int) -> str:
-    """A new queue holding ``items`` items, pushed one commit each; its id."""
+    """A new queue holding ``items`` items, pushed one commit each; its id. (With no
+    items the queue is created by its first operation.)"""
     queue_id = f"q-{uuid.uuid4().hex[:8]}"
-    faults.driver("push", queue_id, queue_id, str(items))
+    if items:
+        faults.driver("push", queue_id, queue_id, str(items))
     return queue_id
 
 
 def start_drain(
     faults: Faults,
-    queue_id: str,
+    queue_id: str | list[str],
     executions: int,
     each: int,
     *,
     nap: float = 0.0,
     pause: float = 0.0,
 ) -> list[str]:
-    """``executions`` executions taking ``each`` items from the queue (after a durable
+    """``executions`` executions per queue taking ``each`` items from it (after a durable
     ``nap`` of that many seconds, if any; working ``pause`` seconds on each item), each
-    adding its count to one tally."""
-    tally_id = f"t-{queue_id}"
+    adding its count to the queue's tally. One driver run starts them all."""
+    queues = [queue_id] if isinstance(queue_id, str) else queue_id
     if nap:
-        return faults.start(
-            "faults.nap_then_drain", [[queue_id, tally_id, each, nap]] * executions
-        )
-    return faults.start("faults.drain", [[queue_id, tally_id, each, pause]] * executions)
+        arguments = [[q, f"t-{q}", each, nap] for q in queues for _ in range(executions)]
+        return faults.start("faults.nap_then_drain", arguments)
+    arguments = [[q, f"t-{q}", each, pause] for q in queues for _ in range(executions)]
+    return faults.start("faults.drain", arguments)
