@@ -241,7 +241,9 @@ def _replay(
             states[version] = _check_write(op, version, states[version - 1], anomalies)
             version += 1
             continue
-        pin = min((v for v, w in writes.items() if v > version and w.name == "update"), default=top + 1)
+        pin = min(
+            (v for v, w in writes.items() if v > version and w.name == "update"), default=top + 1
+        )
         budget = [SEARCH_BUDGET]
         path = _search(version, pin, states[version - 1], spare, writes, budget)
         if path is None:

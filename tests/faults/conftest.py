@@ -42,12 +42,10 @@ from tests.e2e.conftest import (
     redis_server,
     wait_until,
 )
-
 from tests.e2e.proxy import TcpProxy
 
 from .checker import check_queue, check_register, load_history
-from .history import ENV as HISTORY_ENV
-from .history import EXIT_ENV, ROLE_ENV
+from .history import ENV as HISTORY_ENV, EXIT_ENV, ROLE_ENV
 from .workflows import INITIAL
 
 __all__ = ["amqp_proxy", "redis_server"]

@@ -104,7 +104,13 @@ def _wrap(name: str, method: Callable[..., Any], model_arg: str | None) -> Calla
 
         def ok() -> None:
             recorder.event(
-                {"id": key, "type": "ok", "time": time.time(), "result": result, "instance": instance}
+                {
+                    "id": key,
+                    "type": "ok",
+                    "time": time.time(),
+                    "result": result,
+                    "instance": instance,
+                }
             )
 
         transaction.on_commit(ok, using=self.using)

@@ -19,9 +19,7 @@ def test_broker_unreachable_for_30s_while_500_commits_happen(faults_cut_broker: 
     faults.start_relay()
     queue_ids = [fill_queue(faults, 0) for _ in range(25)]
     start_drain(faults, queue_ids, executions=1, each=20)
-    wait_until(
-        "every execution to wait", lambda: faults.count("waiting") == len(queue_ids), 60
-    )
+    wait_until("every execution to wait", lambda: faults.count("waiting") == len(queue_ids), 60)
     faults.broker.down()
     cut = time.monotonic()
     try:

@@ -3,13 +3,21 @@
 Most kills hit one busy pool process of a worker (Celery's prefork parent starts another);
 every fifth kills a whole worker, pool and parent, and a new worker is started. The
 recovery of a kill is the time until the execution the dead process was running records
-its next store operation (in another process)."""
+its next store operation (in another process).
+
+Runs once per broker. On Redis, a killed worker's prefetched messages stay in the
+``unacked`` hash until the visibility timeout (an hour by default), so an execution
+whose wake it held can stay ``pending``: a defect of the runtime that issue 8 point 1
+(crash recovery) fixes; until then the Redis run is an expected failure when it strands
+one (it does not always)."""
 
 from __future__ import annotations
 
 import random
 import subprocess
 import time
+
+import pytest
 
 from tests.e2e.conftest import Process
 
@@ -29,7 +37,18 @@ def pool_processes(worker: Process) -> list[int]:
     return [int(pid) for pid in done.stdout.split()]
 
 
-def test_twenty_worker_sigkills_during_a_queue_drain(faults: Faults) -> None:
+def test_twenty_worker_sigkills_during_a_queue_drain(
+    request: pytest.FixtureRequest, faults_cut_broker: Faults
+) -> None:
+    faults = faults_cut_broker
+    if faults.broker.kind == "redis":
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="issue 8 point 1: wakes prefetched by a killed worker are stranded in "
+                "Redis's unacked hash until the visibility timeout",
+                strict=False,
+            )
+        )
     workers = faults.start_workers()
     faults.start_relay()
     queue_id = fill_queue(faults, 300)
@@ -57,7 +76,7 @@ def test_twenty_worker_sigkills_during_a_queue_drain(faults: Faults) -> None:
             subprocess.run(["kill", "-KILL", str(pid)], check=False)
             victims.append((pid, time.time()))
     assert faults.count("completed") < 30, "the drain ended before the kills did"
-    anomalies = faults.verify(timeout=150)
+    anomalies = faults.verify(timeout=75)
     faults.recoveries += recoveries(faults, victims)
     assert anomalies == []
 
