@@ -279,18 +279,20 @@ class Faults:
         statuses = self.statuses()
         return all(statuses.get(e) in {"completed", "failed", "cancelled"} for e in self.executions)
 
-    def wait_finished(self, timeout: float) -> None:
+    def unfinished_after(self, timeout: float) -> list[tuple[Any, ...]]:
+        """Wait up to ``timeout`` for every execution to finish; the rows of those that
+        did not (id, status, runs, wake_pending, lease_expires_at)."""
         try:
             wait_until("every execution to finish", self.finished, timeout)
+            return []
         except AssertionError:
             with self.cluster.connect() as conn:
-                rows = conn.execute(
+                return conn.execute(
                     "SELECT id, status, runs, wake_pending, lease_expires_at FROM "
                     "yieldstar_execution WHERE id = ANY(%s) AND status NOT IN "
                     "('completed', 'failed', 'cancelled')",
                     [self.executions],
                 ).fetchall()
-            raise AssertionError(f"{len(rows)} execution(s) unfinished: {rows[:10]}") from None
 
     def overdue_intents(self, grace: float = 5.0) -> int:
         with self.cluster.connect() as conn:
@@ -350,14 +352,18 @@ class Faults:
     def count(self, status: str) -> int:
         return sum(1 for s in self.statuses().values() if s == status)
 
-    def verify(self, timeout: float = 90.0) -> list[str]:
-        """Wait for every execution to finish; no anomaly, no overdue intent; record the
-        figures. Returns the anomalies (the caller asserts there are none)."""
-        self.wait_finished(timeout)
+    def verify(self, timeout: float = 90.0, known_defect: str = "") -> list[str]:
+        """Wait for every execution to finish, then for no wake intent to be overdue, and
+        record the figures; the anomalies of the history (the caller asserts there are
+        none).
+
+        With ``known_defect``, executions left unfinished make the test an expected
+        failure naming it, but only after the history was checked: a safety anomaly is
+        never excused."""
+        unfinished = self.unfinished_after(timeout)
+        found = self.anomalies()
         statuses = self.statuses()
         failed = [e for e, s in statuses.items() if s != "completed"]
-        wait_until("no wake intent to be overdue", lambda: self.overdue_intents() == 0, 30)
-        found = self.anomalies()
         FIGURES.append(
             {
                 "fault": self.name,
@@ -368,6 +374,13 @@ class Faults:
                 "recoveries": self.recoveries,  # the test may add more after verify()
             }
         )
+        if unfinished:
+            assert found == [], found
+            message = f"{len(unfinished)} execution(s) unfinished: {unfinished[:10]}"
+            if known_defect:
+                pytest.xfail(f"{known_defect}: {message}")
+            raise AssertionError(message)
+        wait_until("no wake intent to be overdue", lambda: self.overdue_intents() == 0, 30)
         return found + [f"execution {e} ended {statuses[e]}" for e in failed]
 
     def stop_all(self) -> None:

@@ -5,19 +5,16 @@ every fifth kills a whole worker, pool and parent, and a new worker is started. 
 recovery of a kill is the time until the execution the dead process was running records
 its next store operation (in another process).
 
-Runs once per broker. On Redis, a killed worker's prefetched messages stay in the
-``unacked`` hash until the visibility timeout (an hour by default), so an execution
-whose wake it held can stay ``pending``: a defect of the runtime that issue 8 point 1
-(crash recovery) fixes; until then the Redis run is an expected failure when it strands
-one (it does not always)."""
+Runs once per broker. Today a wake held by a killed worker can be lost, leaving an
+execution ``pending`` with no lease and no timer (issue 8 point 1, crash recovery, fixes
+it): until then a run that strands one is an expected failure, but only once the history
+was checked with no anomaly."""
 
 from __future__ import annotations
 
 import random
 import subprocess
 import time
-
-import pytest
 
 from tests.e2e.conftest import Process
 
@@ -28,6 +25,12 @@ from .workload import fill_queue, start_drain
 pytestmark = FAULT_MARKS
 
 KILLS = 20
+#: Until issue 8 point 1 (crash recovery) lands, a killed worker can strand an execution.
+STRANDED = (
+    "issue 8 point 1: a wake handed to a worker that is then killed is lost (a prefetched "
+    "message sits in Redis's unacked hash until the visibility timeout; an early-acked "
+    "one is gone) and the execution, holding no lease, has no timer"
+)
 
 
 def pool_processes(worker: Process) -> list[int]:
@@ -38,17 +41,9 @@ def pool_processes(worker: Process) -> list[int]:
 
 
 def test_twenty_worker_sigkills_during_a_queue_drain(
-    request: pytest.FixtureRequest, faults_cut_broker: Faults
+    faults_cut_broker: Faults,
 ) -> None:
     faults = faults_cut_broker
-    if faults.broker.kind == "redis":
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="issue 8 point 1: wakes prefetched by a killed worker are stranded in "
-                "Redis's unacked hash until the visibility timeout",
-                strict=False,
-            )
-        )
     workers = faults.start_workers()
     faults.start_relay()
     queue_id = fill_queue(faults, 300)
@@ -76,8 +71,10 @@ def test_twenty_worker_sigkills_during_a_queue_drain(
             subprocess.run(["kill", "-KILL", str(pid)], check=False)
             victims.append((pid, time.time()))
     assert faults.count("completed") < 30, "the drain ended before the kills did"
-    anomalies = faults.verify(timeout=75)
-    faults.recoveries += recoveries(faults, victims)
+    try:
+        anomalies = faults.verify(timeout=75, known_defect=STRANDED)
+    finally:
+        faults.recoveries += recoveries(faults, victims)
     assert anomalies == []
 
 
