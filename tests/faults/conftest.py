@@ -45,8 +45,7 @@ from tests.e2e.conftest import (
 from tests.e2e.proxy import TcpProxy
 
 from .checker import check_queue, check_register, load_history
-from .history import ENV as HISTORY_ENV, EXIT_ENV, ROLE_ENV
-from .workflows import INITIAL
+from .history import ENV as HISTORY_ENV, EXIT_ENV, INITIAL, ROLE_ENV
 
 __all__ = ["amqp_proxy", "redis_server"]
 

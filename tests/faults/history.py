@@ -26,6 +26,11 @@ from typing import Any
 
 from django.db import transaction
 
+#: The recorded stores (names starting ``faults.``) and their initial states, which the
+#: checker replays from. Kept here, not with the workflows, so the test process reads it
+#: without registering the suite's stores and workflows.
+INITIAL: dict[str, Any] = {"faults.queue": {"items": []}, "faults.tally": {"total": 0}}
+
 ENV = "YIELDSTAR_FAULTS_HISTORY"
 ROLE_ENV = "YIELDSTAR_FAULTS_ROLE"
 

@@ -6,18 +6,23 @@ Updaters and claims are small objects that carry ``history_args``, the model ope
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any
 
 from yieldstar_django import define_store, get_store_client, workflow
 from yieldstar_django.runtime import Step
 
-#: ``faults.queue/<id>``: items ``{"value", "claimed_by"}``.
-queue = define_store("faults.queue", None, initial=lambda id: {"items": []})
-#: ``faults.tally/<id>``: how many items the executions reported.
-tally = define_store("faults.tally", None, initial=lambda id: {"total": 0})
+from .history import INITIAL
 
-INITIAL: dict[str, Any] = {"faults.queue": {"items": []}, "faults.tally": {"total": 0}}
+#: ``faults.queue/<id>``: items ``{"value", "claimed_by"}``.
+queue = define_store(
+    "faults.queue", None, initial=lambda id: copy.deepcopy(INITIAL["faults.queue"])
+)
+#: ``faults.tally/<id>``: how many items the executions reported.
+tally = define_store(
+    "faults.tally", None, initial=lambda id: copy.deepcopy(INITIAL["faults.tally"])
+)
 
 
 def first_unclaimed(state: Any) -> Any:
