@@ -72,7 +72,7 @@ def test_twenty_worker_sigkills_during_a_queue_drain(
             victims.append((pid, time.time()))
     assert faults.count("completed") < 30, "the drain ended before the kills did"
     try:
-        anomalies = faults.verify(timeout=75, known_defect=STRANDED)
+        anomalies = faults.verify(timeout=45, known_defect=STRANDED)
     finally:
         faults.recoveries += recoveries(faults, victims)
     assert anomalies == []
