@@ -303,8 +303,11 @@ class Faults:
         assert row is not None
         return int(row[0])
 
-    def anomalies(self) -> list[str]:
-        """The checker's verdict on every store's history and on the drained queues."""
+    def anomalies(self, drained: bool = True) -> list[str]:
+        """The checker's verdict on every store's history and on the drained queues.
+
+        ``drained=False`` (some taker did not finish): items not taken yet cannot be told
+        from lost ones, so only duplicated and invented items are looked for."""
         found: list[str] = []
         stores = load_history(self.history)
         pushed: dict[str, list[Any]] = {}
@@ -318,11 +321,12 @@ class Faults:
                         target = pushed if op.result is not None else maybe
                         target.setdefault(store, []).extend(op.args["values"])
         taken = {eid: r for eid, r in self.results().items() if r is not None}
-        found += check_queue(
-            [v for vs in pushed.values() for v in vs],
-            taken,
-            [v for vs in maybe.values() for v in vs],
-        )
+        certain = [v for vs in pushed.values() for v in vs]
+        uncertain = [v for vs in maybe.values() for v in vs]
+        if drained:
+            found += check_queue(certain, taken, uncertain)
+        else:
+            found += check_queue([], taken, certain + uncertain)
         return found
 
     def operations(self) -> int:
@@ -360,7 +364,7 @@ class Faults:
         failure naming it, but only after the history was checked: a safety anomaly is
         never excused."""
         unfinished = self.unfinished_after(timeout)
-        found = self.anomalies()
+        found = self.anomalies(drained=not unfinished)
         statuses = self.statuses()
         failed = [e for e, s in statuses.items() if s != "completed"]
         FIGURES.append(

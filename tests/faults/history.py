@@ -160,5 +160,6 @@ def install_exit_after_commit() -> None:
             transaction.on_commit(lambda: os._exit(3), using=using)
         original(pending, using=using)
 
-    wakes.deliver_on_commit = deliver_on_commit  # type: ignore[assignment]
-    connector.deliver_on_commit = deliver_on_commit  # type: ignore[assignment]
+    # The connector imported the function by name: replace it in both modules.
+    for module in (wakes, connector):
+        setattr(module, "deliver_on_commit", deliver_on_commit)  # noqa: B010
