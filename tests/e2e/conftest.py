@@ -149,6 +149,9 @@ class Env:
             "DJANGO_SETTINGS_MODULE": "tests.e2e.worker_settings",
             "YIELDSTAR_E2E_DB_NAME": self.db_name,
             "YIELDSTAR_E2E_BROKER_URL": self.broker.url,
+            # Celery reads this variable over its configuration: left as inherited, it
+            # would point the workers at another broker than the one under test.
+            "CELERY_BROKER_URL": self.broker.url,
             "YIELDSTAR_E2E_QUEUE": self.queue,
             "PYTHONUNBUFFERED": "1",
         }
@@ -271,8 +274,17 @@ def e2e(
     app.set_default()
     app.set_current()
     env = Env(broker, queue, connection.settings_dict["NAME"], app, tmp_path_factory.mktemp("logs"))
-    with override_settings(YIELDSTAR=dict(E2E_YIELDSTAR)):
-        yield env
+    # Celery's broker_url reads this variable first, even for an app given a broker.
+    inherited = os.environ.get("CELERY_BROKER_URL")
+    os.environ["CELERY_BROKER_URL"] = broker.url
+    try:
+        with override_settings(YIELDSTAR=dict(E2E_YIELDSTAR)):
+            yield env
+    finally:
+        if inherited is None:
+            del os.environ["CELERY_BROKER_URL"]
+        else:
+            os.environ["CELERY_BROKER_URL"] = inherited
     env.stop_all()
     app.close()
     _state.set_default_app(previous)

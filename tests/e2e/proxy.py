@@ -35,8 +35,8 @@ class TcpProxy:
     def stop(self) -> None:
         self._stop.set()
         if self._listener is not None:
-            # shutdown() wakes the thread blocked in accept(); close() alone would not,
-            # and the socket would go on listening (start() then finds the port taken).
+            # shutdown() wakes the accept() blocked in the other thread; close() alone
+            # would leave the socket listening until that accept() returns.
             with contextlib.suppress(OSError):
                 self._listener.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
