@@ -138,7 +138,6 @@ INVALID = [
     ("RELAY_INTERVAL", 0),
     ("LEASE_SECONDS", 0),
     ("LEASE_SECONDS", None),
-    ("REDRIVE_SECONDS", 0),
     ("API_REQUIRE_IF_MATCH", "yes"),
     ("API_MAX_BODY_BYTES", 10),
 ]
@@ -155,7 +154,6 @@ VALID = [
     ("RELAY_DELAY", 0),
     ("RELAY_INTERVAL", 0.1),
     ("LEASE_SECONDS", 5),
-    ("REDRIVE_SECONDS", 0.5),
     ("API_REQUIRE_IF_MATCH", True),
     ("API_MAX_BODY_BYTES", None),
     ("API_MAX_BODY_BYTES", 16 * 1024 * 1024),

@@ -85,7 +85,6 @@ RULES: Mapping[str, _Rule] = {
     "RELAY_DELAY": _Rule(_number_at_least(0), "a finite number of seconds >= 0"),
     "RELAY_INTERVAL": _Rule(_number_at_least(0, strict=True), "a finite number of seconds > 0"),
     "LEASE_SECONDS": _Rule(_number_at_least(0, strict=True), "a finite number of seconds > 0"),
-    "REDRIVE_SECONDS": _Rule(_number_at_least(0, strict=True), "a finite number of seconds > 0"),
     "API_REQUIRE_IF_MATCH": _Rule(_is_bool, "True or False"),
     "API_MAX_BODY_BYTES": _Rule(
         _optional(_int_at_least(1024)), "None or an integer number of bytes >= 1024"

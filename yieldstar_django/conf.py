@@ -64,13 +64,9 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "VERSION_HISTORY_KEEP_STATE": True,
     # Relay: age of an unacknowledged wake intent before re-delivery, and poll interval.
     "RELAY_DELAY": 5.0,
-    "RELAY_INTERVAL": 1.0,
-    # Seconds an execution run holds its lease (renewed every third of it while the run
-    # lasts) before another worker may take over.
-    "LEASE_SECONDS": 3,
-    # Seconds after a delivered wake that did not move its execution before the relay
-    # delivers it again (a worker killed with prefetched messages).
-    "REDRIVE_SECONDS": 10.0,
+    "RELAY_INTERVAL": 0.5,
+    # Seconds an execution run holds its lease before another worker may take over.
+    "LEASE_SECONDS": 4,
     # HTTP API: refuse writes without If-Match; request body size cap (None: derived).
     "API_REQUIRE_IF_MATCH": False,
     "API_MAX_BODY_BYTES": None,
@@ -221,11 +217,6 @@ class YieldstarSettings:
     def LEASE_SECONDS(self) -> float:
         """Seconds one run of an execution holds its lease."""
         return cast(float, self.get("LEASE_SECONDS"))
-
-    @property
-    def REDRIVE_SECONDS(self) -> float:
-        """Seconds after which a delivered wake that did not move its execution is re-driven."""
-        return cast(float, self.get("REDRIVE_SECONDS"))
 
     @property
     def API_REQUIRE_IF_MATCH(self) -> bool:

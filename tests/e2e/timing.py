@@ -7,7 +7,7 @@ from typing import Any
 #: A short lease so a killed worker's execution is taken over within seconds; a fast
 #: relay so undelivered wakes and timers go out quickly.
 E2E_YIELDSTAR: dict[str, Any] = {
-    "LEASE_SECONDS": 3,
+    "LEASE_SECONDS": 4,
     "RELAY_DELAY": 0.5,
     "RELAY_INTERVAL": 0.2,
 }

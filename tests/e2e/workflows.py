@@ -79,17 +79,25 @@ def slow_step(step: Step, marker_dir: str) -> Any:
 
 
 def pause_once(marker_dir: str) -> str:
-    """Append this attempt; the first sleeps 6 s (to be SIGSTOPped and overtaken), and
-    returns "first" if it ever gets to; later attempts return "later" at once."""
-    attempts = Path(marker_dir) / "attempts"
+    """Append this attempt's pid; the first attempt blocks until ``release`` exists (the
+    test pauses its worker meanwhile), later ones return at once."""
+    directory = Path(marker_dir)
+    attempts = directory / "attempts"
     with attempts.open("a") as handle:
         handle.write(f"{os.getpid()}\n")
-    if len(attempts.read_text().splitlines()) == 1:
-        time.sleep(6)
-        return "first"
-    return "later"
+    count = len(attempts.read_text().splitlines())
+    if count == 1:
+        while not (directory / "release").exists():
+            time.sleep(0.05)
+    return f"attempt {count} in {os.getpid()}"
 
 
 @workflow("e2e.paused_step")
 def paused_step(step: Step, marker_dir: str) -> Any:
-    return (yield from step.run(pause_once, marker_dir))
+    value = yield from step.run(pause_once, marker_dir)
+    return value
+
+
+@workflow("e2e.quick")
+def quick(step: Step) -> Any:
+    return (yield from step.run(now_iso))
