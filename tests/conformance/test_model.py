@@ -297,8 +297,13 @@ def make_machine(subject: Side) -> type[RuleBasedStateMachine]:
                 for id in IDS:
                     stored = side.client.read_store(self.definition, id)
                     waiters = sorted(
-                        (w.execution_id, w.step_key, side.label(w.instance_id), w.since_version)
-                        + tuple(sorted(map(str, w.read_paths)))
+                        (
+                            w.execution_id,
+                            w.step_key,
+                            side.label(w.instance_id),
+                            w.since_version,
+                            sorted(map(str, w.read_paths)),
+                        )
                         for w in side.client.waiters(self.definition, id)
                     )
                     stores[id] = (
