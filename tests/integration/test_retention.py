@@ -20,6 +20,8 @@ from yieldstar_django.models import AppliedStep, Execution, ExecutionStep, WakeI
 from yieldstar_django.retention import prune_finished
 from yieldstar_django.tasks import prune_executions
 
+from .conftest import SHARED_BARRIER
+
 DAY = 24 * 3600.0
 
 
@@ -144,3 +146,41 @@ def test_command_and_beat_task(alias: str) -> None:
 def test_bad_arguments_are_refused(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         prune_finished(**{"batch_size": 10, **bad})
+
+
+def test_pruners_racing_replays_delete_each_finished_execution_once(alias: str, spawn: Any) -> None:
+    """Three pruning processes (batches of 4) and one replaying the ledger of unfinished
+    executions, at once: every finished execution is deleted by exactly one pruner, and
+    no unfinished execution loses a ledger row (no replay re-applies)."""
+    name = "retention-race"
+    definition = define_store(name, None, initial=lambda id: {"n": 0})
+    try:
+        client = DatabaseStoreClient(alias)
+        unfinished = [f"waiting-{i}" for i in range(15)]
+        for i in range(40):
+            execution(alias, f"done-{i}", "completed", 2.0)
+        for id in [f"done-{i}" for i in range(40)] + unfinished:
+            if not id.startswith("done-"):
+                execution(alias, id, "waiting", None)
+            client.update_store(
+                definition,
+                "c",
+                updater=lambda s: s.update(n=s["n"] + 1),
+                step_id=StoreStepId(id, "u"),
+            )
+        results = spawn(
+            ["prune", "prune", "prune", "replay_steps"],
+            [
+                (alias, 4, SHARED_BARRIER),
+                (alias, 4, SHARED_BARRIER),
+                (alias, 4, SHARED_BARRIER),
+                (alias, name, unfinished, SHARED_BARRIER),
+            ],
+        )
+    finally:
+        unregister_store(name)
+    assert sum(results[:3]) == 40
+    assert results[3] == 0, "a replay of an unfinished execution re-applied its update"
+    assert sorted(Execution.objects.using(alias).values_list("id", flat=True)) == sorted(unfinished)
+    assert AppliedStep.objects.using(alias).filter(execution_id__in=unfinished).count() == 15
+    assert AppliedStep.objects.using(alias).filter(execution_id__startswith="done-").count() == 0
