@@ -84,6 +84,9 @@ RULES: Mapping[str, _Rule] = {
     "VERSION_HISTORY_KEEP_STATE": _Rule(_is_bool, "True or False"),
     "RELAY_DELAY": _Rule(_number_at_least(0), "a finite number of seconds >= 0"),
     "RELAY_INTERVAL": _Rule(_number_at_least(0, strict=True), "a finite number of seconds > 0"),
+    "RETENTION_SECONDS": _Rule(
+        _optional(_number_at_least(0)), "None or a finite number of seconds >= 0"
+    ),
     "LEASE_SECONDS": _Rule(_number_at_least(0, strict=True), "a finite number of seconds > 0"),
     "API_REQUIRE_IF_MATCH": _Rule(_is_bool, "True or False"),
     "API_MAX_BODY_BYTES": _Rule(
