@@ -89,7 +89,7 @@ _ERROR_DESCRIPTIONS = {
     "the store is too contended (`contention`); nothing changed.",
     412: "`If-Match` does not name the current version; nothing changed.",
     413: "The body is larger than `API_MAX_BODY_BYTES`.",
-    415: "Unsupported `Content-Type`.",
+    415: "Unsupported `Content-Type`; `accepted_media_types` lists the accepted ones.",
     422: "The `Idempotency-Key` was used with a different request.",
     428: "`If-Match` is required (`API_REQUIRE_IF_MATCH`).",
 }
