@@ -173,6 +173,7 @@ def test_basic_authentication(counter: StoreDefinition, client_for: Any) -> None
     credentials = base64.b64encode(b"view:pw").decode()
     client = Client(headers={"Authorization": f"Basic {credentials}"})
     url = reverse("yieldstar:store-detail", args=["api-counter", "basic"])
+    store_client().get_store(counter, "basic")
     assert client.get(url).status_code == 200
     assert client.put(url, "{}", content_type="application/json").status_code == 403
     bad = Client(headers={"Authorization": "Basic " + base64.b64encode(b"view:no").decode()})
@@ -182,6 +183,7 @@ def test_basic_authentication(counter: StoreDefinition, client_for: Any) -> None
 def test_hook_narrows_change(private: StoreDefinition, api: Client) -> None:
     closed = reverse("yieldstar:store-detail", args=["api-private", "closed"])
     opened = reverse("yieldstar:store-detail", args=["api-private", "open-1"])
+    store_client().get_store(private, "closed")
     assert api.get(closed).status_code == 200
     response = api.put(closed, json.dumps({"secret": 2}), content_type="application/json")
     assert response.status_code == 403
