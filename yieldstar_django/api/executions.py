@@ -15,7 +15,7 @@ from typing import Any
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status
 from rest_framework.exceptions import APIException, NotFound, ParseError
 from rest_framework.pagination import CursorPagination
@@ -26,7 +26,7 @@ from ..core.errors import WorkflowValueError
 from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
 from ..models.stores import MAX_KEY_LENGTH
 from . import idempotency
-from .openapi import IDEMPOTENCY_KEY, errors
+from .openapi import IDEMPOTENCY_KEY, errors, extend_schema
 from .permissions import ExecutionPermission
 from .serializers import ExecutionPageSerializer, ExecutionSerializer, ExecutionStartSerializer
 from .views import YieldstarAPIView

@@ -7,14 +7,13 @@ from typing import Any
 from urllib.parse import quote
 
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ..core.definition import registered_definitions
-from .openapi import errors
+from .openapi import errors, extend_schema
 from .permissions import SchemaPermission, hook_allows, store_permission
 from .serializers import ApiRootSerializer
 from .views import YieldstarAPIView

@@ -20,7 +20,7 @@ from django.db.models import Count, F
 from django.db.models.functions import Collate
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import status
 from rest_framework.exceptions import APIException, NotFound, ParseError, ValidationError
 from rest_framework.parsers import BaseParser
@@ -71,6 +71,7 @@ from .openapi import (
     WRITE_ERRORS,
     WRITE_ETAG_HEADER,
     errors,
+    extend_schema,
 )
 from .parsers import JSON_PATCH, MERGE_PATCH, JsonPatchParser, MergePatchParser, SafeJSONParser
 from .permissions import StorePermission, check_hook, hook_allows, store_action
