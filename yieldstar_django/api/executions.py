@@ -14,6 +14,7 @@ import inspect
 from typing import Any
 
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status
@@ -111,12 +112,28 @@ class ExecutionPagination(CursorPagination):
     page_size_query_param = "limit"
     max_page_size = 1000
 
+    def decode_cursor(self, request: Request) -> Any:
+        """DRF's cursor, refusing (``404``, as DRF does) a position that is not a time."""
+        cursor = super().decode_cursor(request)
+        position = getattr(cursor, "position", None)
+        if position is not None:
+            try:
+                valid = parse_datetime(position) is not None
+            except ValueError:
+                valid = False
+            if not valid:
+                raise NotFound(self.invalid_cursor_message)
+        return cursor
 
-def list_filters(request: Request) -> dict[str, str]:
-    """``workflow`` and ``status`` query filters; ``400`` for an unknown status."""
+
+def list_filters(request: Request) -> dict[str, str] | None:
+    """``workflow`` and ``status`` query filters (``None``: a workflow name no execution can
+    have); ``400`` for an unknown status."""
     filters: dict[str, str] = {}
     workflow = request.query_params.get("workflow")
     if workflow is not None:
+        if len(workflow) > MAX_KEY_LENGTH or "\x00" in workflow:
+            return None
         filters["workflow_name"] = workflow
     wanted = request.query_params.get("status")
     if wanted is not None:
@@ -168,7 +185,11 @@ class ExecutionStartView(YieldstarAPIView):
         tags=["executions"],
     )
     def get(self, request: Request) -> Response:
-        queryset = Execution.objects.filter(**list_filters(request)).only(
+        filters = list_filters(request)
+        queryset = (
+            Execution.objects.none() if filters is None else Execution.objects.filter(**filters)
+        )
+        queryset = queryset.only(
             "id", "workflow_name", "status", "created_at", "updated_at", "finished_at"
         )
         paginator = ExecutionPagination()
