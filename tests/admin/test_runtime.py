@@ -200,6 +200,18 @@ class TestWakeIntents:
         _, html = count_queries(admin_client, WAKE_INTENTS + "?q=w-3")
         assert ">w-3<" in html and ">w-1<" not in html
 
+    def test_delivered_on_commit_is_not_shown_later_than_delivered(
+        self, admin_client: Client
+    ) -> None:
+        from yieldstar_django.wakes import wake_now
+
+        wake_now("w-now", "api-test-greet")  # delivered on commit, before RELAY_DELAY
+        intent = WakeIntent.objects.get(execution_id="w-now")
+        assert intent.delivered_at is not None and intent.delivered_at < intent.available_at
+        _, html = count_queries(admin_client, WAKE_INTENTS)
+        assert "on commit" in html
+        assert "Deliverable from" in html
+
     def test_deliver_again(self, admin_client: Client, wakes: list[Any]) -> None:
         pending = self.make(1)
         delivered = self.make(2, delivered=True)

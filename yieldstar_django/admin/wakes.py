@@ -55,7 +55,7 @@ class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin): 
         "execution_link",
         "workflow_id",
         "reason",
-        "available_at",
+        "deliverable_from",
         "delivered_at",
         "attempts",
         "short_error",
@@ -78,6 +78,15 @@ class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin): 
     def execution_link(self, obj: WakeIntent) -> SafeString:
         url = reverse("admin:yieldstar_execution_change", args=[quote(obj.execution_id)])
         return format_html('<a href="{}">{}</a>', url, obj.execution_id)
+
+    @admin.display(description="deliverable from", ordering="available_at")
+    def deliverable_from(self, obj: WakeIntent) -> Any:
+        """``available_at`` is when the relay may deliver the intent (now + ``RELAY_DELAY``
+        for an immediate wake); the committing process delivers it before that, so for
+        an intent delivered earlier the column says "on commit" rather than a later time."""
+        if obj.delivered_at is not None and obj.delivered_at < obj.available_at:
+            return "on commit"
+        return obj.available_at
 
     @admin.display(description="last error")
     def short_error(self, obj: WakeIntent) -> str:
