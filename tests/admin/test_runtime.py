@@ -201,11 +201,12 @@ class TestWakeIntents:
         assert ">w-3<" in html and ">w-1<" not in html
 
     def test_delivered_on_commit_is_not_shown_later_than_delivered(
-        self, admin_client: Client
+        self, admin_client: Client, django_capture_on_commit_callbacks: Any
     ) -> None:
         from yieldstar_django.wakes import wake_now
 
-        wake_now("w-now", "api-test-greet")  # delivered on commit, before RELAY_DELAY
+        with django_capture_on_commit_callbacks(execute=True):
+            wake_now("w-now", "api-test-greet")  # delivered on commit, before RELAY_DELAY
         intent = WakeIntent.objects.get(execution_id="w-now")
         assert intent.delivered_at is not None and intent.delivered_at < intent.available_at
         _, html = count_queries(admin_client, WAKE_INTENTS)
