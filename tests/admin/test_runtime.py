@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -201,14 +202,17 @@ class TestWakeIntents:
         assert ">w-3<" in html and ">w-1<" not in html
 
     def test_delivered_on_commit_is_not_shown_later_than_delivered(
-        self, admin_client: Client, django_capture_on_commit_callbacks: Any
+        self, admin_client: Client
     ) -> None:
-        from yieldstar_django.wakes import wake_now
-
-        with django_capture_on_commit_callbacks(execute=True):
-            wake_now("w-now", "api-test-greet")  # delivered on commit, before RELAY_DELAY
-        intent = WakeIntent.objects.get(execution_id="w-now")
-        assert intent.delivered_at is not None and intent.delivered_at < intent.available_at
+        now = timezone.now()
+        WakeIntent.objects.create(  # as an immediate wake acknowledged by its first run
+            execution_id="w-now",
+            workflow_id="api-test-greet",
+            reason="wake",
+            available_at=now + timedelta(seconds=5),
+            delivered_at=now + timedelta(milliseconds=30),
+            created_at=now,
+        )
         _, html = count_queries(admin_client, WAKE_INTENTS)
         assert "on commit" in html
         assert "Deliverable from" in html

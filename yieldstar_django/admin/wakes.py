@@ -83,9 +83,10 @@ class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin): 
 
     @admin.display(description="deliverable from", ordering="available_at")
     def deliverable_from(self, obj: WakeIntent) -> Any:
-        """``available_at`` is when the relay may deliver the intent (now + ``RELAY_DELAY``
-        for an immediate wake); the committing process delivers it before that, so for
-        an intent delivered earlier the column says "on commit" rather than a later time."""
+        """``available_at`` is when the relay may deliver the intent (commit + ``RELAY_DELAY``
+        for an immediate wake); the committing process delivers it at once, so an intent
+        acknowledged before that time shows "on commit" rather than a time after its
+        acknowledgement."""
         if obj.delivered_at is not None and obj.delivered_at < obj.available_at:
             return "on commit"
         return obj.available_at
