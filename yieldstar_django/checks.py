@@ -7,6 +7,7 @@
 | ``yieldstar.E003`` | a ``YIELDSTAR`` value of the wrong type or out of range |
 | ``yieldstar.W001`` | an unknown ``YIELDSTAR`` key (a typo is silently ignored otherwise) |
 | ``yieldstar.W002`` | ``API_MAX_BODY_BYTES`` below ``MAX_STATE_BYTES`` |
+| ``yieldstar.W003`` | the Celery wake backend with no Celery app created (see ``celery_app``) |
 
 The checks only read settings; none connects to a database. They are
 registered by :meth:`yieldstar_django.apps.YieldstarConfig.ready`.
@@ -243,5 +244,12 @@ def check_sqlite_transaction_mode(
 
 def register() -> None:
     """Register every check under the ``yieldstar`` tag (idempotent)."""
-    for check in (check_sqlite_transaction_mode, check_wake_backend, check_settings):
+    from .celery_app import check_celery_app
+
+    for check in (
+        check_sqlite_transaction_mode,
+        check_wake_backend,
+        check_settings,
+        check_celery_app,
+    ):
         checks.register(check, TAG)

@@ -24,6 +24,19 @@ def discard_wakes(wakes: Any) -> None:
     DISCARDED.extend(wakes)
 
 
+def api_start(username: str, body: str) -> int:
+    """``POST /yieldstar/executions/`` as ``username``; the response's status code."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from tests.api import workflows  # noqa: F401  (registers api-test-greet)
+
+    client = Client()
+    client.force_login(User.objects.get(username=username))
+    response = client.post("/yieldstar/executions/", body, content_type="application/json")
+    return response.status_code
+
+
 def setup_django(db_names: dict[str, str], yieldstar: dict[str, Any]) -> None:
     """Point every alias at ``db_names`` and apply ``yieldstar``, before any query. Works
     in a fresh interpreter and in a fork of one that has set Django up already."""
