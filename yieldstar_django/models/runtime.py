@@ -49,6 +49,8 @@ class StepKind(models.TextChoices):
     TAKE = "take", "take"
     UPDATE = "update", "update"
     GET = "get", "get"
+    PATCH = "patch", "patch"
+    TAKE_ANY = "take_any", "take_any"
 
 
 class StepStatus(models.TextChoices):

@@ -38,7 +38,7 @@ from ..models.runtime import (
     StepKind,
     StepStatus,
 )
-from . import timers
+from . import patches, timers
 from .errors import (
     NonDeterminismError,
     RetryableError,
@@ -216,6 +216,8 @@ class Engine:
     # -- dispatch -------------------------------------------------------------------------
 
     def _execute(self, call: StepCall) -> _Result:
+        if call.kind == StepKind.PATCH:  # no step index: see runtime/patches.py
+            return _Value(patches.decide(self, call))
         key = call.key if call.key is not None else str(self.position)
         position = self.position
         self.position += 1
@@ -231,7 +233,9 @@ class Engine:
                 raise NonDeterminismError(
                     self.execution.id,
                     key,
+                    recorded_kind=row.kind,
                     recorded=_describe(row.kind, row.fingerprint),
+                    replayed_kind=call.kind,
                     replayed=_describe(call.kind, call.fingerprint),
                 )
             if row.status == StepStatus.COMPLETED:

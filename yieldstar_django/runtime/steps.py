@@ -178,5 +178,19 @@ class Step:
         )
         return snapshot
 
+    def patched(self, change_id: str) -> StepGenerator[bool]:
+        """Whether this execution takes the new branch of the change ``change_id``.
+
+        ``True`` for an execution that reaches this call under the new code (no recorded
+        step ahead of it), ``False`` for one whose heap recorded later steps before the
+        patch existed. The answer is recorded, so every replay takes the same branch. It
+        takes no step index: adding it does not shift the keys of the steps after it.
+        """
+        if not isinstance(change_id, str) or not change_id:
+            raise TypeError(f"patched() needs a non-empty str change id, not {change_id!r}")
+        key = _check_key("patch:" + change_id)
+        decision: bool = yield StepCall("patch", key, change_id)
+        return decision
+
     def __repr__(self) -> str:
         return f"<Step of {self.workflow_name} {self.execution_id}>"
