@@ -38,7 +38,7 @@ from ..models.runtime import (
     StepKind,
     StepStatus,
 )
-from . import patches, timers
+from . import patches, take_any, timers
 from .errors import (
     NonDeterminismError,
     RetryableError,
@@ -152,7 +152,7 @@ class Engine:
         self.open_takes: set[str] = {
             key
             for key, row in self.heap.items()
-            if row.kind == StepKind.TAKE and row.status == StepStatus.PENDING
+            if row.kind in (StepKind.TAKE, StepKind.TAKE_ANY) and row.status == StepStatus.PENDING
         }
 
     # -- the run loop ---------------------------------------------------------------------
@@ -252,6 +252,8 @@ class Engine:
             return self._update(call, key, position, row)
         if call.kind == StepKind.GET:
             return self._get(call, key, position, row)
+        if call.kind == StepKind.TAKE_ANY:
+            return take_any.execute(self, call, key, position, row)
         raise TypeError(f"unknown step kind {call.kind!r}")  # pragma: no cover
 
     # -- primitives -----------------------------------------------------------------------
@@ -594,6 +596,8 @@ def _revive_value(kind: str, value_json: str) -> Any:
         return StoreUpdateResult(value["state"], value["previous_version"], value["version"])
     if kind == StepKind.GET:
         return StoreSnapshot(value["state"], value["instance_id"], value["version"])
+    if kind == StepKind.TAKE_ANY:
+        return take_any.revive(value_json)
     return value
 
 

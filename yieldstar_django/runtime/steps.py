@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Final, TypeVar
@@ -46,6 +46,8 @@ class StepCall:
     selector: Selector | None = None
     claim: Claim | None = None
     updater: Updater | None = None
+    choices: tuple[tuple[StoreDefinition, str, Selector, Claim | None], ...] = ()
+    timeout: float | None = None
 
 
 def callable_name(fn: Callable[..., Any]) -> str:
@@ -150,6 +152,52 @@ class Step:
             claim=claim,
         )
         return selected
+
+    def take_any(
+        self,
+        choices: Sequence[tuple[StoreDefinition, str, Selector, Claim | None]],
+        timeout: float | timedelta | None = None,
+        *,
+        key: str | None = None,
+    ) -> StepGenerator[tuple[int | None, Any]]:
+        """Wait until one of ``choices`` (``(store, id, selector, claim)`` tuples) matches.
+
+        Returns ``(index, selected)`` for the one choice claimed (the first that matches,
+        in list order), or ``(None, None)`` when ``timeout`` seconds run out first. Exactly
+        one claim ever commits, with the heap record and the removal of the other
+        choices' waiters, in one transaction. Replays return the recorded pair.
+        """
+        if isinstance(choices, (str, bytes)) or not isinstance(choices, Sequence) or not choices:
+            raise TypeError("take_any() needs a non-empty list of (store, id, selector, claim)")
+        checked: list[tuple[StoreDefinition, str, Selector, Claim | None]] = []
+        fingerprints: list[str] = []
+        for choice in choices:
+            if not isinstance(choice, tuple) or len(choice) not in (3, 4):
+                raise TypeError(f"a take_any() choice is (store, id, selector, claim): {choice!r}")
+            definition, id, selector = choice[0], choice[1], choice[2]
+            claim = choice[3] if len(choice) == 4 else None
+            fingerprints.append(_check_store(definition, id))
+            if not callable(selector):
+                raise TypeError("a take_any() choice needs a selector callable")
+            if claim is not None and not callable(claim):
+                raise TypeError("a take_any() choice's claim must be callable or None")
+            checked.append((definition, id, selector, claim))
+        if isinstance(timeout, timedelta):
+            timeout = timeout.total_seconds()
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise TypeError(f"take_any()'s timeout is a number of seconds, not {timeout!r}")
+            if not math.isfinite(timeout) or timeout < 0:
+                raise ValueError(f"take_any() needs a finite, non-negative timeout: {timeout}")
+            timeout = float(timeout)
+        result: tuple[int | None, Any] = yield StepCall(
+            "take_any",
+            _check_key(key),
+            " | ".join(fingerprints)[:MAX_FINGERPRINT_LENGTH],
+            choices=tuple(checked),
+            timeout=timeout,
+        )
+        return result
 
     def update(
         self, definition: StoreDefinition, id: str, updater: Updater, *, key: str | None = None
