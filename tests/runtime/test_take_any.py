@@ -10,8 +10,12 @@ from django.db import connection, connections, transaction
 
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Waiter
-from yieldstar_django.runtime import Step, get_execution, start_workflow
-from yieldstar_django.runtime import executions as executions_module
+from yieldstar_django.runtime import (
+    Step,
+    executions as executions_module,
+    get_execution,
+    start_workflow,
+)
 
 from .conftest import Runtime
 

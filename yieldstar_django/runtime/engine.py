@@ -38,7 +38,7 @@ from ..models.runtime import (
     StepKind,
     StepStatus,
 )
-from . import patches, take_any, timers
+from . import claim_leases, patches, take_any, timers
 from .errors import (
     NonDeterminismError,
     RetryableError,
@@ -152,7 +152,8 @@ class Engine:
         self.open_takes: set[str] = {
             key
             for key, row in self.heap.items()
-            if row.kind in (StepKind.TAKE, StepKind.TAKE_ANY) and row.status == StepStatus.PENDING
+            if row.kind in (StepKind.TAKE, StepKind.TAKE_ANY, StepKind.TAKE_LEASE)
+            and row.status == StepStatus.PENDING
         }
 
     # -- the run loop ---------------------------------------------------------------------
@@ -239,6 +240,8 @@ class Engine:
                     replayed=_describe(call.kind, call.fingerprint),
                 )
             if row.status == StepStatus.COMPLETED:
+                if call.kind == StepKind.TAKE_LEASE:
+                    return _Value(claim_leases.replayed(self, call, key, row))
                 return _Value(_revive_value(call.kind, row.value_json))
             if row.status == StepStatus.FAILED:
                 return _Error(error_from_record(decode_durable(row.error_json)))
@@ -252,6 +255,10 @@ class Engine:
             return self._update(call, key, position, row)
         if call.kind == StepKind.GET:
             return self._get(call, key, position, row)
+        if call.kind == StepKind.TAKE_LEASE:
+            return claim_leases.take(self, call, key, position, row)
+        if call.kind == StepKind.END_LEASE:
+            return claim_leases.end(self, call, key, position, row)
         if call.kind == StepKind.TAKE_ANY:
             return take_any.execute(self, call, key, position, row)
         raise TypeError(f"unknown step kind {call.kind!r}")  # pragma: no cover

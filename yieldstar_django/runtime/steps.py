@@ -13,11 +13,14 @@ import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..core.definition import StoreDefinition
 from ..core.results import StoreSnapshot, StoreUpdateResult
 from ..core.store import Claim, Selector, Updater
+
+if TYPE_CHECKING:
+    from .claim_leases import ClaimLease
 
 __all__ = ["Step", "StepCall", "StepGenerator"]
 
@@ -78,6 +81,16 @@ def _check_store(definition: StoreDefinition, id: str) -> str:
     return f"{definition.name}/{id}"[:MAX_FINGERPRINT_LENGTH]
 
 
+def _seconds(value: float | timedelta, what: str) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} is a number of seconds, not {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a finite, non-negative number of seconds: {value}")
+    return float(value)
+
+
 class Step:
     """The step primitives of one execution, handed to the workflow function.
 
@@ -129,6 +142,7 @@ class Step:
         selector: Selector,
         claim: Claim | None = None,
         *,
+        lease: float | timedelta | None = None,
         key: str | None = None,
     ) -> StepGenerator[Any]:
         """Select and claim from a store, suspending until the selector matches.
@@ -136,22 +150,63 @@ class Step:
         Returns the claimed ``selected`` value. While nothing matches, the execution waits
         (status ``waiting``) with a waiter on the paths the selector read; a change to them
         resumes it. The claim commits exactly once (through the applied-steps ledger).
+
+        With ``lease=seconds`` it returns a ``ClaimLease`` (``.value`` is the selected
+        value) and records a lease in the claim's transaction: end it with
+        ``step.complete(lease)``, or hand the value back with ``step.release(lease)``;
+        if it expires first, the definition's ``release(draft, value)`` hands it back.
         """
         fingerprint = _check_store(definition, id)
         if not callable(selector):
             raise TypeError("take() needs a selector callable")
         if claim is not None and not callable(claim):
             raise TypeError("take()'s claim must be callable or None")
+        seconds = 0.0
+        if lease is not None:
+            seconds = _seconds(lease, "take()'s lease")
+            if seconds <= 0:
+                raise ValueError(f"take()'s lease must be positive: {seconds}")
+            if definition.release is None:
+                raise TypeError(
+                    f"a leased take needs define_store({definition.name!r}, ..., "
+                    "release=fn(draft, value)) to hand the value back"
+                )
         selected = yield StepCall(
-            "take",
+            "take" if lease is None else "take_lease",
             _check_key(key),
             fingerprint,
             definition=definition,
             store_id=id,
             selector=selector,
             claim=claim,
+            seconds=seconds,
         )
         return selected
+
+    def release(self, lease: ClaimLease, *, key: str | None = None) -> StepGenerator[bool]:
+        """Hand a leased value back through the store's ``release`` callback and end the
+        lease. Returns ``False`` (and changes nothing) if the lease had already ended."""
+        return self._end_lease("release", lease, key)
+
+    def complete(self, lease: ClaimLease, *, key: str | None = None) -> StepGenerator[bool]:
+        """End a lease, keeping the claim. Returns ``False`` if it had already ended (it
+        expired and its value was handed back): the work done under it must not count."""
+        return self._end_lease("complete", lease, key)
+
+    def _end_lease(self, action: str, lease: ClaimLease, key: str | None) -> StepGenerator[bool]:
+        from .claim_leases import ClaimLease
+
+        if not isinstance(lease, ClaimLease):
+            raise TypeError(
+                f"{action}() needs the ClaimLease a leased take returned, not {lease!r}"
+            )
+        ended: bool = yield StepCall(
+            "end_lease",
+            _check_key(key),
+            f"{action}:{lease.lease_id}"[:MAX_FINGERPRINT_LENGTH],
+            args=(action, lease),
+        )
+        return ended
 
     def take_any(
         self,

@@ -1,0 +1,196 @@
+"""Leased claims: ``step.take(..., lease=seconds)``, ``step.release``, ``step.complete``.
+
+A leased take claims like ``take`` and, in the same transaction, records a lease row
+(:class:`~yieldstar_django.models.ClaimLeaseRecord`) that is ``held`` until ``expires_at``.
+A lease leaves ``held`` exactly once, by a conditional update: ``complete`` ends it;
+``release``, the sweeper (:func:`expire_due`, run by the relay) and the admin's "release
+now" hand the value back by running the definition's ``release(draft, value)`` as a store
+update with its own step id, ``StoreStepId(<holder execution>, "<take key>:release")``,
+in the same transaction, so the item is handed back at most once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import DatabaseError, router, transaction
+from django.utils import timezone
+
+from ..core.definition import get_definition
+from ..core.durable import decode_durable, encode_durable
+from ..core.results import StoreStepId
+from ..core.store import StoreClient
+from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
+from ..models.runtime import ExecutionStep, StepStatus
+from .leases import LeaseLost
+
+if TYPE_CHECKING:
+    from .engine import Engine, _Result
+    from .steps import StepCall
+
+__all__ = ["ClaimLease", "end_lease", "expire_due", "lease_id", "release_now"]
+
+logger = logging.getLogger("yieldstar_django.runtime")
+
+
+@dataclass(frozen=True)
+class ClaimLease:
+    """What a leased ``step.take`` returns: the claimed ``value`` and the lease to pass to
+    ``step.release`` or ``step.complete``."""
+
+    lease_id: str
+    store_name: str
+    store_id: str
+    value: Any
+    seconds: float
+
+
+def lease_id(execution_id: str, step_key: str) -> str:
+    """The id of the lease taken by one take step (one per step, ever)."""
+    return f"{execution_id}/{step_key}"
+
+
+def _lease(engine: Engine, call: StepCall, key: str, value: Any) -> ClaimLease:
+    assert call.definition is not None
+    return ClaimLease(
+        lease_id(engine.execution.id, key), call.definition.name, call.store_id, value, call.seconds
+    )
+
+
+def take(
+    engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
+) -> _Result:
+    """Engine step ``take_lease``: ``take``, plus the lease row in the claim's transaction."""
+    from .engine import _Suspend, _Value
+
+    suspend: _Suspend | None = None
+    with transaction.atomic(using=engine.alias):
+        try:
+            result = engine._take(call, key, position, row)
+        except _Suspend as exc:  # the waiter registration must commit, not roll back
+            suspend = exc
+        else:
+            if isinstance(result, _Value):
+                assert call.definition is not None
+                ClaimLeaseRecord.objects.using(engine.alias).create(
+                    id=lease_id(engine.execution.id, key),
+                    execution_id=engine.execution.id,
+                    step_key=key,
+                    store_name=call.definition.name,
+                    store_id=call.store_id,
+                    value_json=encode_durable(result.value, limits=engine.limits, step_key=key),
+                    expires_at=timezone.now() + timedelta(seconds=call.seconds),
+                )
+    if suspend is not None:
+        raise suspend
+    if isinstance(result, _Value):
+        return _Value(_lease(engine, call, key, result.value))
+    return result
+
+
+def replayed(engine: Engine, call: StepCall, key: str, row: ExecutionStep) -> ClaimLease:
+    """The ``ClaimLease`` of a recorded leased take."""
+    return _lease(engine, call, key, decode_durable(row.value_json))
+
+
+def end(
+    engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
+) -> _Result:
+    """Engine step ``end_lease`` (``step.release`` / ``step.complete``): ``True`` if this
+    step ended a held lease, ``False`` if it had already ended (expired, say)."""
+    from .engine import _Error, _Value
+
+    action, claim = call.args
+    state = ClaimLeaseState.RELEASED if action == "release" else ClaimLeaseState.COMPLETED
+    try:
+        with transaction.atomic(using=engine.alias):
+            ended = end_lease(claim.lease_id, state, engine.client, using=engine.alias)
+            engine._write(
+                call,
+                key,
+                position,
+                row,
+                status=StepStatus.COMPLETED,
+                value_json="true" if ended else "false",
+            )
+    except (LeaseLost, DatabaseError):
+        raise
+    except Exception as exc:
+        engine._record_error(call, key, position, row, exc, 1)
+        return _Error(exc)
+    return _Value(ended)
+
+
+def end_lease(id: str, state: str, client: StoreClient, *, using: str | None = None) -> bool:
+    """Move lease ``id`` from ``held`` to ``state``; for ``released``/``expired`` run the
+    definition's ``release`` callback as a store update in the same transaction. Returns
+    whether this call ended it. Joins the caller's transaction."""
+    alias = using or router.db_for_write(ClaimLeaseRecord)
+    with transaction.atomic(using=alias):
+        updated = (
+            ClaimLeaseRecord.objects.using(alias)
+            .filter(pk=id, state=ClaimLeaseState.HELD)
+            .update(state=state, ended_at=timezone.now())
+        )
+        if not updated:
+            return False
+        if state in (ClaimLeaseState.RELEASED, ClaimLeaseState.EXPIRED):
+            record = ClaimLeaseRecord.objects.using(alias).get(pk=id)
+            definition = get_definition(record.store_name)
+            if definition is None or definition.release is None:
+                raise LookupError(
+                    f"lease {id!r}: store {record.store_name!r} has no release callback here"
+                )
+            release, value = definition.release, record.value
+
+            def hand_back(draft: Any) -> Any:
+                return release(draft, value)
+
+            client.update_store(
+                definition,
+                record.store_id,
+                updater=hand_back,
+                step_id=StoreStepId(record.execution_id, f"{record.step_key}:release"),
+            )
+    return True
+
+
+def _client(client: StoreClient | None) -> StoreClient:
+    if client is not None:
+        return client
+    from ..connector import get_store_client
+
+    return get_store_client()
+
+
+def release_now(
+    ids: list[str], *, client: StoreClient | None = None, state: str = ClaimLeaseState.RELEASED
+) -> int:
+    """Hand back the held leases among ``ids`` now; returns how many this call ended.
+
+    Each lease is its own transaction; one whose release fails is logged and stays held.
+    """
+    store_client = _client(client)
+    ended = 0
+    for id in ids:
+        try:
+            ended += end_lease(id, state, store_client)
+        except Exception:
+            logger.exception("could not release the claim lease %s", id)
+    return ended
+
+
+def expire_due(
+    *, now: datetime | None = None, client: StoreClient | None = None, limit: int = 100
+) -> int:
+    """Hand back the held leases whose ``expires_at`` has passed (state ``expired``);
+    returns how many this call ended. Safe to run from several processes at once."""
+    due = list(
+        ClaimLeaseRecord.objects.filter(
+            state=ClaimLeaseState.HELD, expires_at__lte=now or timezone.now()
+        ).values_list("pk", flat=True)[:limit]
+    )
+    return release_now(due, client=client, state=ClaimLeaseState.EXPIRED) if due else 0
