@@ -70,3 +70,21 @@ def test_sigkilled_picker_hands_its_item_back_and_it_is_picked_once(
     state = client.get_store(leased, store_id).state
     assert state == {"items": [], "picked": ["item-1"]}
     e2e.stop_all()
+
+
+def test_a_deploy_with_step_patched_keeps_running_executions_on_their_branch(
+    e2e: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    e2e.start_relay()
+    old_code = e2e.start_worker("old-code")
+    old = start_workflow("e2e.versioned", 4.0)
+    wait_until("the old execution to sleep", lambda: get_execution(old).status == "sleeping")
+    old_code.stop()
+    monkeypatch.setenv("E2E_PATCHED", "1")  # the deploy: workers start with the new code
+    e2e.start_worker("new-code")
+    new = start_workflow("e2e.versioned", 0.5)
+    wait_until("both to finish", lambda: all(get_execution(e).is_finished for e in (old, new)), 90)
+    assert get_execution(old).status == "completed", get_execution(old).error
+    assert get_execution(old).result == ["a", "b"]
+    assert get_execution(new).result == ["a", "c", "b"]
+    e2e.stop_all()

@@ -124,3 +124,18 @@ def lease_picker(step: Step, store_id: str, marker: str, lease_seconds: float) -
         yield from step.update(leased, store_id, lambda d: d["picked"].append(lease.value))
         return lease.value
     return None
+
+
+def letter(value: str) -> str:
+    return value
+
+
+@workflow("e2e.versioned")
+def versioned(step: Step, seconds: float) -> Any:
+    """``E2E_PATCHED=1`` in a worker's environment is the "new code" of a deploy."""
+    done = [(yield from step.run(letter, "a"))]
+    if os.environ.get("E2E_PATCHED") == "1" and (yield from step.patched("add-c")):
+        done.append((yield from step.run(letter, "c")))
+    yield from step.sleep(seconds)
+    done.append((yield from step.run(letter, "b")))
+    return done
