@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("yieldstar", "0003_postgres_store_indexes"),
+        ("yieldstar", "0004_wake_acknowledgement"),
     ]
 
     operations = [
