@@ -20,7 +20,7 @@ from django.db import DatabaseError, router, transaction
 from django.utils import timezone
 
 from ..core.definition import get_definition
-from ..core.durable import decode_durable, encode_durable
+from ..core.durable import decode_durable
 from ..core.results import StoreStepId
 from ..core.store import StoreClient
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
@@ -63,29 +63,27 @@ def _lease(engine: Engine, call: StepCall, key: str, value: Any) -> ClaimLease:
 def take(
     engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
 ) -> _Result:
-    """Engine step ``take_lease``: ``take``, plus the lease row in the claim's transaction."""
-    from .engine import _Suspend, _Value
+    """Engine step ``take_lease``: ``take``, with the lease row written in the transaction
+    that commits the claim and its heap row."""
+    from .engine import _Value
 
-    suspend: _Suspend | None = None
-    with transaction.atomic(using=engine.alias):
-        try:
-            result = engine._take(call, key, position, row)
-        except _Suspend as exc:  # the waiter registration must commit, not roll back
-            suspend = exc
-        else:
-            if isinstance(result, _Value):
-                assert call.definition is not None
-                ClaimLeaseRecord.objects.using(engine.alias).create(
-                    id=lease_id(engine.execution.id, key),
-                    execution_id=engine.execution.id,
-                    step_key=key,
-                    store_name=call.definition.name,
-                    store_id=call.store_id,
-                    value_json=encode_durable(result.value, limits=engine.limits, step_key=key),
-                    expires_at=timezone.now() + timedelta(seconds=call.seconds),
-                )
-    if suspend is not None:
-        raise suspend
+    assert call.definition is not None
+    definition = call.definition
+
+    def create_lease(selected_json: str) -> None:
+        ClaimLeaseRecord.objects.using(engine.alias).get_or_create(
+            id=lease_id(engine.execution.id, key),
+            defaults={
+                "execution_id": engine.execution.id,
+                "step_key": key,
+                "store_name": definition.name,
+                "store_id": call.store_id,
+                "value_json": selected_json,
+                "expires_at": timezone.now() + timedelta(seconds=call.seconds),
+            },
+        )
+
+    result = engine._take(call, key, position, row, also=create_lease)
     if isinstance(result, _Value):
         return _Value(_lease(engine, call, key, result.value))
     return result

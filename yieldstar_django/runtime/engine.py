@@ -359,7 +359,14 @@ class Engine:
         self._write(call, key, position, row, status=StepStatus.COMPLETED)
         return _Value(None)
 
-    def _take(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
+    def _take(
+        self,
+        call: StepCall,
+        key: str,
+        position: int,
+        row: ExecutionStep | None,
+        also: Callable[[str], None] | None = None,
+    ) -> _Result:
         """Take, and record a match in the same transaction as the store's commit.
 
         The selector and claim run outside any transaction (the store client's CAS loop);
@@ -383,6 +390,8 @@ class Engine:
                 self._write(
                     call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
                 )
+                if also is not None:  # more database work of the step (a claim lease)
+                    also(encoded)
                 hooked.append(encoded)
 
             return write
@@ -406,6 +415,8 @@ class Engine:
                     self._write(
                         call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
                     )
+                    if also is not None:
+                        also(encoded)
             else:
                 with transaction.atomic(using=self.alias):
                     drop_waiter()
