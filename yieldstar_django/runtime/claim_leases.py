@@ -5,13 +5,15 @@ A leased take claims like ``take`` and, in the same transaction, records a lease
 A lease leaves ``held`` exactly once, by a conditional update: ``complete`` ends it;
 ``release``, the sweeper (:func:`expire_due`, run by the relay) and the admin's "release
 now" hand the value back by running the definition's ``release(draft, value)`` as a store
-update with its own step id, ``StoreStepId(<holder execution>, "<take key>:release")``,
-in the same transaction, so the item is handed back at most once.
+update with its own step id, ``StoreStepId(<holder execution>, "<take key>:release")``;
+the lease's update commits with that store update, so the item is handed back at most
+once. User code (selectors, claims, ``release``) never runs inside a transaction.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 from django.db import DatabaseError, router, transaction
 from django.utils import timezone
 
+from ..connector import CommitHook, DatabaseStoreClient
 from ..core.definition import get_definition
 from ..core.durable import decode_durable
 from ..core.results import StoreStepId
-from ..core.store import StoreClient
+from ..core.store import StoreClient, StoreMutation
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..models.runtime import ExecutionStep, StepStatus
 from .leases import LeaseLost
@@ -98,22 +101,19 @@ def end(
     engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
 ) -> _Result:
     """Engine step ``end_lease`` (``step.release`` / ``step.complete``): ``True`` if this
-    step ended a held lease, ``False`` if it had already ended (expired, say)."""
+    step ended a held lease, ``False`` if it had already ended (expired, say). The heap
+    row commits with the lease's end (and the hand-back's store update)."""
     from .engine import _Error, _Value
 
     action, claim = call.args
     state = ClaimLeaseState.RELEASED if action == "release" else ClaimLeaseState.COMPLETED
+
+    def record(ended: bool) -> None:
+        value_json = "true" if ended else "false"
+        engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=value_json)
+
     try:
-        with transaction.atomic(using=engine.alias):
-            ended = end_lease(claim.lease_id, state, engine.client, using=engine.alias)
-            engine._write(
-                call,
-                key,
-                position,
-                row,
-                status=StepStatus.COMPLETED,
-                value_json="true" if ended else "false",
-            )
+        ended = end_lease(claim.lease_id, state, engine.client, using=engine.alias, also=record)
     except (LeaseLost, DatabaseError):
         raise
     except Exception as exc:
@@ -122,38 +122,84 @@ def end(
     return _Value(ended)
 
 
-def end_lease(id: str, state: str, client: StoreClient, *, using: str | None = None) -> bool:
-    """Move lease ``id`` from ``held`` to ``state``; for ``released``/``expired`` run the
-    definition's ``release`` callback as a store update in the same transaction. Returns
-    whether this call ended it. Joins the caller's transaction."""
+class _AlreadyEnded(Exception):
+    """Rolls back a hand-back whose lease another process ended first."""
+
+
+def end_lease(
+    id: str,
+    state: str,
+    client: StoreClient,
+    *,
+    using: str | None = None,
+    also: Callable[[bool], None] | None = None,
+) -> bool:
+    """Move lease ``id`` from ``held`` to ``state``; returns whether this call ended it.
+
+    For ``released``/``expired`` the definition's ``release(draft, value)`` runs as a
+    store update (outside any transaction, in the store client's CAS loop), and the lease's
+    conditional update commits with it (a commit hook), so a value is handed back at most
+    once. ``also(ended)`` is more database work committed with the outcome.
+    """
     alias = using or router.db_for_write(ClaimLeaseRecord)
-    with transaction.atomic(using=alias):
-        updated = (
+
+    def mark() -> bool:
+        return bool(
             ClaimLeaseRecord.objects.using(alias)
             .filter(pk=id, state=ClaimLeaseState.HELD)
             .update(state=state, ended_at=timezone.now())
         )
-        if not updated:
-            return False
-        if state in (ClaimLeaseState.RELEASED, ClaimLeaseState.EXPIRED):
-            record = ClaimLeaseRecord.objects.using(alias).get(pk=id)
-            definition = get_definition(record.store_name)
-            if definition is None or definition.release is None:
-                raise LookupError(
-                    f"lease {id!r}: store {record.store_name!r} has no release callback here"
-                )
-            release, value = definition.release, record.value
 
-            def hand_back(draft: Any) -> Any:
-                return release(draft, value)
+    record = ClaimLeaseRecord.objects.using(alias).filter(pk=id).first()
+    if record is None or record.state != ClaimLeaseState.HELD or state == ClaimLeaseState.COMPLETED:
+        with transaction.atomic(using=alias):
+            ended = record is not None and mark()
+            if also is not None:
+                also(ended)
+        return ended
+    definition = get_definition(record.store_name)
+    if definition is None or definition.release is None:
+        raise LookupError(f"lease {id!r}: store {record.store_name!r} has no release callback here")
+    release, value = definition.release, record.value
 
-            client.update_store(
-                definition,
-                record.store_id,
-                updater=hand_back,
-                step_id=StoreStepId(record.execution_id, f"{record.step_key}:release"),
-            )
-    return True
+    def hand_back(draft: Any) -> Any:
+        return release(draft, value)
+
+    step_id = StoreStepId(record.execution_id, f"{record.step_key}:release")
+    if not (isinstance(client, DatabaseStoreClient) and client.using == alias):
+        # No commit hooks (the in-memory client): end the lease first, then hand back
+        # (the ledger makes a repeated hand-back a no-op).
+        with transaction.atomic(using=alias):
+            ended = mark()
+            if also is not None:
+                also(ended)
+        if ended:
+            client.update_store(definition, record.store_id, updater=hand_back, step_id=step_id)
+        return ended
+    ran: list[bool] = []
+
+    def prepare(mutation: StoreMutation) -> Callable[[], None]:
+        def work() -> None:
+            if not mark():
+                raise _AlreadyEnded(id)
+            if also is not None:
+                also(True)
+            ran.append(True)
+
+        return work
+
+    try:
+        with client.commit_hook(CommitHook(prepare)):
+            client.update_store(definition, record.store_id, updater=hand_back, step_id=step_id)
+    except _AlreadyEnded:
+        pass
+    if ran:
+        return True
+    # Another process ended it first (or its hand-back is already in the ledger).
+    with transaction.atomic(using=alias):
+        if also is not None:
+            also(False)
+    return False
 
 
 def _client(client: StoreClient | None) -> StoreClient:
