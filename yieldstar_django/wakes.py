@@ -377,6 +377,7 @@ def run_relay(
             total += delivered
             relay_log.counts.add(delivered=delivered)
             relay_log.counts.maybe_report()
+            _expire_claim_leases()
         except Exception as exc:
             logger.exception("relay round failed")
             if on_error is not None:
@@ -387,6 +388,13 @@ def run_relay(
         wait = yieldstar_settings.RELAY_INTERVAL if interval is None else interval
         if stop.wait(wait):
             return total
+
+
+def _expire_claim_leases() -> None:
+    """Hand back expired leased claims (``step.take(..., lease=)``) in each relay round."""
+    from .runtime.claim_leases import expire_due
+
+    expire_due()
 
 
 def stop_on_signals(stop: threading.Event) -> None:
@@ -408,7 +416,9 @@ def relay_wakes(using: str = "default") -> int:
     """
     close_old_connections()
     try:
-        return relay_once(using=using)
+        delivered = relay_once(using=using)
+        _expire_claim_leases()
+        return delivered
     finally:
         close_old_connections()
 

@@ -51,7 +51,17 @@ _ORDER = {
     },
 }
 
-#: ``order-queue/<run>``: orders pushed by the shop, picked by fulfilment workers.
+
+def unpick(queue: Any, order: Any) -> None:
+    """Release callback of a picker's lease: the order is new again (the queue's closed
+    marker has nothing to hand back)."""
+    for candidate in queue["orders"]:
+        if "id" in order and candidate["id"] == order["id"]:
+            candidate.update(status="new", picked_by=None)
+
+
+#: ``order-queue/<run>``: orders pushed by the shop, picked by fulfilment workers (on a
+#: lease: an order whose picker dies goes back to ``new``).
 order_queue = define_store(
     "demo.order-queue",
     {
@@ -63,6 +73,7 @@ order_queue = define_store(
         },
     },
     initial=lambda id: {"orders": [], "closed": False},
+    release=unpick,
 )
 
 #: ``approval/<order id>``: a manager approves or rejects a large order here.

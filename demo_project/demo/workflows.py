@@ -1,12 +1,16 @@
 """The demo's workflows: an order pipeline.
 
 - ``demo.picker`` — a fulfilment worker. It ``take``s the next new order from the queue
-  (suspending while the queue is empty), marks it picked, and starts ``demo.order`` for it
-  (an idempotent start: the execution id is the order id). It stops when the queue closes.
+  on a lease (suspending while the queue is empty), marks it picked, starts ``demo.order``
+  for it (an idempotent start: the execution id is the order id) and completes the lease.
+  A picker killed while holding a lease does not keep the order: when the lease expires,
+  the queue's ``release`` callback marks it new again. It stops when the queue closes.
 - ``demo.order`` — one order: reserve stock, charge the card (a flaky gateway, retried on
-  a durable timer), wait for a manager's approval if the order is large (a ``take`` on the
-  order's approval store, which a person changes in the admin or through the API), then
-  ship it or, if rejected, put the stock back.
+  a durable timer), wait for a manager's approval if the order is large (a ``take_any``
+  with a timeout on the order's approval store, which a person changes in the admin or
+  through the API; no decision in time rejects it), then ship it or, if rejected, put the
+  stock back. The timeout was added under ``step.patched("approval-timeout")``: orders
+  already waiting when it was deployed keep the plain ``take``.
 - ``demo.reminder`` — started for each approval: ``sleep``s, then nudges the approval if
   nobody has decided yet. It writes only the ``reminders`` field, so it does not wake the
   order (that waits on ``status``).
@@ -25,6 +29,11 @@ from yieldstar_django.runtime import Step
 from .stores import APPROVAL_THRESHOLD, approvals, order_queue, shipping_log, stock
 
 __all__ = ["order", "picker", "reminder"]
+
+#: Seconds a large order waits for a manager before it is rejected.
+APPROVAL_TIMEOUT_SECONDS = 3600.0
+#: Seconds a picker holds an order before it goes back to the queue.
+PICK_LEASE_SECONDS = 60.0
 
 #: Chance that the payment gateway times out on an attempt (it is retried).
 GATEWAY_TIMEOUT_RATE = 0.3
@@ -51,6 +60,13 @@ def next_new_order(queue: Any) -> Any:
         if candidate["status"] == "new":
             return candidate
     return {"closed": True} if queue["closed"] else None
+
+
+def decided(approval: Any) -> Any:
+    """Selector: the manager's decision, or ``None`` (wait) while it is pending."""
+    if approval["status"] == "pending":
+        return None
+    return {"status": approval["status"], "by": approval["decided_by"], "note": approval["note"]}
 
 
 def charge_card(order_id: str, total: float) -> dict[str, Any]:
@@ -92,16 +108,19 @@ def picker(step: Step, run: str, name: str) -> Any:
     """Take orders from the run's queue until it closes; start one ``demo.order`` each."""
     picked: list[str] = []
     while True:
-        taken = yield from step.take(
+        lease = yield from step.take(
             order_queue,
             run,
             next_new_order,
             lambda queue, chosen: (
                 chosen.update(status="picked", picked_by=name) if "id" in chosen else None
             ),
+            lease=PICK_LEASE_SECONDS,
             key=f"take-{len(picked)}",
         )
+        taken = lease.value
         if taken.get("closed"):
+            yield from step.complete(lease, key=f"done-{len(picked)}")
             return {"picker": name, "picked": picked}
         yield from step.run(
             start_workflow,
@@ -111,6 +130,9 @@ def picker(step: Step, run: str, name: str) -> Any:
             execution_id=f"order-{taken['id']}",
             key=f"start-{taken['id']}",
         )
+        # False if the lease expired first: the order went back to the queue, and the
+        # order's idempotent start makes a second pick of it harmless.
+        yield from step.complete(lease, key=f"done-{len(picked)}")
         picked.append(taken["id"])
 
 
@@ -140,20 +162,16 @@ def order(step: Step, run: str, details: dict[str, Any]) -> Any:
             execution_id=f"reminder-{order_id}",
             key="start-reminder",
         )
-        decision = yield from step.take(
-            approvals,
-            order_id,
-            lambda a: (
-                None
-                if a["status"] == "pending"
-                else {
-                    "status": a["status"],
-                    "by": a["decided_by"],
-                    "note": a["note"],
-                }
-            ),
-            key="approval",
-        )
+        if (yield from step.patched("approval-timeout")):
+            index, decision = yield from step.take_any(
+                [(approvals, order_id, decided, None)],
+                timeout=APPROVAL_TIMEOUT_SECONDS,
+                key="approval",
+            )
+            if index is None:  # nobody decided in time
+                decision = {"status": "rejected", "by": "timeout", "note": "no decision"}
+        else:  # orders that were already waiting when the timeout was deployed
+            decision = yield from step.take(approvals, order_id, decided, key="approval")
         if decision["status"] == "rejected":
             yield from step.update(stock, run, release(details["lines"]), key="release")
             return {

@@ -343,10 +343,16 @@ class TestEditor:
 def test_waiter_rows_are_not_editable(admin_client: Client) -> None:
     for model in [Waiter, AppliedStep, StoreVersion]:
         assert model._meta.model_name
-    # Only stores, executions, wake intents and idempotency keys are registered.
+    # Only stores, executions, wake intents, idempotency keys and claim leases are registered.
     from django.contrib import admin
 
     registered = {
         m._meta.model_name for m in admin.site._registry if m._meta.app_label == "yieldstar"
     }
-    assert registered == {"storeinstance", "execution", "wakeintent", "idempotencykey"}
+    assert registered == {
+        "storeinstance",
+        "execution",
+        "wakeintent",
+        "idempotencykey",
+        "claimleaserecord",
+    }

@@ -101,3 +101,66 @@ def paused_step(step: Step, marker_dir: str) -> Any:
 @workflow("e2e.quick")
 def quick(step: Step) -> Any:
     return (yield from step.run(now_iso))
+
+
+# -- issue 12: take_any and leased claims ---------------------------------------------------
+
+#: ``leased/<id>``: a queue whose items a leased take hands back on expiry.
+leased = define_store(
+    "e2e.leased",
+    None,
+    initial=lambda id: {"items": [], "picked": []},
+    release=lambda draft, value: draft["items"].append(value),
+)
+
+
+def first_item(state: Any) -> Any:
+    return state["items"][0] if state["items"] else None
+
+
+def pop_first(draft: Any, selected: Any) -> None:
+    draft["items"].pop(0)
+
+
+def pick_slowly(marker: str) -> str:
+    """Record this attempt in ``marker``; hang if the marker says so (to be SIGKILLed)."""
+    path = Path(marker)
+    with path.open("a") as handle:
+        handle.write(f"{os.getpid()}\n")
+    if path.with_suffix(".hang").exists():
+        path.with_suffix(".hang").unlink()
+        time.sleep(600)
+    return "picked"
+
+
+@workflow("e2e.reply_or_timeout")
+def reply_or_timeout(step: Step, store_id: str, timeout: float) -> Any:
+    index, value = yield from step.take_any(
+        [(jobs, store_id, first_unclaimed, claimed_by(step.execution_id))], timeout=timeout
+    )
+    return [index, value["value"] if value else None]
+
+
+@workflow("e2e.lease_picker")
+def lease_picker(step: Step, store_id: str, marker: str, lease_seconds: float) -> Any:
+    lease = yield from step.take(leased, store_id, first_item, pop_first, lease=lease_seconds)
+    yield from step.run(pick_slowly, marker)
+    if (yield from step.complete(lease)):
+        yield from step.update(leased, store_id, lambda d: d["picked"].append(lease.value))
+        return lease.value
+    return None
+
+
+def letter(value: str) -> str:
+    return value
+
+
+@workflow("e2e.versioned")
+def versioned(step: Step, seconds: float) -> Any:
+    """``E2E_PATCHED=1`` in a worker's environment is the "new code" of a deploy."""
+    done = [(yield from step.run(letter, "a"))]
+    if os.environ.get("E2E_PATCHED") == "1" and (yield from step.patched("add-c")):
+        done.append((yield from step.run(letter, "c")))
+    yield from step.sleep(seconds)
+    done.append((yield from step.run(letter, "b")))
+    return done

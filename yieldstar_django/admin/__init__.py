@@ -3,10 +3,11 @@
 ``stores``: store instances with their versions, waiters and ledger entries, and a state
 editor that compare-and-swaps. ``runtime``: executions with their heap, resume and cancel.
 ``wakes``: the wake outbox, with "deliver again". ``api``: the API's idempotency keys.
+``claim_leases``: live leased claims and "release now".
 Everything is read-only unless stated; list pages run a bounded number of queries and
 never count a big table (:mod:`~yieldstar_django.admin.pagination`).
 """
 
-from . import api, runtime, stores, wakes
+from . import api, claim_leases, runtime, stores, wakes
 
-__all__ = ["api", "runtime", "stores", "wakes"]
+__all__ = ["api", "claim_leases", "runtime", "stores", "wakes"]

@@ -29,6 +29,8 @@ class StoreDefinition:
     schema: Any
     initial: Callable[[str], Any]
     permission: PermissionHook | None = field(default=None, compare=False, repr=False)
+    #: ``release(draft, value)`` hands a leased claim's value back (see ``step.take``).
+    release: Callable[[Any, Any], Any] | None = field(default=None, compare=False, repr=False)
     validator: Validator = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -36,6 +38,10 @@ class StoreDefinition:
             raise ValueError("a store name must be a non-empty str")
         if not callable(self.initial):
             raise TypeError(f"initial of store {self.name!r} must be a callable initial(id)")
+        if self.release is not None and not callable(self.release):
+            raise TypeError(
+                f"release of store {self.name!r} must be a callable release(draft, value)"
+            )
         object.__setattr__(self, "validator", compile_schema(self.name, self.schema))
 
 
@@ -49,13 +55,16 @@ def define_store(
     *,
     initial: Callable[[str], Any],
     permission: PermissionHook | None = None,
+    release: Callable[[Any, Any], Any] | None = None,
 ) -> StoreDefinition:
     """Create a ``StoreDefinition`` and register it under ``name``.
 
+    ``release(draft, value)``, an updater, hands back a value claimed by a leased
+    ``step.take(..., lease=seconds)`` when it is released or its lease expires.
     Registering the same name again from the same place (a module re-import) replaces the
     definition; from another place it raises ``ImproperlyConfigured``.
     """
-    definition = StoreDefinition(name, schema, initial, permission)
+    definition = StoreDefinition(name, schema, initial, permission, release)
     caller = sys._getframe(1)
     origin = (caller.f_code.co_filename, caller.f_lineno)
     with _registry_lock:

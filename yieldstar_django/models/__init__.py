@@ -2,5 +2,6 @@
 executions and their heap (``runtime``); the HTTP API's idempotency keys (``api``)."""
 
 from .api import *  # noqa: F403
+from .claim_leases import *  # noqa: F403
 from .runtime import *  # noqa: F403
 from .stores import *  # noqa: F403

@@ -49,6 +49,10 @@ class StepKind(models.TextChoices):
     TAKE = "take", "take"
     UPDATE = "update", "update"
     GET = "get", "get"
+    PATCH = "patch", "patch"
+    TAKE_ANY = "take_any", "take_any"
+    TAKE_LEASE = "take_lease", "take_lease"
+    END_LEASE = "end_lease", "end_lease"
 
 
 class StepStatus(models.TextChoices):

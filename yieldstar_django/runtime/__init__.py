@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Callable
 
     from ..models.runtime import Execution, ExecutionStatus
+    from .claim_leases import ClaimLease
     from .executions import ResumeResult
 
 
@@ -64,11 +65,13 @@ def run_execution(execution_id: str) -> ResumeResult:
 
 _LAZY: dict[str, str] = {
     "ResumeResult": "yieldstar_django.runtime.executions",
+    "ClaimLease": "yieldstar_django.runtime.claim_leases",
     "Execution": "yieldstar_django.models.runtime",
     "ExecutionStatus": "yieldstar_django.models.runtime",
 }
 
 __all__ = [
+    "ClaimLease",
     "Execution",
     "ExecutionStatus",
     "NonDeterminismError",

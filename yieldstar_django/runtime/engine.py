@@ -55,7 +55,7 @@ from ..models.runtime import (
     StepKind,
     StepStatus,
 )
-from . import timers
+from . import claim_leases, patches, take_any, timers
 from .errors import (
     NonDeterminismError,
     RetryableError,
@@ -169,7 +169,8 @@ class Engine:
         self.open_takes: set[str] = {
             key
             for key, row in self.heap.items()
-            if row.kind == StepKind.TAKE and row.status == StepStatus.PENDING
+            if row.kind in (StepKind.TAKE, StepKind.TAKE_ANY, StepKind.TAKE_LEASE)
+            and row.status == StepStatus.PENDING
         }
 
     # -- the run loop ---------------------------------------------------------------------
@@ -233,6 +234,8 @@ class Engine:
     # -- dispatch -------------------------------------------------------------------------
 
     def _execute(self, call: StepCall) -> _Result:
+        if call.kind == StepKind.PATCH:  # no step index: see runtime/patches.py
+            return _Value(patches.decide(self, call))
         key = call.key if call.key is not None else str(self.position)
         position = self.position
         self.position += 1
@@ -248,10 +251,14 @@ class Engine:
                 raise NonDeterminismError(
                     self.execution.id,
                     key,
+                    recorded_kind=row.kind,
                     recorded=_describe(row.kind, row.fingerprint),
+                    replayed_kind=call.kind,
                     replayed=_describe(call.kind, call.fingerprint),
                 )
             if row.status == StepStatus.COMPLETED:
+                if call.kind == StepKind.TAKE_LEASE:
+                    return _Value(claim_leases.replayed(self, call, key, row))
                 return _Value(_revive_value(call.kind, row.value_json))
             if row.status == StepStatus.FAILED:
                 return _Error(error_from_record(decode_durable(row.error_json)))
@@ -265,6 +272,12 @@ class Engine:
             return self._update(call, key, position, row)
         if call.kind == StepKind.GET:
             return self._get(call, key, position, row)
+        if call.kind == StepKind.TAKE_LEASE:
+            return claim_leases.take(self, call, key, position, row)
+        if call.kind == StepKind.END_LEASE:
+            return claim_leases.end(self, call, key, position, row)
+        if call.kind == StepKind.TAKE_ANY:
+            return take_any.execute(self, call, key, position, row)
         raise TypeError(f"unknown step kind {call.kind!r}")  # pragma: no cover
 
     # -- primitives -----------------------------------------------------------------------
@@ -346,7 +359,14 @@ class Engine:
         self._write(call, key, position, row, status=StepStatus.COMPLETED)
         return _Value(None)
 
-    def _take(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
+    def _take(
+        self,
+        call: StepCall,
+        key: str,
+        position: int,
+        row: ExecutionStep | None,
+        also: Callable[[str], None] | None = None,
+    ) -> _Result:
         """Take, and record a match in the same transaction as the store's commit.
 
         The selector and claim run outside any transaction (the store client's CAS loop);
@@ -370,6 +390,8 @@ class Engine:
                 self._write(
                     call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
                 )
+                if also is not None:  # more database work of the step (a claim lease)
+                    also(encoded)
                 hooked.append(encoded)
 
             return write
@@ -393,6 +415,8 @@ class Engine:
                     self._write(
                         call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
                     )
+                    if also is not None:
+                        also(encoded)
             else:
                 with transaction.atomic(using=self.alias):
                     drop_waiter()
@@ -672,6 +696,8 @@ def _revive_value(kind: str, value_json: str) -> Any:
         return StoreUpdateResult(value["state"], value["previous_version"], value["version"])
     if kind == StepKind.GET:
         return StoreSnapshot(value["state"], value["instance_id"], value["version"])
+    if kind == StepKind.TAKE_ANY:
+        return take_any.revive(value_json)
     return value
 
 

@@ -94,7 +94,9 @@ class NonDeterminismError(YieldstarError):
 
     The execution fails with it; it is never thrown into the workflow. It means the code
     of a workflow changed while executions of it were in flight (a step was inserted,
-    removed or reordered without a new ``key``).
+    removed or reordered without a new ``key``). The message names the step key, what
+    the heap recorded there (kind and fingerprint) and what the new code made, and
+    points to ``step.patched``.
     """
 
     def __init__(
@@ -104,16 +106,29 @@ class NonDeterminismError(YieldstarError):
         *,
         recorded: str,
         replayed: str,
+        recorded_kind: str = "",
+        replayed_kind: str = "",
     ) -> None:
         self.execution_id = execution_id
         self.step_key = step_key
         self.recorded = recorded
         self.replayed = replayed
+        self.recorded_kind = recorded_kind
+        self.replayed_kind = replayed_kind
         super().__init__(
-            f"Execution {execution_id!r} replayed step {step_key!r} as {replayed}, but its heap "
-            f"recorded {recorded}. The workflow code changed under a running execution; "
-            "give new steps their own key= or start a new execution."
+            f"Execution {execution_id!r} replayed step {step_key!r} as {replayed} "
+            f"(kind {replayed_kind!r}, key {step_key!r}), but its heap recorded {recorded} "
+            f"(kind {recorded_kind!r}, key {step_key!r}). The workflow code changed under a "
+            "running execution: guard the change with "
+            '`if (yield from step.patched("change-id")):` so executions recorded before it '
+            "keep the old steps (see docs/howto/versioning.md), give new steps their own "
+            "key=, or start a new execution."
         )
+
+
+def describe(kind: str, fingerprint: str) -> str:
+    """``kind(fingerprint)``, or the kind alone: how messages name a step."""
+    return f"{kind}({fingerprint})" if fingerprint else kind
 
 
 class StepKeyError(YieldstarError):

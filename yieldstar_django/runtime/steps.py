@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..core.definition import StoreDefinition
 from ..core.results import StoreSnapshot, StoreUpdateResult
 from ..core.store import Claim, Selector, Updater
+
+if TYPE_CHECKING:
+    from .claim_leases import ClaimLease
 
 __all__ = ["Step", "StepCall", "StepGenerator"]
 
@@ -46,6 +49,8 @@ class StepCall:
     selector: Selector | None = None
     claim: Claim | None = None
     updater: Updater | None = None
+    choices: tuple[tuple[StoreDefinition, str, Selector, Claim | None], ...] = ()
+    timeout: float | None = None
 
 
 def callable_name(fn: Callable[..., Any]) -> str:
@@ -74,6 +79,16 @@ def _check_store(definition: StoreDefinition, id: str) -> str:
     if not isinstance(id, str):
         raise TypeError(f"a store id must be a str, not {type(id).__name__}")
     return f"{definition.name}/{id}"[:MAX_FINGERPRINT_LENGTH]
+
+
+def _seconds(value: float | timedelta, what: str) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} is a number of seconds, not {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a finite, non-negative number of seconds: {value}")
+    return float(value)
 
 
 class Step:
@@ -127,6 +142,7 @@ class Step:
         selector: Selector,
         claim: Claim | None = None,
         *,
+        lease: float | timedelta | None = None,
         key: str | None = None,
     ) -> StepGenerator[Any]:
         """Select and claim from a store, suspending until the selector matches.
@@ -134,22 +150,109 @@ class Step:
         Returns the claimed ``selected`` value. While nothing matches, the execution waits
         (status ``waiting``) with a waiter on the paths the selector read; a change to them
         resumes it. The claim commits exactly once (through the applied-steps ledger).
+
+        With ``lease=seconds`` it returns a ``ClaimLease`` (``.value`` is the selected
+        value) and records a lease in the claim's transaction: end it with
+        ``step.complete(lease)``, or hand the value back with ``step.release(lease)``;
+        if it expires first, the definition's ``release(draft, value)`` hands it back.
         """
         fingerprint = _check_store(definition, id)
         if not callable(selector):
             raise TypeError("take() needs a selector callable")
         if claim is not None and not callable(claim):
             raise TypeError("take()'s claim must be callable or None")
+        seconds = 0.0
+        if lease is not None:
+            seconds = _seconds(lease, "take()'s lease")
+            if seconds <= 0:
+                raise ValueError(f"take()'s lease must be positive: {seconds}")
+            if definition.release is None:
+                raise TypeError(
+                    f"a leased take needs define_store({definition.name!r}, ..., "
+                    "release=fn(draft, value)) to hand the value back"
+                )
         selected = yield StepCall(
-            "take",
+            "take" if lease is None else "take_lease",
             _check_key(key),
             fingerprint,
             definition=definition,
             store_id=id,
             selector=selector,
             claim=claim,
+            seconds=seconds,
         )
         return selected
+
+    def release(self, lease: ClaimLease, *, key: str | None = None) -> StepGenerator[bool]:
+        """Hand a leased value back through the store's ``release`` callback and end the
+        lease. Returns ``False`` (and changes nothing) if the lease had already ended."""
+        return self._end_lease("release", lease, key)
+
+    def complete(self, lease: ClaimLease, *, key: str | None = None) -> StepGenerator[bool]:
+        """End a lease, keeping the claim. Returns ``False`` if it had already ended (it
+        expired and its value was handed back): the work done under it must not count."""
+        return self._end_lease("complete", lease, key)
+
+    def _end_lease(self, action: str, lease: ClaimLease, key: str | None) -> StepGenerator[bool]:
+        from .claim_leases import ClaimLease
+
+        if not isinstance(lease, ClaimLease):
+            raise TypeError(
+                f"{action}() needs the ClaimLease a leased take returned, not {lease!r}"
+            )
+        ended: bool = yield StepCall(
+            "end_lease",
+            _check_key(key),
+            f"{action}:{lease.lease_id}"[:MAX_FINGERPRINT_LENGTH],
+            args=(action, lease),
+        )
+        return ended
+
+    def take_any(
+        self,
+        choices: Sequence[tuple[StoreDefinition, str, Selector, Claim | None]],
+        timeout: float | timedelta | None = None,
+        *,
+        key: str | None = None,
+    ) -> StepGenerator[tuple[int | None, Any]]:
+        """Wait until one of ``choices`` (``(store, id, selector, claim)`` tuples) matches.
+
+        Returns ``(index, selected)`` for the one choice claimed (the first that matches,
+        in list order), or ``(None, None)`` when ``timeout`` seconds run out first. Exactly
+        one claim ever commits, with the heap record and the removal of the other
+        choices' waiters, in one transaction. Replays return the recorded pair.
+        """
+        if isinstance(choices, (str, bytes)) or not isinstance(choices, Sequence) or not choices:
+            raise TypeError("take_any() needs a non-empty list of (store, id, selector, claim)")
+        checked: list[tuple[StoreDefinition, str, Selector, Claim | None]] = []
+        fingerprints: list[str] = []
+        for choice in choices:
+            if not isinstance(choice, tuple) or len(choice) not in (3, 4):
+                raise TypeError(f"a take_any() choice is (store, id, selector, claim): {choice!r}")
+            definition, id, selector = choice[0], choice[1], choice[2]
+            claim = choice[3] if len(choice) == 4 else None
+            fingerprints.append(_check_store(definition, id))
+            if not callable(selector):
+                raise TypeError("a take_any() choice needs a selector callable")
+            if claim is not None and not callable(claim):
+                raise TypeError("a take_any() choice's claim must be callable or None")
+            checked.append((definition, id, selector, claim))
+        if isinstance(timeout, timedelta):
+            timeout = timeout.total_seconds()
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise TypeError(f"take_any()'s timeout is a number of seconds, not {timeout!r}")
+            if not math.isfinite(timeout) or timeout < 0:
+                raise ValueError(f"take_any() needs a finite, non-negative timeout: {timeout}")
+            timeout = float(timeout)
+        result: tuple[int | None, Any] = yield StepCall(
+            "take_any",
+            _check_key(key),
+            " | ".join(fingerprints)[:MAX_FINGERPRINT_LENGTH],
+            choices=tuple(checked),
+            timeout=timeout,
+        )
+        return result
 
     def update(
         self, definition: StoreDefinition, id: str, updater: Updater, *, key: str | None = None
@@ -177,6 +280,20 @@ class Step:
             "get", _check_key(key), fingerprint, definition=definition, store_id=id
         )
         return snapshot
+
+    def patched(self, change_id: str) -> StepGenerator[bool]:
+        """Whether this execution takes the new branch of the change ``change_id``.
+
+        ``True`` for an execution that reaches this call under the new code (no recorded
+        step ahead of it), ``False`` for one whose heap recorded later steps before the
+        patch existed. The answer is recorded, so every replay takes the same branch. It
+        takes no step index: adding it does not shift the keys of the steps after it.
+        """
+        if not isinstance(change_id, str) or not change_id:
+            raise TypeError(f"patched() needs a non-empty str change id, not {change_id!r}")
+        key = _check_key("patch:" + change_id)
+        decision: bool = yield StepCall("patch", key, change_id)
+        return decision
 
     def __repr__(self) -> str:
         return f"<Step of {self.workflow_name} {self.execution_id}>"

@@ -1,0 +1,154 @@
+"""Leased claims: ``take(..., lease=)``, ``complete``, ``release``, expiry, races."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, connections
+from django.utils import timezone
+
+from yieldstar_django.core.definition import StoreDefinition, define_store
+from yieldstar_django.models import ClaimLeaseRecord
+from yieldstar_django.runtime import ClaimLease, Step, get_execution, start_workflow
+from yieldstar_django.runtime.claim_leases import expire_due, release_now
+
+from .conftest import Runtime
+
+
+def first(state: Any) -> Any:
+    return state["items"][0] if state["items"] else None
+
+
+def pop_first(draft: Any, selected: Any) -> None:
+    draft["items"].pop(0)
+
+
+def put_back(draft: Any, value: Any) -> None:
+    draft["items"].append(value)
+
+
+def queue(rt: Runtime, items: list[str]) -> StoreDefinition:
+    name = rt.name("queue")
+    rt.stores.append(name)
+    return define_store(name, None, initial=lambda id: {"items": list(items)}, release=put_back)
+
+
+def state(rt: Runtime, store: StoreDefinition) -> list[str]:
+    return list(rt.client.get_store(store, "q").state["items"])
+
+
+def later() -> Any:
+    return timezone.now() + timedelta(hours=1)
+
+
+def test_complete_keeps_the_claim_and_expiry_then_changes_nothing(rt: Runtime) -> None:
+    q = queue(rt, ["job-1"])
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        assert isinstance(lease, ClaimLease)
+        yield from step.sleep(0.01)  # a replay must rebuild the same lease
+        done = yield from step.complete(lease)
+        return [lease.value, done]
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == ["job-1", True]
+    record = ClaimLeaseRecord.objects.get()
+    assert record.state == "completed" and record.execution_id == eid
+    assert expire_due(now=later(), client=rt.client) == 0
+    assert state(rt, q) == []
+
+
+def test_release_hands_the_value_back_once(rt: Runtime) -> None:
+    q = queue(rt, ["job-1"])
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        first_release = yield from step.release(lease)
+        again = yield from step.release(lease, key="again")
+        return [first_release, again]
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [True, False]
+    assert state(rt, q) == ["job-1"]
+    assert ClaimLeaseRecord.objects.get().state == "released"
+
+
+def test_an_expired_lease_is_handed_back_and_complete_then_says_false(rt: Runtime) -> None:
+    q = queue(rt, ["job-1"])
+    gate = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=5)
+        yield from step.take(gate, "g", first)  # stuck until the test opens the gate
+        return (yield from step.complete(lease))
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert state(rt, q) == []
+    assert expire_due(client=rt.client) == 0  # not due yet
+    assert expire_due(now=later(), client=rt.client) == 1
+    assert state(rt, q) == ["job-1"]
+    assert expire_due(now=later(), client=rt.client) == 0  # exactly once
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result is False
+    assert state(rt, q) == ["job-1"]
+
+
+def test_a_leased_take_needs_a_release_callback(rt: Runtime) -> None:
+    plain = rt.define()
+    with pytest.raises(TypeError, match="release="):
+        next(Step("e", "w").take(plain, "q", first, lease=5))
+    with pytest.raises(ValueError):
+        next(Step("e", "w").take(queue(rt, []), "q", first, lease=0))
+
+
+def test_racing_expiry_and_release_hand_back_exactly_once(rt: Runtime) -> None:
+    """Sweepers and admin releases race on their own PostgreSQL connections: the value is
+    handed back once, the store changes once."""
+    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
+        pytest.skip("needs the database client on PostgreSQL")
+    q = queue(rt, ["job-1", "job-2", "job-3"])
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=5)
+        yield from step.sleep(3600)
+        return lease.value
+
+    eids = [start_workflow(wf) for _ in range(3)]
+    rt.pump()
+    assert state(rt, q) == []
+    ids = list(ClaimLeaseRecord.objects.values_list("pk", flat=True))
+    version = rt.client.get_store(q, "q").version
+    barrier = threading.Barrier(6)
+    ended: list[int] = []
+
+    def sweeper(admin: bool) -> None:
+        try:
+            barrier.wait()
+            if admin:
+                ended.append(release_now(ids))
+            else:
+                ended.append(expire_due(now=later()))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=sweeper, args=(n % 2 == 0,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(ended) == 3
+    assert sorted(state(rt, q)) == ["job-1", "job-2", "job-3"]
+    assert rt.client.get_store(q, "q").version == version + 3
+    assert len(eids) == 3

@@ -1,0 +1,183 @@
+"""``step.take_any``: one claim out of several stores, a timeout, replay, and races."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection, connections, transaction
+
+from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.models import Waiter
+from yieldstar_django.runtime import (
+    Step,
+    executions as executions_module,
+    get_execution,
+    start_workflow,
+)
+
+from .conftest import Runtime
+
+
+def first(state: Any) -> Any:
+    return state["items"][0] if state["items"] else None
+
+
+def pop_first(draft: Any, selected: Any) -> None:
+    draft["items"].pop(0)
+
+
+def push(rt: Runtime, store: StoreDefinition, id: str, item: Any) -> None:
+    rt.client.update_store(store, id, updater=lambda d: d["items"].append(item))
+
+
+def items(rt: Runtime, store: StoreDefinition, id: str) -> list[Any]:
+    return list(rt.client.get_store(store, id).state["items"])
+
+
+def test_returns_the_choice_that_matched_and_drops_the_other_waiters(rt: Runtime) -> None:
+    replies, cancels = rt.define(), rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        index, selected = yield from step.take_any(
+            [(replies, "o1", first, pop_first), (cancels, "o1", first, pop_first)]
+        )
+        yield from step.sleep(0.01)  # a replay after the take must see the same pair
+        return [index, selected]
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert get_execution(eid).status == "waiting"
+    if rt.client.__class__.__name__ != "MemoryStoreClient":
+        assert Waiter.objects.filter(execution_id=eid).count() == 2
+    push(rt, cancels, "o1", "stop")
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [1, "stop"]
+    assert items(rt, cancels, "o1") == []
+    if rt.client.__class__.__name__ != "MemoryStoreClient":
+        assert not Waiter.objects.filter(execution_id=eid).exists()
+    assert rt.steps(eid)["0"].kind == "take_any"
+
+
+def test_timeout_returns_none_none_and_claims_nothing(rt: Runtime) -> None:
+    replies = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        pair = yield from step.take_any([(replies, "o2", first, pop_first)], timeout=0.05)
+        return list(pair)
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [None, None]
+    push(rt, replies, "o2", "late")
+    rt.settle()
+    assert items(rt, replies, "o2") == ["late"]  # the late reply is still there
+
+
+def test_two_stores_changed_in_one_transaction_are_claimed_once(rt: Runtime) -> None:
+    a, b = rt.define(), rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return list(
+            (yield from step.take_any([(a, "x", first, pop_first), (b, "x", first, pop_first)]))
+        )
+
+    eid = start_workflow(wf)
+    rt.pump()
+    with transaction.atomic():
+        push(rt, a, "x", "from-a")
+        push(rt, b, "x", "from-b")
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [0, "from-a"]
+    assert items(rt, a, "x") == [] and items(rt, b, "x") == ["from-b"]
+
+
+def test_two_choices_on_one_store_wait_separately(rt: Runtime) -> None:
+    q = rt.define(initial=lambda id: {"items": [], "urgent": []})
+
+    def urgent(state: Any) -> Any:
+        return state["urgent"][0] if state["urgent"] else None
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return list((yield from step.take_any([(q, "q", first, pop_first), (q, "q", urgent)])))
+
+    eid = start_workflow(wf)
+    rt.pump()
+    rt.client.update_store(q, "q", updater=lambda d: d["urgent"].append("now"))
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [1, "now"]
+
+
+def test_bad_choices_are_type_errors() -> None:
+    step = Step("e", "w")
+    for bad in ([], "abc", [("not a store", "id", first)], [(1,)]):
+        with pytest.raises(TypeError):
+            next(step.take_any(bad))  # type: ignore[arg-type]
+
+
+def test_racing_runs_and_writers_claim_each_item_once(rt: Runtime) -> None:
+    """Several threads (own PostgreSQL connections) run the executions while others add
+    items to both stores at once: every execution claims exactly one item, and no item
+    is claimed twice or lost."""
+    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
+        pytest.skip("needs the database client on PostgreSQL")
+    a, b = rt.define(), rt.define()
+    executions = 6
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return list(
+            (yield from step.take_any([(a, "r", first, pop_first), (b, "r", first, pop_first)]))
+        )
+
+    eids = [start_workflow(wf) for _ in range(executions)]
+    rt.pump()
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def writer(tag: str) -> None:
+        try:
+            barrier.wait()
+            for n in range(executions):
+                with transaction.atomic():
+                    push(rt, a, "r", f"{tag}-a{n}")
+                    push(rt, b, "r", f"{tag}-b{n}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def runner() -> None:
+        try:
+            barrier.wait()
+            for _ in range(400):
+                pending = [e for e in eids if not get_execution(e).is_finished]
+                if not pending:
+                    return
+                for eid in pending:
+                    executions_module.run_execution(eid)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in ("w1", "w2")]
+    threads += [threading.Thread(target=runner) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    results = [get_execution(e).result for e in eids]
+    assert all(get_execution(e).status == "completed" for e in eids), results
+    claimed = [selected for _, selected in results]  # type: ignore[misc]
+    assert len(set(claimed)) == executions
+    left = items(rt, a, "r") + items(rt, b, "r")
+    assert sorted(left + claimed) == sorted(
+        f"{t}-{s}{n}" for t in ("w1", "w2") for s in "ab" for n in range(executions)
+    )

@@ -1,0 +1,240 @@
+"""Leased claims: ``step.take(..., lease=seconds)``, ``step.release``, ``step.complete``.
+
+A leased take claims like ``take`` and, in the same transaction, records a lease row
+(:class:`~yieldstar_django.models.ClaimLeaseRecord`) that is ``held`` until ``expires_at``.
+A lease leaves ``held`` exactly once, by a conditional update: ``complete`` ends it;
+``release``, the sweeper (:func:`expire_due`, run by the relay) and the admin's "release
+now" hand the value back by running the definition's ``release(draft, value)`` as a store
+update with its own step id, ``StoreStepId(<holder execution>, "<take key>:release")``;
+the lease's update commits with that store update, so the item is handed back at most
+once. User code (selectors, claims, ``release``) never runs inside a transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import DatabaseError, router, transaction
+from django.utils import timezone
+
+from ..connector import CommitHook, DatabaseStoreClient
+from ..core.definition import get_definition
+from ..core.durable import decode_durable
+from ..core.results import StoreStepId
+from ..core.store import StoreClient, StoreMutation
+from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
+from ..models.runtime import ExecutionStep, StepStatus
+from .leases import LeaseLost
+
+if TYPE_CHECKING:
+    from .engine import Engine, _Result
+    from .steps import StepCall
+
+__all__ = ["ClaimLease", "end_lease", "expire_due", "lease_id", "release_now"]
+
+logger = logging.getLogger("yieldstar_django.runtime")
+
+
+@dataclass(frozen=True)
+class ClaimLease:
+    """What a leased ``step.take`` returns: the claimed ``value`` and the lease to pass to
+    ``step.release`` or ``step.complete``."""
+
+    lease_id: str
+    store_name: str
+    store_id: str
+    value: Any
+    seconds: float
+
+
+def lease_id(execution_id: str, step_key: str) -> str:
+    """The id of the lease taken by one take step (one per step, ever)."""
+    return f"{execution_id}/{step_key}"
+
+
+def _lease(engine: Engine, call: StepCall, key: str, value: Any) -> ClaimLease:
+    assert call.definition is not None
+    return ClaimLease(
+        lease_id(engine.execution.id, key), call.definition.name, call.store_id, value, call.seconds
+    )
+
+
+def take(
+    engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
+) -> _Result:
+    """Engine step ``take_lease``: ``take``, with the lease row written in the transaction
+    that commits the claim and its heap row."""
+    from .engine import _Value
+
+    assert call.definition is not None
+    definition = call.definition
+
+    def create_lease(selected_json: str) -> None:
+        ClaimLeaseRecord.objects.using(engine.alias).get_or_create(
+            id=lease_id(engine.execution.id, key),
+            defaults={
+                "execution_id": engine.execution.id,
+                "step_key": key,
+                "store_name": definition.name,
+                "store_id": call.store_id,
+                "value_json": selected_json,
+                "expires_at": timezone.now() + timedelta(seconds=call.seconds),
+            },
+        )
+
+    result = engine._take(call, key, position, row, also=create_lease)
+    if isinstance(result, _Value):
+        return _Value(_lease(engine, call, key, result.value))
+    return result
+
+
+def replayed(engine: Engine, call: StepCall, key: str, row: ExecutionStep) -> ClaimLease:
+    """The ``ClaimLease`` of a recorded leased take."""
+    return _lease(engine, call, key, decode_durable(row.value_json))
+
+
+def end(
+    engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
+) -> _Result:
+    """Engine step ``end_lease`` (``step.release`` / ``step.complete``): ``True`` if this
+    step ended a held lease, ``False`` if it had already ended (expired, say). The heap
+    row commits with the lease's end (and the hand-back's store update)."""
+    from .engine import _Error, _Value
+
+    action, claim = call.args
+    state = ClaimLeaseState.RELEASED if action == "release" else ClaimLeaseState.COMPLETED
+
+    def record(ended: bool) -> None:
+        value_json = "true" if ended else "false"
+        engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=value_json)
+
+    try:
+        ended = end_lease(claim.lease_id, state, engine.client, using=engine.alias, also=record)
+    except (LeaseLost, DatabaseError):
+        raise
+    except Exception as exc:
+        engine._record_error(call, key, position, row, exc, 1)
+        return _Error(exc)
+    return _Value(ended)
+
+
+class _AlreadyEnded(Exception):
+    """Rolls back a hand-back whose lease another process ended first."""
+
+
+def end_lease(
+    id: str,
+    state: str,
+    client: StoreClient,
+    *,
+    using: str | None = None,
+    also: Callable[[bool], None] | None = None,
+) -> bool:
+    """Move lease ``id`` from ``held`` to ``state``; returns whether this call ended it.
+
+    For ``released``/``expired`` the definition's ``release(draft, value)`` runs as a
+    store update (outside any transaction, in the store client's CAS loop), and the lease's
+    conditional update commits with it (a commit hook), so a value is handed back at most
+    once. ``also(ended)`` is more database work committed with the outcome.
+    """
+    alias = using or router.db_for_write(ClaimLeaseRecord)
+
+    def mark() -> bool:
+        return bool(
+            ClaimLeaseRecord.objects.using(alias)
+            .filter(pk=id, state=ClaimLeaseState.HELD)
+            .update(state=state, ended_at=timezone.now())
+        )
+
+    record = ClaimLeaseRecord.objects.using(alias).filter(pk=id).first()
+    if record is None or record.state != ClaimLeaseState.HELD or state == ClaimLeaseState.COMPLETED:
+        with transaction.atomic(using=alias):
+            ended = record is not None and mark()
+            if also is not None:
+                also(ended)
+        return ended
+    definition = get_definition(record.store_name)
+    if definition is None or definition.release is None:
+        raise LookupError(f"lease {id!r}: store {record.store_name!r} has no release callback here")
+    release, value = definition.release, record.value
+
+    def hand_back(draft: Any) -> Any:
+        return release(draft, value)
+
+    step_id = StoreStepId(record.execution_id, f"{record.step_key}:release")
+    if not (isinstance(client, DatabaseStoreClient) and client.using == alias):
+        # No commit hooks (the in-memory client): end the lease first, then hand back
+        # (the ledger makes a repeated hand-back a no-op).
+        with transaction.atomic(using=alias):
+            ended = mark()
+            if also is not None:
+                also(ended)
+        if ended:
+            client.update_store(definition, record.store_id, updater=hand_back, step_id=step_id)
+        return ended
+    ran: list[bool] = []
+
+    def prepare(mutation: StoreMutation) -> Callable[[], None]:
+        def work() -> None:
+            if not mark():
+                raise _AlreadyEnded(id)
+            if also is not None:
+                also(True)
+            ran.append(True)
+
+        return work
+
+    try:
+        with client.commit_hook(CommitHook(prepare)):
+            client.update_store(definition, record.store_id, updater=hand_back, step_id=step_id)
+    except _AlreadyEnded:
+        pass
+    if ran:
+        return True
+    # Another process ended it first (or its hand-back is already in the ledger).
+    with transaction.atomic(using=alias):
+        if also is not None:
+            also(False)
+    return False
+
+
+def _client(client: StoreClient | None) -> StoreClient:
+    if client is not None:
+        return client
+    from ..connector import get_store_client
+
+    return get_store_client()
+
+
+def release_now(
+    ids: list[str], *, client: StoreClient | None = None, state: str = ClaimLeaseState.RELEASED
+) -> int:
+    """Hand back the held leases among ``ids`` now; returns how many this call ended.
+
+    Each lease is its own transaction; one whose release fails is logged and stays held.
+    """
+    store_client = _client(client)
+    ended = 0
+    for id in ids:
+        try:
+            ended += end_lease(id, state, store_client)
+        except Exception:
+            logger.exception("could not release the claim lease %s", id)
+    return ended
+
+
+def expire_due(
+    *, now: datetime | None = None, client: StoreClient | None = None, limit: int = 100
+) -> int:
+    """Hand back the held leases whose ``expires_at`` has passed (state ``expired``);
+    returns how many this call ended. Safe to run from several processes at once."""
+    due = list(
+        ClaimLeaseRecord.objects.filter(
+            state=ClaimLeaseState.HELD, expires_at__lte=now or timezone.now()
+        ).values_list("pk", flat=True)[:limit]
+    )
+    return release_now(due, client=client, state=ClaimLeaseState.EXPIRED) if due else 0
