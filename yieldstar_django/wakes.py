@@ -377,7 +377,7 @@ def run_relay(
             total += delivered
             relay_log.counts.add(delivered=delivered)
             relay_log.counts.maybe_report()
-            _expire_claim_leases()
+            _expire_claim_leases(using)
         except Exception as exc:
             logger.exception("relay round failed")
             if on_error is not None:
@@ -390,11 +390,16 @@ def run_relay(
             return total
 
 
-def _expire_claim_leases() -> None:
-    """Hand back expired leased claims (``step.take(..., lease=)``) in each relay round."""
+def _expire_claim_leases(using: str) -> None:
+    """Hand back expired leased claims (``step.take(..., lease=)``) in each relay round
+    on the database that holds them (a relay of another database leaves them alone)."""
+    from django.db import router
+
+    from .models.claim_leases import ClaimLeaseRecord
     from .runtime.claim_leases import expire_due
 
-    expire_due()
+    if router.db_for_write(ClaimLeaseRecord) == using:
+        expire_due()
 
 
 def stop_on_signals(stop: threading.Event) -> None:
@@ -417,7 +422,7 @@ def relay_wakes(using: str = "default") -> int:
     close_old_connections()
     try:
         delivered = relay_once(using=using)
-        _expire_claim_leases()
+        _expire_claim_leases(using)
         return delivered
     finally:
         close_old_connections()
