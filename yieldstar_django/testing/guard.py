@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BrokerInTestsError", "broker_url", "refuse_in_tests", "test_environment_active"]
+__all__ = ["BrokerInTestsError", "broker_url", "refuse_in_tests", "in_test_environment"]
 
 
 class BrokerInTestsError(RuntimeError):
@@ -19,7 +19,7 @@ class BrokerInTestsError(RuntimeError):
     """
 
 
-def test_environment_active() -> bool:
+def in_test_environment() -> bool:
     """Whether Django's test environment is set up (``setup_test_environment()``, which
     ``manage.py test`` and pytest-django call)."""
     from django.test import utils
@@ -41,7 +41,7 @@ def refuse_in_tests(app: Any) -> None:
     """Raise ``BrokerInTestsError`` if tests run and ``PUBLISH_IN_TESTS`` is not set."""
     from ..conf import yieldstar_settings
 
-    if yieldstar_settings.PUBLISH_IN_TESTS or not test_environment_active():
+    if yieldstar_settings.PUBLISH_IN_TESTS or not in_test_environment():
         return
     raise BrokerInTestsError(
         f"refusing to publish wakes to the Celery broker {broker_url(app)} while tests run: "
