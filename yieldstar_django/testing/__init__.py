@@ -34,7 +34,15 @@ _LAZY: dict[str, str] = {
     "run_until_idle": "runner",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "INLINE",
+    "BrokerInTestsError",
+    "YieldstarTestMixin",
+    "advance_time",
+    "inline",
+    "inline_settings",
+    "run_until_idle",
+]
 
 
 def __getattr__(name: str) -> Any:

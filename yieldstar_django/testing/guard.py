@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BrokerInTestsError", "broker_url", "refuse_in_tests", "in_test_environment"]
+__all__ = ["BrokerInTestsError", "broker_url", "in_test_environment", "refuse_in_tests"]
 
 
 class BrokerInTestsError(RuntimeError):
