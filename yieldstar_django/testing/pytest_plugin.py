@@ -56,12 +56,11 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
         if not settings.configured:
             return None
-        backend = (getattr(settings, "YIELDSTAR", None) or {}).get(
-            "WAKE_BACKEND", "yieldstar_django.wakes.celery_backend"
-        )
+        configured = getattr(settings, "YIELDSTAR", None) or {}
+        backend = configured.get("WAKE_BACKEND", "yieldstar_django.wakes.celery_backend")
     except Exception:
         return None
-    if backend != "yieldstar_django.wakes.celery_backend":
+    if backend != "yieldstar_django.wakes.celery_backend" or configured.get("PUBLISH_IN_TESTS"):
         return None
     return (
         "yieldstar: WAKE_BACKEND is the Celery backend; outside the `yieldstar` fixture it "
