@@ -4,8 +4,8 @@ from yieldstar_django import define_store, workflow
 
 
 def validate_queue(state):
-    if not isinstance(state.get("orders"), list):
-        raise ValueError("orders must be a list")
+    if not isinstance(state, dict) or not isinstance(state.get("orders"), list):
+        raise ValueError('a pick queue is {"orders": [...]}')
 
 
 pick_queue = define_store("pick-queue", validate_queue, initial=lambda id: {"orders": []})
