@@ -64,9 +64,9 @@ DEFAULTS: Final[Mapping[str, object]] = {
     "VERSION_HISTORY_KEEP_STATE": True,
     # Relay: age of an unacknowledged wake intent before re-delivery, and poll interval.
     "RELAY_DELAY": 5.0,
-    "RELAY_INTERVAL": 1.0,
+    "RELAY_INTERVAL": 0.5,
     # Seconds an execution run holds its lease before another worker may take over.
-    "LEASE_SECONDS": 60,
+    "LEASE_SECONDS": 4,
     # HTTP API: refuse writes without If-Match; request body size cap (None: derived).
     "API_REQUIRE_IF_MATCH": False,
     "API_MAX_BODY_BYTES": None,

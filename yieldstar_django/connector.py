@@ -31,6 +31,12 @@ id); PostgreSQL detects a deadlock between two that do not and aborts one.
 On PostgreSQL a mutation or deletion is one call of a PL/pgSQL function (migration
 ``0002_postgres_functions``), one round trip; elsewhere the same steps run as separate
 statements. Both must run at READ COMMITTED, PostgreSQL's default isolation level.
+
+No application code runs inside these transactions. A caller that must record something of
+its own atomically with a mutation (the runtime's heap row) hands it to the commit with
+:meth:`DatabaseStoreClient.commit_hook` instead of wrapping the store call in
+``transaction.atomic`` (which would hold the transaction, and SQLite's write lock, open
+across the updater, selector or claim).
 """
 
 from __future__ import annotations
@@ -39,7 +45,9 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
@@ -67,6 +75,7 @@ from .core.types import StorePath
 from .wakes import PendingWake, _in_clause, deliver_on_commit, write_intents
 
 __all__ = [
+    "CommitHook",
     "DatabaseStoreClient",
     "PathMatch",
     "get_store_client",
@@ -204,6 +213,39 @@ def _check_step(step_id: StoreStepId | None) -> None:
     if step_id is not None:
         _check_text("step execution id", step_id.execution_id)
         _check_text("step key", step_id.step_key)
+
+
+# --- commit hooks -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommitHook:
+    """Database work of a caller's to commit with a mutation, in the commit's transaction.
+
+    ``prepare(m)`` runs before the transaction opens, with the mutation about to be
+    committed; it does any encoding or checking (it must not write) and returns the work
+    to do once ``m`` is written, before the transaction commits. ``before()`` runs first in
+    the transaction, before the store row is locked. The transaction commits only if the
+    mutation committed and neither raised: a conflict (which the core retries, preparing
+    again), a recorded step or an exception rolls back the hook's writes too. An exception
+    propagates to the store call. No user code may run in ``before`` or the work.
+    """
+
+    prepare: Callable[[StoreMutation], Callable[[], None]]
+    before: Callable[[], None] | None = None
+
+
+#: The hook of the current context and the database alias it applies to.
+_commit_hook: ContextVar[tuple[str, CommitHook] | None] = ContextVar(
+    "yieldstar_commit_hook", default=None
+)
+
+
+class _NotCommitted(Exception):
+    """Rolls back a hooked commit that did not apply, carrying what it found."""
+
+    def __init__(self, outcome: CommitOutcome) -> None:
+        self.outcome = outcome
 
 
 # --- the client -------------------------------------------------------------------------
@@ -471,18 +513,56 @@ class DatabaseStoreClient(CasStoreClient):
 
     # commits
 
+    @contextmanager
+    def commit_hook(self, hook: CommitHook) -> Iterator[None]:
+        """Run ``hook`` in the transaction of every ``commit_mutation`` made in this
+        context (this thread or task) on this client's database.
+
+        The store operation itself (``update_store``, ``take_from_store``, ...) runs its
+        user code outside any transaction as always; only the commit, the hook's statements
+        included, is one transaction. Nests: the innermost hook applies."""
+        token = _commit_hook.set((self.using, hook))
+        try:
+            yield
+        finally:
+            _commit_hook.reset(token)
+
     def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
         self.commit_attempts += 1
         _check_store(mutation.definition.name, mutation.id)
         _check_step(mutation.step_id)
         _check_text("instance id", mutation.expected.instance_id, MAX_INSTANCE_ID_LENGTH)
-        if self._functions():
+        hooked = _commit_hook.get()
+        if hooked is not None and hooked[0] == self.using:
+            outcome, pending = self._commit_hooked(mutation, hooked[1])
+        elif self._functions():
             outcome, pending = self._commit_mutation_function(mutation)
         else:
             outcome, pending = self._commit_mutation_statements(mutation)
         if outcome.status == "committed":
             self._finish(pending)
         return outcome
+
+    def _commit_hooked(
+        self, mutation: StoreMutation, hook: CommitHook
+    ) -> tuple[CommitOutcome, list[PendingWake]]:
+        """The commit and ``hook``'s statements in one transaction (on PostgreSQL still
+        one function call for the commit itself, between the hook's statements)."""
+        work = hook.prepare(mutation)
+        try:
+            with transaction.atomic(using=self.using):
+                if hook.before is not None:
+                    hook.before()
+                if self._functions():
+                    outcome, pending = self._commit_mutation_function(mutation)
+                else:
+                    outcome, pending = self._commit_mutation_statements(mutation)
+                if outcome.status != "committed":
+                    raise _NotCommitted(outcome)
+                work()
+        except _NotCommitted as not_committed:
+            return not_committed.outcome, []
+        return outcome, pending
 
     def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
         self.commit_attempts += 1

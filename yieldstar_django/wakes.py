@@ -6,18 +6,23 @@ the transaction that requires it, so once that transaction is durable the wake i
 too. Then:
 
 - **Immediate wakes** (a mutation woke a waiter, a stale waiter registered, ``wake_now``) are
-  handed to the ``WAKE_BACKEND`` by ``transaction.on_commit`` and marked delivered. A
-  failure there is logged and never raised into the committed write.
+  handed to the ``WAKE_BACKEND`` by ``transaction.on_commit``; nothing more is written on
+  the committing path. A failure there is logged and never raised into the committed write.
 - **The relay** (``python manage.py yieldstar_relay``, or the Celery beat task
-  ``yieldstar_django.relay_wakes``) delivers every intent not marked delivered once its
+  ``yieldstar_django.relay_wakes``) delivers every intent not yet acknowledged once its
   ``available_at`` has passed: ``RELAY_DELAY`` after the commit for an immediate wake
-  whose ``on_commit`` delivery did not happen (broker down, process killed after the
-  commit), the due time for a durable timer (``schedule_wake``).
+  that has not taken effect by then (broker down, process killed after the commit, a worker
+  killed with the message prefetched), the due time for a durable timer
+  (``schedule_wake``). Each delivery pushes ``available_at`` back by a growing delay
+  (``RELAY_DELAY`` doubled per delivery, at most ``MAX_RETRY_DELAY``).
+- **Acknowledgement** (``acknowledge``): an intent is done when the wake took effect, not
+  when a broker accepted it: when a run of the execution starts (takes the lease, or runs
+  again under it) after the intent was due, or the execution finished. The runtime
+  acknowledges in the statement that takes the lease.
 
-Delivery is at least once: a wake may be delivered twice (the relay and a slow
-``on_commit`` racing, a crash between handing over and marking), and several wakes of one
-execution may be coalesced into one; a wake is never lost. ``resume_execution`` is
-idempotent, so a duplicate costs one spurious run.
+Delivery is at least once: a wake may be delivered twice (the relay and a slow worker
+racing), and several wakes of one execution may be coalesced into one; a wake is never
+lost. ``resume_execution`` is idempotent, so a duplicate costs one spurious run.
 
 This module does not import the models, so it can be imported before the app registry is
 ready; it writes the ``yieldstar_wakeintent`` table with SQL.
@@ -44,9 +49,11 @@ from .conf import yieldstar_settings
 from .core.results import Wake
 
 __all__ = [
+    "ACK_CONDITION",
     "INTENT_TABLE",
     "RESUME_TASK",
     "PendingWake",
+    "acknowledge",
     "celery_backend",
     "deliver_wakes",
     "relay_once",
@@ -120,53 +127,86 @@ def _in_clause(count: int) -> str:
     return ", ".join(["%s"] * count)
 
 
-def _mark_delivered(using: str, intent_ids: Sequence[int]) -> None:
-    """Set ``delivered_at``. On PostgreSQL without waiting for the WAL flush
-    (``yieldstar_mark_delivered_v1``): a mark lost in a crash costs a spurious wake only."""
-    if not intent_ids:
-        return
+#: The intents of one execution (``%s``) that a run starting at ``%s`` satisfies: not yet
+#: acknowledged and due (an immediate wake is due when written, a timer at ``due_at``).
+ACK_CONDITION: Final = (
+    "execution_id = %s AND delivered_at IS NULL AND COALESCE(due_at, created_at) <= %s"
+)
+
+
+def acknowledge(execution_id: str, *, everything: bool = False, using: str = "default") -> int:
+    """Mark the execution's due intents done (all of them with ``everything``, for an
+    execution that finished); return how many. Call it when a run starts, after the
+    lease is held, or when the execution is finished: those intents took effect."""
+    now = _adapt(using, _now())
     with connections[using].cursor() as cursor:
-        if _is_postgres(using):
-            cursor.execute("SELECT yieldstar_mark_delivered_v1(%s::bigint[])", [list(intent_ids)])
-            return
-        cursor.execute(
-            f"UPDATE {INTENT_TABLE} SET delivered_at = %s "
-            f"WHERE id IN ({_in_clause(len(intent_ids))}) AND delivered_at IS NULL",
-            [_adapt(using, _now()), *intent_ids],
-        )
+        if everything:
+            cursor.execute(
+                f"UPDATE {INTENT_TABLE} SET delivered_at = %s "
+                "WHERE execution_id = %s AND delivered_at IS NULL",
+                [now, execution_id],
+            )
+        else:
+            cursor.execute(
+                f"UPDATE {INTENT_TABLE} SET delivered_at = %s WHERE {ACK_CONDITION}",
+                [now, execution_id, now],
+            )
+        return int(cursor.rowcount)
 
 
-def _record_failure(using: str, intent_ids: Sequence[int], error: BaseException) -> None:
-    """Count a failed attempt on each intent and push its ``available_at`` back
-    (exponential, capped at ``MAX_RETRY_DELAY``)."""
+def _redelivery_delay(deliveries: int, *, failed: bool) -> float:
+    """Seconds before an intent delivered ``deliveries`` times before is delivered again:
+    ``RELAY_DELAY`` (``RELAY_INTERVAL`` after a failed delivery) doubled per earlier
+    delivery, at most ``MAX_RETRY_DELAY``."""
+    interval = float(yieldstar_settings.RELAY_INTERVAL)
+    base = interval if failed else max(float(yieldstar_settings.RELAY_DELAY), interval)
+    return float(min(MAX_RETRY_DELAY, base * 2 ** min(deliveries, 20)))
+
+
+def _push_back(using: str, intent_ids: Sequence[int], error: str | None = None) -> None:
+    """Count a delivery on each intent and move its ``available_at`` to when the relay
+    should deliver it again if it has not been acknowledged by then (and record
+    ``error``, for a failed delivery). One statement per distinct delivery count."""
     if not intent_ids:
         return
-    text = f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
     now = _now()
     with connections[using].cursor() as cursor:
         cursor.execute(
             f"SELECT id, attempts FROM {INTENT_TABLE} WHERE id IN ({_in_clause(len(intent_ids))})",
             list(intent_ids),
         )
+        by_attempts: dict[int, list[int]] = {}
         for intent_id, attempts in cursor.fetchall():
-            delay = min(MAX_RETRY_DELAY, yieldstar_settings.RELAY_INTERVAL * 2 ** min(attempts, 20))
+            by_attempts.setdefault(int(attempts), []).append(int(intent_id))
+        for attempts, ids in by_attempts.items():
+            delay = _redelivery_delay(attempts, failed=error is not None)
+            at = _adapt(using, now + timedelta(seconds=delay))
+            error_sql = ", last_error = %s" if error is not None else ""
+            params: list[Any] = [at, *([error] if error is not None else []), *ids]
             cursor.execute(
-                f"UPDATE {INTENT_TABLE} SET attempts = attempts + 1, last_error = %s, "
-                "available_at = %s WHERE id = %s AND delivered_at IS NULL",
-                [text, _adapt(using, now + timedelta(seconds=delay)), intent_id],
+                f"UPDATE {INTENT_TABLE} SET attempts = attempts + 1, available_at = %s"
+                f"{error_sql} WHERE id IN ({_in_clause(len(ids))}) AND delivered_at IS NULL",
+                params,
             )
+
+
+def _record_failure(using: str, intent_ids: Sequence[int], error: BaseException) -> None:
+    """Count a failed delivery on each intent and push its ``available_at`` back."""
+    _push_back(using, intent_ids, f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH])
 
 
 # --- delivery -------------------------------------------------------------------------
 
 
 def deliver_wakes(pending: Sequence[PendingWake], *, using: str = "default") -> bool:
-    """Hand ``pending`` wakes to the ``WAKE_BACKEND`` and mark their intents delivered.
+    """Hand ``pending`` wakes to the ``WAKE_BACKEND``.
 
     Wakes of one execution are coalesced into one. Returns whether the backend accepted
-    them. Never raises: a failure is logged and recorded on the intents (best effort),
-    which stay undelivered for the relay. Called by ``on_commit`` after a commit that woke
-    executions; call it only for intents whose transaction has committed.
+    them. Nothing is written when it did: the intents stay unacknowledged until a run of
+    the execution starts, and the relay delivers them again if none has by their
+    ``available_at``. Never raises: a failure is logged and recorded on the intents (best
+    effort). Called by ``on_commit`` after a commit that woke executions; call it only for
+    intents whose transaction has committed.
     """
     if not pending:
         return True
@@ -185,11 +225,6 @@ def deliver_wakes(pending: Sequence[PendingWake], *, using: str = "default") -> 
         except Exception:
             logger.warning("could not record the failed delivery", exc_info=True)
         return False
-    try:
-        _mark_delivered(using, ids)
-    except Exception:
-        # The wakes went out; the relay may deliver them again (a spurious wake).
-        logger.warning("could not mark %d wake intent(s) delivered", len(ids), exc_info=True)
     return True
 
 
@@ -213,18 +248,23 @@ class OnCommitDelivery:
 
 
 def _insert_intents(
-    using: str, wakes: Sequence[Wake], reason: str, available_at: datetime
+    using: str,
+    wakes: Sequence[Wake],
+    reason: str,
+    available_at: datetime,
+    due_at: datetime | None = None,
 ) -> list[PendingWake]:
     now = _adapt(using, _now())
     at = _adapt(using, available_at)
+    due = None if due_at is None else _adapt(using, due_at)
     pending: list[PendingWake] = []
     with connections[using].cursor() as cursor:
         for wake in wakes:
             cursor.execute(
                 f"INSERT INTO {INTENT_TABLE} (execution_id, workflow_id, reason, available_at, "
-                "delivered_at, attempts, last_error, created_at) "
-                "VALUES (%s, %s, %s, %s, NULL, 0, '', %s) RETURNING id",
-                [wake.execution_id, wake.workflow_id, reason, at, now],
+                "due_at, delivered_at, attempts, last_error, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, NULL, 0, '', %s) RETURNING id",
+                [wake.execution_id, wake.workflow_id, reason, at, due, now],
             )
             row = cursor.fetchone()
             assert row is not None
@@ -270,7 +310,8 @@ def schedule_wake(
     """
     if timezone.is_naive(at):
         raise ValueError("schedule_wake needs an aware datetime")
-    return _insert_intents(using, [Wake(execution_id, workflow_id)], reason, at)[0].intent_id
+    wake = Wake(execution_id, workflow_id)
+    return _insert_intents(using, [wake], reason, at, due_at=at)[0].intent_id
 
 
 # --- the relay ------------------------------------------------------------------------
@@ -289,10 +330,12 @@ def _claim_due(using: str, limit: int) -> list[PendingWake]:
 
 
 def relay_once(*, using: str = "default", batch_size: int = 100) -> int:
-    """Deliver every due, undelivered wake intent; return how many intents were delivered.
+    """Deliver every due, unacknowledged wake intent; return how many were delivered.
 
-    On PostgreSQL each batch is claimed with ``FOR UPDATE SKIP LOCKED`` and held until it
-    is marked, so several relays share the work without delivering a batch twice. On SQLite
+    Each delivered intent's ``available_at`` moves back (see ``_redelivery_delay``), so it
+    is delivered again only if no run acknowledged it meanwhile. On PostgreSQL each batch
+    is claimed with ``FOR UPDATE SKIP LOCKED`` and held until it is pushed back, so several
+    relays share the work without delivering a batch twice. On SQLite
     the batch is read and delivered outside a transaction (holding SQLite's write lock
     during a broker call would stall every writer); two relays may then deliver an intent
     twice, which is a spurious wake. A batch the backend refuses is recorded as failed,
@@ -318,7 +361,7 @@ def _deliver_batch(batch: Sequence[PendingWake], using: str) -> bool:
         logger.warning("relay: wake backend failed for %d wake(s)", len(batch), exc_info=True)
         _record_failure(using, ids, exc)
         return False
-    _mark_delivered(using, ids)
+    _push_back(using, ids)
     logger.debug("relay: delivered %d wake(s)", len(batch))
     return True
 
@@ -379,7 +422,7 @@ def relay_wakes(using: str = "default") -> int:
 
 
 def prune_delivered(*, older_than: float, using: str = "default") -> int:
-    """Delete intents delivered more than ``older_than`` seconds ago; return how many."""
+    """Delete intents acknowledged more than ``older_than`` seconds ago; return how many."""
     cutoff = _adapt(using, _now() - timedelta(seconds=older_than))
     with connections[using].cursor() as cursor:
         cursor.execute(

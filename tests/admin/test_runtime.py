@@ -211,7 +211,8 @@ class TestWakeIntents:
         assert "Delivered 2 wake(s) again." in response.content.decode()
         assert sorted(w.execution_id for w in wakes) == ["w-1", "w-2"]
         pending.refresh_from_db()
-        assert pending.delivered_at is not None
+        # Handed over, not acknowledged: only a run of the execution acknowledges it.
+        assert pending.delivered_at is None
 
     def test_deliver_again_reports_a_failing_backend(
         self, admin_client: Client, settings: Any

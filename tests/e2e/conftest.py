@@ -149,6 +149,9 @@ class Env:
             "DJANGO_SETTINGS_MODULE": "tests.e2e.worker_settings",
             "YIELDSTAR_E2E_DB_NAME": self.db_name,
             "YIELDSTAR_E2E_BROKER_URL": self.broker.url,
+            # Celery reads this variable over its configuration: left as inherited, it
+            # would point the workers at another broker than the one under test.
+            "CELERY_BROKER_URL": self.broker.url,
             "YIELDSTAR_E2E_QUEUE": self.queue,
             "PYTHONUNBUFFERED": "1",
         }
@@ -165,17 +168,20 @@ class Env:
         self.processes.append(process)
         return process
 
-    def start_worker(self, name: str = "worker") -> Process:
+    def start_worker(
+        self, name: str = "worker", *, concurrency: int = 2, wait: bool = True
+    ) -> Process:
         worker = self.spawn(
             name,
             [
                 sys.executable, "-m", "celery", "-A", "tests.e2e.celery_app", "worker",
-                "-Q", self.queue, "-c", "2", "--loglevel=INFO", "--without-mingle",
-                "--without-gossip", "--without-heartbeat",
+                "-Q", self.queue, "-c", str(concurrency), "--loglevel=INFO",
+                "--without-mingle", "--without-gossip", "--without-heartbeat",
                 "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h",
             ],
         )  # fmt: skip
-        wait_until(f"the {name} to be ready", lambda: worker.ready(" ready."), 60)
+        if wait:
+            worker.wait_ready()
         return worker
 
     def start_relay(self) -> Process:
@@ -194,6 +200,26 @@ class Process:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+
+    def wait_ready(self) -> None:
+        """Wait until this Celery worker consumes."""
+        wait_until(f"the {self.name} to be ready", lambda: self.ready(" ready."), 60)
+
+    def pids(self) -> set[int]:
+        """The pids of this process and its descendants (a worker's pool processes)."""
+        found = {self.popen.pid}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if os.getpgid(int(entry.name)) == self.popen.pid:
+                        found.add(int(entry.name))
+                except ProcessLookupError:
+                    continue
+        return found
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the process group (a worker and its pool)."""
+        os.killpg(self.popen.pid, signum)
 
     def ready(self, marker: str) -> bool:
         if self.popen.poll() is not None:
@@ -248,8 +274,17 @@ def e2e(
     app.set_default()
     app.set_current()
     env = Env(broker, queue, connection.settings_dict["NAME"], app, tmp_path_factory.mktemp("logs"))
-    with override_settings(YIELDSTAR=dict(E2E_YIELDSTAR)):
-        yield env
+    # Celery's broker_url reads this variable first, even for an app given a broker.
+    inherited = os.environ.get("CELERY_BROKER_URL")
+    os.environ["CELERY_BROKER_URL"] = broker.url
+    try:
+        with override_settings(YIELDSTAR=dict(E2E_YIELDSTAR)):
+            yield env
+    finally:
+        if inherited is None:
+            del os.environ["CELERY_BROKER_URL"]
+        else:
+            os.environ["CELERY_BROKER_URL"] = inherited
     env.stop_all()
     app.close()
     _state.set_default_app(previous)

@@ -35,6 +35,10 @@ class TcpProxy:
     def stop(self) -> None:
         self._stop.set()
         if self._listener is not None:
+            # shutdown() wakes the accept() blocked in the other thread; close() alone
+            # would leave the socket listening until that accept() returns.
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 self._listener.close()
             self._listener = None
@@ -51,6 +55,9 @@ class TcpProxy:
             try:
                 client, _ = listener.accept()
             except OSError:
+                return
+            if self._stop.is_set():
+                client.close()
                 return
             try:
                 server = socket.create_connection(self.upstream, timeout=5)

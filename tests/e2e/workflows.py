@@ -76,3 +76,28 @@ def slow_step(step: Step, marker_dir: str) -> Any:
     attempt = yield from step.run(slow_once, marker_dir)
     after = yield from step.run(now_iso)
     return [attempt, after]
+
+
+def pause_once(marker_dir: str) -> str:
+    """Append this attempt's pid; the first attempt blocks until ``release`` exists (the
+    test pauses its worker meanwhile), later ones return at once."""
+    directory = Path(marker_dir)
+    attempts = directory / "attempts"
+    with attempts.open("a") as handle:
+        handle.write(f"{os.getpid()}\n")
+    count = len(attempts.read_text().splitlines())
+    if count == 1:
+        while not (directory / "release").exists():
+            time.sleep(0.05)
+    return f"attempt {count} in {os.getpid()}"
+
+
+@workflow("e2e.paused_step")
+def paused_step(step: Step, marker_dir: str) -> Any:
+    value = yield from step.run(pause_once, marker_dir)
+    return value
+
+
+@workflow("e2e.quick")
+def quick(step: Step) -> Any:
+    return (yield from step.run(now_iso))

@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 from django.db import OperationalError, connections
+from django.utils import timezone
 
 from yieldstar_django.connector import DatabaseStoreClient
 from yieldstar_django.core.definition import StoreDefinition
@@ -111,7 +112,9 @@ def test_process_killed_between_commit_and_on_commit_leaves_intents_for_the_rela
         assert relay_once(using=alias) == 1
         assert relay_once(using=alias) == 0, "delivered once"
     assert wakes == [Wake("doomed", "wf")]
-    assert WakeIntent.objects.using(alias).get().delivered_at is not None
+    left = WakeIntent.objects.using(alias).get()
+    assert left.delivered_at is None, "acknowledged only by a run of the execution"
+    assert left.available_at > timezone.now(), "delivered again later unless acknowledged"
 
 
 def test_waiter_registered_in_a_rolled_back_transaction_does_not_exist(

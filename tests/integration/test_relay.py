@@ -23,6 +23,7 @@ from yieldstar_django.models import WakeIntent
 from yieldstar_django.wakes import (
     PendingWake,
     _claim_due,
+    acknowledge,
     celery_backend,
     deliver_wakes,
     relay_once,
@@ -38,9 +39,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def pending(alias: str) -> list[str]:
+    """The executions of the intents the relay would deliver now."""
     return list(
         WakeIntent.objects.using(alias)
-        .filter(delivered_at__isnull=True)
+        .filter(delivered_at__isnull=True, available_at__lte=timezone.now())
         .order_by("id")
         .values_list("execution_id", flat=True)
     )
@@ -57,7 +59,7 @@ def test_timers_are_delivered_when_due_and_once(alias: str, wakes: WakeCollector
     assert wakes == [], "a timer is never delivered on commit"
     assert relay_once(using=alias) == 1
     assert wakes == [Wake("past", "wf")]
-    assert pending(alias) == ["future"]
+    assert pending(alias) == []
     assert relay_once(using=alias) == 0
     with pytest.raises(ValueError, match="aware"):
         schedule_wake("naive", "wf", now.replace(tzinfo=None), using=alias)
@@ -243,3 +245,45 @@ def test_celery_backend_enqueues_resume_execution_on_a_real_broker() -> None:
         ("yieldstar_django.resume_execution", ["exec-1"]),
         ("yieldstar_django.resume_execution", ["exec-2"]),
     ]
+
+
+def test_a_delivered_wake_is_delivered_again_until_acknowledged(
+    alias: str, wakes: WakeCollector
+) -> None:
+    """Handing a wake to the broker is not the end of it: a worker that took the message
+    and died never ran the execution, so the relay delivers it again, with a growing
+    delay, until a run acknowledges it."""
+    with configure(WAKE_BACKEND=wakes, RELAY_DELAY=5, RELAY_INTERVAL=1):
+        wake_now("lost", "wf", using=alias)
+        assert wakes == [Wake("lost", "wf")], "handed over on commit"
+        assert relay_once(using=alias) == 0, "not before RELAY_DELAY"
+        delays = []
+        for _ in range(3):
+            make_due(alias)
+            before = timezone.now()
+            assert relay_once(using=alias) == 1
+            intent = WakeIntent.objects.using(alias).get()
+            delays.append(round((intent.available_at - before).total_seconds()))
+        assert delays == [5, 10, 20], "RELAY_DELAY doubled per delivery"
+        assert wakes == [Wake("lost", "wf")] * 4
+        assert acknowledge("lost", using=alias) == 1
+        make_due(alias)
+        assert relay_once(using=alias) == 0, "an acknowledged intent is done"
+
+
+def test_acknowledge_takes_due_intents_only(alias: str, wakes: WakeCollector) -> None:
+    """A run satisfies the wakes due when it starts, not a timer due later, and not
+    another execution's; a finished execution acknowledges everything."""
+    now = timezone.now()
+    wake_now("e", "wf", using=alias)
+    schedule_wake("e", "wf", now - timedelta(seconds=1), reason="sleep", using=alias)
+    schedule_wake("e", "wf", now + timedelta(hours=1), reason="sleep", using=alias)
+    wake_now("other", "wf", using=alias)
+    assert acknowledge("e", using=alias) == 2
+    left = WakeIntent.objects.using(alias).filter(delivered_at__isnull=True)
+    assert sorted(left.values_list("execution_id", "reason")) == [
+        ("e", "sleep"),
+        ("other", "wake"),
+    ]
+    assert acknowledge("e", everything=True, using=alias) == 1
+    assert list(left.values_list("execution_id", flat=True)) == ["other"]

@@ -1,4 +1,4 @@
-"""The wake outbox admin: pending and delivered wake intents, and "deliver again"."""
+"""The wake outbox admin: pending and acknowledged wake intents, and "deliver again"."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from .display import ellipsize
 
 
 class DeliveredFilter(admin.SimpleListFilter):
-    title = "delivery"
+    title = "acknowledgement"
     parameter_name = "delivered"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("no", "pending"), ("yes", "delivered")]
+        return [("no", "pending"), ("yes", "acknowledged")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         if self.value() == "no":
@@ -37,6 +37,7 @@ FIELDS: tuple[str, ...] = (
     "execution_id",
     "workflow_id",
     "reason",
+    "due_at",
     "available_at",
     "delivered_at",
     "attempts",
@@ -47,8 +48,9 @@ FIELDS: tuple[str, ...] = (
 
 @admin.register(WakeIntent)
 class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
-    """Wake intents, newest first. "Deliver again" hands the selected wakes to the
-    ``WAKE_BACKEND`` now (a spurious wake is harmless: resuming is idempotent)."""
+    """Wake intents, newest first. An intent is pending until a run of its execution
+    acknowledges it; "deliver again" hands the selected wakes to the ``WAKE_BACKEND`` now
+    (a spurious wake is harmless: resuming is idempotent)."""
 
     list_display = [
         "id",

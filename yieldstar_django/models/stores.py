@@ -250,18 +250,22 @@ class WakeIntent(models.Model):
     """The wake outbox: a request to resume ``execution_id``, written in the transaction
     that requires it.
 
-    An immediate wake is handed to the wake backend when its transaction commits and marked
-    ``delivered_at``; if that does not happen (broker down, process killed), the relay
-    delivers it once ``available_at`` (commit time + ``RELAY_DELAY``) has passed. A durable
-    timer is an intent whose ``available_at`` is its due time, delivered by the relay.
+    An immediate wake is handed to the wake backend when its transaction commits; a
+    durable timer (``due_at`` set) waits for the relay. The relay delivers every intent not
+    yet acknowledged once ``available_at`` has passed (commit time + ``RELAY_DELAY`` for an
+    immediate wake, the due time for a timer), and pushes ``available_at`` back with a
+    growing delay each time, so a wake handed to a worker that died is delivered again.
+    An intent is acknowledged (``delivered_at``) only when the wake took effect: a run of
+    the execution started after it was due, or the execution finished.
     """
 
     execution_id = models.CharField("execution id", max_length=MAX_KEY_LENGTH)
     workflow_id = models.CharField("workflow id", max_length=MAX_KEY_LENGTH)
     reason = models.CharField("reason", max_length=32)
     available_at = models.DateTimeField("deliverable from")
-    delivered_at = models.DateTimeField("delivered", null=True, blank=True)
-    attempts = models.IntegerField("failed attempts", default=0)
+    due_at = models.DateTimeField("due", null=True, blank=True)
+    delivered_at = models.DateTimeField("acknowledged", null=True, blank=True)
+    attempts = models.IntegerField("deliveries", default=0)
     last_error = models.TextField("last error", blank=True, default="")
     created_at = models.DateTimeField("created")
 
@@ -278,5 +282,5 @@ class WakeIntent(models.Model):
         ]
 
     def __str__(self) -> str:
-        state = "delivered" if self.delivered_at else "pending"
+        state = "acknowledged" if self.delivered_at else "pending"
         return f"wake {self.execution_id} ({self.reason}, {state})"

@@ -9,7 +9,13 @@ or a durable timer resumes the execution later.
 
 Heap writes are fenced by the lease: a row is inserted only while this run still holds
 the lease of a live execution, in the same statement, so a run that lost its lease (or
-whose execution was cancelled) records nothing more. The unique (execution, step key)
+whose execution was cancelled) records nothing more.
+
+User code never runs inside a database transaction. A store step's updater, selector and
+claim (and the store's ``initial`` and schema) run in the store client's read/compute/CAS
+loop; the step's heap row is handed to the store commit as a
+:class:`~yieldstar_django.connector.CommitHook`, so the row and the store's change (with
+its ledger entry) commit together or not at all. The unique (execution, step key)
 constraint means a step has at most one recorded outcome, whoever records it first.
 """
 
@@ -17,6 +23,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
@@ -27,10 +35,19 @@ from django.db.models import Field
 
 from .. import clock
 from ..conf import yieldstar_settings
+from ..connector import CommitHook, DatabaseStoreClient
 from ..core.durable import DurableLimits, decode_durable, encode_durable
 from ..core.errors import StoreContentionError, WorkflowValueError
-from ..core.results import StoreSnapshot, StoreStepId, StoreUpdateResult, StoreWaiter
-from ..core.store import StoreClient
+from ..core.results import (
+    RecordedResult,
+    StoreSnapshot,
+    StoreStepId,
+    StoreTakeMatched,
+    StoreUpdateResult,
+    StoreWaiter,
+    result_from_record,
+)
+from ..core.store import StoreClient, StoreMutation
 from ..models.runtime import (
     Execution,
     ExecutionStatus,
@@ -330,20 +347,35 @@ class Engine:
         return _Value(None)
 
     def _take(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
-        """Take, and record the outcome in the same transaction as the store's commit.
+        """Take, and record a match in the same transaction as the store's commit.
 
-        The step's waiter is removed, and a match commits the claim (with its ledger
-        entry) and the heap row, all at once; no match registers the waiter again with the
-        version and paths the selector saw. Wakes of other waiters go out when it commits.
+        The selector and claim run outside any transaction (the store client's CAS loop);
+        the commit's transaction first drops the step's waiter (so the claim does not wake
+        this very execution) and ends with the fenced heap row. No match registers the
+        waiter again with the version and paths the selector saw, which wakes it at once
+        if the store moved since. Wakes of other waiters go out when the commit commits.
         """
         assert call.definition is not None and call.selector is not None
         definition = call.definition
+        hooked: list[str] = []
+
+        def drop_waiter() -> None:
+            if row is not None:
+                self.client.remove_waiters(self.execution.id, key)
+
+        def record(mutation: StoreMutation) -> Callable[[], None]:
+            encoded = self._selected_json(key, _recorded(mutation))
+
+            def write() -> None:
+                self._write(
+                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
+                )
+                hooked.append(encoded)
+
+            return write
+
         try:
-            with transaction.atomic(using=self.alias):
-                if row is not None:
-                    # Dropped first, so the claim does not wake this very execution; a
-                    # miss registers it again below, in this transaction.
-                    self.client.remove_waiters(self.execution.id, key)
+            with self._commit_hook(CommitHook(record, drop_waiter)):
                 result = self.client.take_from_store(
                     definition,
                     call.store_id,
@@ -351,12 +383,19 @@ class Engine:
                     claim=call.claim,
                     step_id=StoreStepId(self.execution.id, key),
                 )
-                if result.matched:
-                    encoded = encode_durable(result.selected, limits=self.limits, step_key=key)
+            if result.matched and hooked:
+                encoded = hooked[-1]
+            elif result.matched:
+                # Committed by an earlier run, or by a client without commit hooks.
+                encoded = self._selected_json(key, result)
+                with transaction.atomic(using=self.alias):
+                    drop_waiter()
                     self._write(
                         call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
                     )
-                else:
+            else:
+                with transaction.atomic(using=self.alias):
+                    drop_waiter()
                     if row is None:
                         self._write(call, key, position, None, status=StepStatus.PENDING)
                     self.client.register_waiter(
@@ -390,22 +429,35 @@ class Engine:
     def _update(
         self, call: StepCall, key: str, position: int, row: ExecutionStep | None
     ) -> _Result:
-        """Update exactly once, recording the result in the store's transaction."""
+        """Update exactly once: the updater runs outside any transaction, and the heap row
+        is written in the transaction of the store's commit."""
         assert call.definition is not None and call.updater is not None
+        hooked: list[str] = []
+
+        def record(mutation: StoreMutation) -> Callable[[], None]:
+            encoded = self._update_json(key, _recorded(mutation))
+
+            def write() -> None:
+                self._write(
+                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
+                )
+                hooked.append(encoded)
+
+            return write
+
         try:
-            with transaction.atomic(using=self.alias):
+            with self._commit_hook(CommitHook(record)):
                 result = self.client.update_store(
                     call.definition,
                     call.store_id,
                     updater=call.updater,
                     step_id=StoreStepId(self.execution.id, key),
                 )
-                record = {
-                    "state": result.state,
-                    "previous_version": result.previous_version,
-                    "version": result.version,
-                }
-                encoded = encode_durable(record, limits=self.limits, step_key=key)
+            if hooked:
+                encoded = hooked[-1]
+            else:
+                # Committed by an earlier run, or by a client without commit hooks.
+                encoded = self._update_json(key, result)
                 self._write(
                     call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
                 )
@@ -417,6 +469,30 @@ class Engine:
             self._record_error(call, key, position, row, exc, 1)
             return _Error(exc)
         return _Value(_revive_value(StepKind.UPDATE, encoded))
+
+    def _commit_hook(self, hook: CommitHook) -> AbstractContextManager[None]:
+        """Hand ``hook`` to the store client's commits, so a step's heap row commits with
+        the store. A client that cannot (in memory, or on another database than the heap)
+        commits alone, and the step records its row right after."""
+        client = self.client
+        if isinstance(client, DatabaseStoreClient) and client.using == self.alias:
+            return client.commit_hook(hook)
+        return nullcontext()
+
+    def _update_json(self, key: str, result: Any) -> str:
+        """The heap value of an update step: its state and versions."""
+        assert isinstance(result, StoreUpdateResult)
+        record = {
+            "state": result.state,
+            "previous_version": result.previous_version,
+            "version": result.version,
+        }
+        return encode_durable(record, limits=self.limits, step_key=key)
+
+    def _selected_json(self, key: str, result: Any) -> str:
+        """The heap value of a matched take: the selected value."""
+        assert isinstance(result, StoreTakeMatched)
+        return encode_durable(result.selected, limits=self.limits, step_key=key)
 
     def _get(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
         assert call.definition is not None
@@ -579,6 +655,12 @@ def _column(field: Field[Any, Any]) -> str:
 
 def _describe(kind: str, fingerprint: str) -> str:
     return f"{kind}({fingerprint})" if fingerprint else kind
+
+
+def _recorded(mutation: StoreMutation) -> RecordedResult:
+    """The result a committed mutation recorded in the ledger (a step always has one)."""
+    assert mutation.encoded_result is not None
+    return result_from_record(decode_durable(mutation.encoded_result))
 
 
 def _revive_value(kind: str, value_json: str) -> Any:

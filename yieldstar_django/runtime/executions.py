@@ -16,10 +16,10 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Final
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, router, transaction
 from django.utils import timezone
 
-from .. import clock
+from .. import clock, wakes
 from ..core.durable import encode_durable
 from ..core.store import StoreClient
 from ..models.runtime import Execution, ExecutionStatus
@@ -146,7 +146,12 @@ def cancel_execution(execution_id: str) -> bool:
         )
         if cancelled:
             _store_client().remove_waiters(execution_id)
+            wakes.acknowledge(execution_id, everything=True, using=_alias())
     return bool(cancelled)
+
+
+def _alias() -> str:
+    return router.db_for_write(Execution)
 
 
 def _store_client() -> StoreClient:
@@ -172,6 +177,7 @@ def run_execution(execution_id: str) -> ResumeResult:
         if mark_wake_pending(execution_id):
             return ResumeResult.BUSY
         if not Execution.objects.filter(live(), pk=execution_id).exists():
+            wakes.acknowledge(execution_id, everything=True, using=_alias())
             return ResumeResult.GONE
     if lease is None:
         return ResumeResult.BUSY
@@ -208,12 +214,14 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
             return ResumeResult.FINISHED
         if _release_suspended(lease, outcome):
             return ResumeResult.SUSPENDED
-        # A wake arrived during the run: clear it and run again under the same lease.
+        # A wake arrived during the run: clear it and run again under the same lease; the
+        # run about to start satisfies the intents due now.
         if not Execution.objects.filter(lease.owned()).update(
             wake_pending=False,
             lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds()),
         ):
             raise LeaseLost(lease.execution_id)
+        wakes.acknowledge(lease.execution_id, using=_alias())
     _release_later(lease, 0.0)
     return ResumeResult.DEFERRED
 
@@ -237,6 +245,8 @@ def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: 
             raise LeaseLost(lease.execution_id)
         if waiters:
             client.remove_waiters(lease.execution_id)
+    # A finished execution needs no more wakes (one delivered meanwhile finds it GONE).
+    wakes.acknowledge(lease.execution_id, everything=True, using=_alias())
     if outcome.status == ExecutionStatus.FAILED:
         logger.info("execution %s failed: %s", lease.execution_id, outcome.error_json)
 

@@ -1,11 +1,17 @@
 """Execution leases: at most one worker runs an execution at a time.
 
 A lease is an owner token and an expiry in the execution's row, taken by one conditional
-UPDATE (free, or expired) and never by a transaction held open across user code. While a
-run lasts, the process's lease keeper thread extends it every third of ``LEASE_SECONDS``;
-a worker that dies stops extending it, and a durable timer at the expiry resumes the
-execution in another worker. A wake that finds the lease held sets ``wake_pending``, and the holder
-runs the workflow again before it lets the lease go, so no wake is lost.
+UPDATE (free, or expired) and never by a transaction held open across user code. Taking
+it acknowledges the execution's due wake intents (the run about to start satisfies them).
+While a run lasts, the process's lease keeper thread extends it every second (every third
+of ``LEASE_SECONDS`` if that is shorter) and moves its takeover timer, a durable timer just
+after the expiry, in the same statement. A worker that dies stops extending it, and the
+timer resumes the execution in another worker within ``LEASE_SECONDS`` plus a relay
+interval. A wake that finds the lease held sets ``wake_pending``, and the holder runs the
+workflow again before it lets the lease go, so no wake is lost.
+
+The invariant: an execution that is not finished always has a live lease holder, or an
+unacknowledged wake intent that the relay will deliver, or waiters and no due wake.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Field, Model, Q
 from django.utils import timezone
 
+from .. import clock, wakes
 from ..conf import yieldstar_settings
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus, ExecutionStep
+from ..wakes import ACK_CONDITION, INTENT_TABLE
 from . import timers
 
 logger = logging.getLogger("yieldstar_django.runtime")
@@ -33,7 +41,9 @@ logger = logging.getLogger("yieldstar_django.runtime")
 __all__ = ["Lease", "LeaseLost", "acquire_lease", "mark_wake_pending"]
 
 #: Seconds after a lease's expiry at which its takeover timer fires.
-TAKEOVER_MARGIN = 0.5
+TAKEOVER_MARGIN = 0.25
+#: Longest time between two renewals of a held lease, in seconds.
+MAX_RENEW_INTERVAL = 1.0
 
 
 class LeaseLost(Exception):
@@ -46,8 +56,9 @@ def lease_seconds() -> float:
 
 
 def _renew_interval() -> float:
-    """Seconds between two renewals of a held lease: a third of ``LEASE_SECONDS``."""
-    return max(lease_seconds() / 3, 0.05)
+    """Seconds between two renewals of a held lease: a third of ``LEASE_SECONDS``, at most
+    ``MAX_RENEW_INTERVAL``."""
+    return max(min(lease_seconds() / 3, MAX_RENEW_INTERVAL), 0.05)
 
 
 def live() -> Q:
@@ -95,14 +106,40 @@ class Lease:
             raise LeaseLost(self.execution.id)
 
     def renew(self) -> bool:
-        """Extend the lease by ``LEASE_SECONDS``; ``False`` (and ``lost`` set) if it is gone."""
+        """Extend the lease by ``LEASE_SECONDS`` and move its takeover timer just after the
+        new expiry (re-armed if it fired meanwhile); ``False`` (and ``lost`` set) if the
+        lease is gone. One statement on PostgreSQL, a short transaction elsewhere."""
         expires = timezone.now() + timedelta(seconds=lease_seconds())
-        renewed = Execution.objects.filter(self.owned()).update(lease_expires_at=expires)
+        takeover = expires + timedelta(seconds=TAKEOVER_MARGIN)
+        alias = router.db_for_write(Execution)
+        connection = connections[alias]
+        if connection.vendor == "postgresql" and self.timer is not None:
+            quote = connection.ops.quote_name
+            adapt = connection.ops.adapt_datetimefield_value
+            condition, fence_params = self.fence(connection)
+            sql = (
+                f"WITH renewed AS (UPDATE {quote(Execution._meta.db_table)} SET "
+                f"{quote('lease_expires_at')} = %s WHERE {condition} RETURNING 1), "
+                f"moved AS ({timers.rearm_sql(connection)} AND EXISTS "
+                "(SELECT 1 FROM renewed) RETURNING 1) SELECT count(*) FROM renewed"
+            )
+            params = [adapt(expires), *fence_params, adapt(takeover), adapt(takeover), self.timer]
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                row = cursor.fetchone()
+            renewed = bool(row and row[0])
+        else:
+            with transaction.atomic(using=alias):
+                renewed = bool(
+                    Execution.objects.filter(self.owned()).update(lease_expires_at=expires)
+                )
+                if renewed and self.timer is not None:
+                    timers.rearm_timer(self.timer, takeover)
         if renewed:
             self.expires_at = expires
         else:
             self.lost.set()
-        return bool(renewed)
+        return renewed
 
     def release(self, changes: dict[str, Any], *, unless_wake_pending: bool = False) -> bool:
         """Apply ``changes`` and let the lease go (with its takeover timer), if still held.
@@ -211,8 +248,9 @@ _keeper = _LeaseKeeper()
 def acquire_lease(execution_id: str) -> Lease | None:
     """Take the execution's lease if it is free or expired and the execution is live.
 
-    Atomically with it, schedules a durable timer just after the lease's expiry, so the
-    execution is resumed elsewhere if this worker dies. Returns ``None`` if the lease is
+    Atomically with it, acknowledges the execution's due wake intents and schedules a
+    durable timer just after the lease's expiry, so the execution is resumed elsewhere if
+    this worker dies. Returns ``None`` if the lease is
     held by another run, or the execution is finished or missing. On PostgreSQL this is
     one statement; elsewhere a short transaction.
     """
@@ -238,6 +276,7 @@ def acquire_lease(execution_id: str) -> Lease | None:
         )
         if not taken:
             return None
+        wakes.acknowledge(execution_id, using=alias)
         execution = Execution.objects.get(pk=execution_id)
         timer = timers.schedule_timer(
             execution.id, execution.workflow_name, takeover, reason="lease"
@@ -253,7 +292,8 @@ def _acquire_postgres(
     expires: datetime,
     takeover: datetime,
 ) -> Lease | None:
-    """``acquire_lease`` in one round trip: UPDATE ... RETURNING, INSERT the timer."""
+    """``acquire_lease`` in one round trip: UPDATE ... RETURNING, acknowledge the due
+    intents, INSERT the timer."""
     connection = connections[alias]
     quote = connection.ops.quote_name
     table = quote(Execution._meta.db_table)
@@ -277,6 +317,8 @@ def _acquire_postgres(
         f"WHERE {quote('id')} = %s AND {quote('status')} NOT IN ({terminal}) AND "
         f"({quote('lease_owner')} = '' OR {quote('lease_expires_at')} < %s) "
         f"RETURNING {returning}), "
+        f"acked AS (UPDATE {quote(INTENT_TABLE)} SET {quote('delivered_at')} = %s "
+        f"WHERE {ACK_CONDITION} AND EXISTS (SELECT 1 FROM acquired)), "
         f"timer AS ({intent} FROM acquired RETURNING {quote('id')}) "
         f"SELECT acquired.*, timer.{quote('id')}, ({heap}) FROM acquired, timer"
     )
@@ -289,7 +331,11 @@ def _acquire_postgres(
         execution_id,
         *sorted(TERMINAL_STATUSES),
         adapt(now),
+        adapt(clock.now()),  # intents are due by the timers' clock
+        execution_id,
+        adapt(clock.now()),
         "lease",
+        adapt(takeover),
         adapt(takeover),
         adapt(now),
     ]

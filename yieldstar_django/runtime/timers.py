@@ -18,6 +18,8 @@ __all__ = [
     "cancel_sql",
     "cancel_timer",
     "intent_insert",
+    "rearm_sql",
+    "rearm_timer",
     "request_run",
     "schedule_timer",
 ]
@@ -51,6 +53,15 @@ def schedule_timer(execution_id: str, workflow_id: str, at: datetime, *, reason:
     return schedule_wake(execution_id, workflow_id, at, reason=reason, using=_alias())
 
 
+def rearm_timer(intent_id: int, at: datetime) -> None:
+    """Move a timer to ``at`` as a new, unacknowledged intent (``rearm_sql``)."""
+    from ..models.stores import WakeIntent
+
+    WakeIntent.objects.filter(pk=intent_id).update(
+        available_at=at, due_at=at, delivered_at=None, attempts=0
+    )
+
+
 def cancel_timer(intent_id: int) -> None:
     """Forget a timer that is no longer needed, unless it was already delivered.
 
@@ -70,8 +81,8 @@ def intent_insert(
     """``INSERT INTO <wake intents> (...) SELECT <execution id>, <workflow id>, %s, %s, ...``
     to follow with ``FROM <a relation>``: one pending wake intent per row of the relation,
     a timer written in the statement that needs it (the PostgreSQL fast paths of the
-    leases). Its parameters are the reason, ``available_at`` and ``created_at`` (adapted
-    for the connection). Mirrors ``wakes.schedule_wake``."""
+    leases). Its parameters are the reason, ``available_at``, ``due_at`` (the same time)
+    and ``created_at`` (adapted for the connection). Mirrors ``wakes.schedule_wake``."""
     from ..models.stores import WakeIntent
 
     quote = connection.ops.quote_name
@@ -85,13 +96,27 @@ def intent_insert(
     columns = ", ".join(
         column(name)
         for name in (
-            "execution_id", "workflow_id", "reason", "available_at", "delivered_at",
-            "attempts", "last_error", "created_at",
+            "execution_id", "workflow_id", "reason", "available_at", "due_at",
+            "delivered_at", "attempts", "last_error", "created_at",
         )
     )  # fmt: skip
     return (
         f"INSERT INTO {quote(meta.db_table)} ({columns}) "
-        f"SELECT {quote(execution_column)}, {quote(workflow_column)}, %s, %s, NULL, 0, '', %s"
+        f"SELECT {quote(execution_column)}, {quote(workflow_column)}, %s, %s, %s, NULL, 0, '', %s"
+    )
+
+
+def rearm_sql(connection: BaseDatabaseWrapper) -> str:
+    """``UPDATE`` of one timer (the last ``%s``) to fire at the first two ``%s``
+    (``available_at``, ``due_at``) as a new, unacknowledged intent, to append conditions
+    to: a renewed lease moves its takeover timer."""
+    from ..models.stores import WakeIntent
+
+    quote = connection.ops.quote_name
+    return (
+        f"UPDATE {quote(WakeIntent._meta.db_table)} SET {quote('available_at')} = %s, "
+        f"{quote('due_at')} = %s, {quote('delivered_at')} = NULL, {quote('attempts')} = 0 "
+        f"WHERE {quote('id')} = %s"
     )
 
 

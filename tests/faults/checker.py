@@ -1,0 +1,407 @@
+"""An independent checker of store histories, written for the fault suite.
+
+A history is a list of :class:`Op`: one store operation as a client saw it, with its
+invocation and completion times (seconds, one clock for every process of the machine),
+its arguments and its result. An op with no completion is *indeterminate* (its process was
+killed, its connection dropped, its transaction never reported a commit): it may or may
+not have taken effect.
+
+``check_register`` verifies that the history of one store is linearizable as a
+compare-and-swap register whose writes are the model operations of :data:`MODEL`. Store
+versions give the witness order: version ``v`` is the state after the ``v``-th committed
+write. The checker replays the writes in version order from the initial state and
+requires that
+
+- each version is committed by exactly one logical write (two writes that both report
+  version ``v`` are a lost update or a duplicate claim);
+- each write's result is what its model operation gives on the state before it (a claimed
+  item that the model does not hand out was invented, or claimed twice);
+- a version no completed write reports is explained by some indeterminate write;
+- each read (``get``, or a ``take`` that matched nothing) returns the state of its version;
+- real-time order holds: an op that started after another completed sees its version or a
+  later one (a write, a strictly later one). Violations are stale reads or lost updates.
+
+Writes made with the same step id (an execution's store step, replayed from the ledger)
+are one logical operation that spans from its first invocation to its first completion;
+all of its completions must return the same result.
+
+``check_queue`` verifies a drained queue: every pushed item was taken exactly once and
+nothing was taken that was never pushed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MODEL", "Op", "check_queue", "check_register", "load_history"]
+
+#: A model write: ``(state, args) -> (new state, output)``; ``new state`` is ``None``
+#: when the operation changes nothing (a take that found no item).
+ModelOp = Callable[[Any, Mapping[str, Any]], tuple[Any, Any]]
+
+
+def _push(state: Any, args: Mapping[str, Any]) -> tuple[Any, Any]:
+    new = copy.deepcopy(state)
+    new["items"].extend({"value": v, "claimed_by": None} for v in args["values"])
+    return new, None
+
+
+def _take(state: Any, args: Mapping[str, Any]) -> tuple[Any, Any]:
+    """Claim the first unclaimed item for ``args["by"]``; output the claimed item."""
+    new = copy.deepcopy(state)
+    for item in new["items"]:
+        if item["claimed_by"] is None:
+            item["claimed_by"] = args["by"]
+            return new, copy.deepcopy(item)
+    return None, None
+
+
+def _add(state: Any, args: Mapping[str, Any]) -> tuple[Any, Any]:
+    new = copy.deepcopy(state)
+    new["total"] += args["amount"]
+    return new, None
+
+
+#: The model operations, by the ``kind`` in an op's arguments.
+MODEL: dict[str, ModelOp] = {"push": _push, "take": _take, "add": _add}
+
+WRITES = frozenset({"update", "take"})
+
+
+@dataclass
+class Op:
+    """One operation on one store as a client saw it.
+
+    ``name`` is ``"update"``, ``"take"`` or ``"get"``; ``args`` holds the model operation
+    (``{"kind": ...}``) of an update or take. ``result`` is ``None`` for an indeterminate
+    op; else ``{"version", "state"}`` for get and update (update adds
+    ``"previous_version"``), ``{"matched", "version", "selected"}`` for take.
+    """
+
+    process: str
+    name: str
+    invoke: float
+    complete: float | None = None
+    result: dict[str, Any] | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    step: str | None = None
+    instance: str = ""
+
+    @property
+    def version(self) -> int:
+        assert self.result is not None
+        return int(self.result["version"])
+
+    @property
+    def is_write(self) -> bool:
+        """Committed a new version (a take that matched nothing did not)."""
+        if self.name == "update":
+            return True
+        return self.name == "take" and (self.result is None or bool(self.result["matched"]))
+
+    def describe(self) -> str:
+        where = f" step {self.step}" if self.step else ""
+        return f"{self.name}{where} by {self.process} {json.dumps(self.args, sort_keys=True)}"
+
+
+def load_history(directory: Path) -> dict[str, list[Op]]:
+    """Read every ``*.jsonl`` file of ``directory`` into ops, by store.
+
+    Each line is ``{"id", "type": "invoke"|"ok"|"fail", "time", ...}``; an invoke carries
+    ``process, store, op, args, step``, an ``ok`` its ``result`` (and ``instance``). An
+    invoke without ``ok`` (no line, or ``fail``) is indeterminate.
+    """
+    invokes: dict[str, dict[str, Any]] = {}
+    oks: dict[str, dict[str, Any]] = {}
+    for path in sorted(directory.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a SIGKILL
+            if event["type"] == "invoke":
+                invokes[event["id"]] = event
+            elif event["type"] == "ok":
+                oks[event["id"]] = event
+    stores: dict[str, list[Op]] = defaultdict(list)
+    for key, event in invokes.items():
+        done = oks.get(key)
+        stores[event["store"]].append(
+            Op(
+                process=event["process"],
+                name=event["op"],
+                invoke=event["time"],
+                complete=None if done is None else done["time"],
+                result=None if done is None else done["result"],
+                args=event.get("args") or {},
+                step=event.get("step"),
+                instance="" if done is None else done.get("instance", ""),
+            )
+        )
+    return dict(stores)
+
+
+def _merge_steps(ops: Iterable[Op], anomalies: list[str]) -> list[Op]:
+    """One logical write per step id: first invocation, first completion, one result.
+
+    A take that matched nothing is a read of its own (the step takes again later)."""
+    merged: list[Op] = []
+    by_step: dict[str, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.step and op.is_write:
+            by_step[op.step].append(op)
+        else:
+            merged.append(op)
+    for step, group in by_step.items():
+        done = sorted((op for op in group if op.complete is not None), key=_completion)
+        results = {json.dumps(op.result, sort_keys=True) for op in done}
+        if len(results) > 1:
+            anomalies.append(f"step {step} returned different results: {sorted(results)}")
+        first = done[0] if done else group[0]
+        merged.append(
+            Op(
+                process=first.process,
+                name=first.name,
+                invoke=min(op.invoke for op in group),
+                complete=first.complete,
+                result=first.result,
+                args=first.args,
+                step=step,
+                instance=first.instance,
+            )
+        )
+    return merged
+
+
+def _completion(op: Op) -> float:
+    assert op.complete is not None
+    return op.complete
+
+
+def check_register(ops: Sequence[Op], initial: Any) -> list[str]:
+    """Anomalies that keep this one store's history from being a linearizable CAS
+    register starting at ``initial`` (version 0); an empty list means none."""
+    anomalies: list[str] = []
+    logical = _merge_steps(ops, anomalies)
+    done = [op for op in logical if op.result is not None]
+    instances = {op.instance for op in done if op.instance}
+    if len(instances) > 1:
+        anomalies.append(f"the store changed instance: {sorted(instances)}")
+
+    writes: dict[int, Op] = {}
+    for op in (op for op in done if op.is_write):
+        if op.version < 1:
+            anomalies.append(f"{op.describe()} committed version {op.version}")
+        elif op.version in writes:
+            anomalies.append(
+                f"version {op.version} committed twice (lost update or duplicate claim): "
+                f"{writes[op.version].describe()} and {op.describe()}"
+            )
+        else:
+            writes[op.version] = op
+    unknown = [op for op in logical if op.result is None and op.is_write]
+    top = max((op.version for op in done), default=0)
+    states = _replay(writes, unknown, initial, top, anomalies)
+    if states is not None:
+        _check_reads(done, states, anomalies)
+    _check_real_time(done, anomalies)
+    return anomalies
+
+
+def _apply(op: Op, state: Any) -> tuple[Any, Any]:
+    kind = op.args.get("kind")
+    if kind not in MODEL:
+        raise ValueError(f"no model operation {kind!r} for {op.describe()}")
+    return MODEL[kind](state, op.args)
+
+
+def _replay(
+    writes: dict[int, Op], unknown: list[Op], initial: Any, top: int, anomalies: list[str]
+) -> dict[int, Any] | None:
+    """The state of every version 0..top, replaying writes in version order.
+
+    Versions no completed write reports are filled by indeterminate writes, searched (with
+    backtracking) for an assignment under which every reported write up to the next
+    reported update agrees with the model; an update's recorded state pins the register,
+    so the search restarts from there."""
+    states: dict[int, Any] = {0: initial}
+    spare = list(unknown)
+    version = 1
+    while version <= top:
+        op = writes.get(version)
+        if op is not None:
+            states[version] = _check_write(op, version, states[version - 1], anomalies)
+            version += 1
+            continue
+        pin = min(
+            (v for v, w in writes.items() if v > version and w.name == "update"), default=top + 1
+        )
+        budget = [SEARCH_BUDGET]
+        path = _search(version, pin, states[version - 1], spare, writes, budget)
+        if path is None:
+            why = "the search gave up" if budget[0] <= 0 else "no assignment fits"
+            anomalies.append(
+                f"no operation of the history explains the versions from {version} to "
+                f"{pin - 1} ({why}: an invented write, or a reported result no order gives)"
+            )
+            return None
+        for at, state, used in path:
+            states[at] = state
+            if used is not None:
+                spare.remove(used)
+        version = pin
+    return states
+
+
+#: Most candidate placements one search of indeterminate writes tries.
+SEARCH_BUDGET = 100_000
+
+
+def _search(
+    version: int,
+    pin: int,
+    before: Any,
+    spare: list[Op],
+    writes: dict[int, Op],
+    budget: list[int],
+) -> list[tuple[int, Any, Op | None]] | None:
+    """States (and the indeterminate write used, if any) of versions ``version`` to
+    ``pin - 1`` such that every reported write there, and the one at ``pin``, agrees."""
+    path: list[tuple[int, Any, Op | None]] = []
+    while version < pin and version in writes:  # reported writes: no choice to make
+        op = writes[version]
+        if _disagrees(op, before):
+            return None
+        before, _ = _apply(op, before)
+        path.append((version, before, None))
+        version += 1
+    if version == pin:
+        following = writes.get(pin)
+        return path if following is None or not _disagrees(following, before) else None
+    gaps = sum(1 for v in range(version, pin) if v not in writes)
+    if gaps > len(spare):
+        return None
+    for index, candidate in enumerate(spare):
+        budget[0] -= 1
+        if budget[0] <= 0:
+            return None
+        after, _ = _apply(candidate, before)
+        if after is None:
+            continue
+        rest = spare[:index] + spare[index + 1 :]
+        tail = _search(version + 1, pin, after, rest, writes, budget)
+        if tail is not None:
+            return [*path, (version, after, candidate), *tail]
+    return None
+
+
+def _disagrees(op: Op, before: Any) -> str:
+    """Why ``op``'s reported result is not what its model operation gives on ``before``
+    ("" when it agrees)."""
+    assert op.result is not None
+    after, output = _apply(op, before)
+    if after is None:
+        return (
+            f"claimed {op.result.get('selected')!r}, but no unclaimed item was there "
+            "(an invented or twice-claimed item)"
+        )
+    if op.name == "take" and output != op.result["selected"]:
+        return (
+            f"claimed {op.result['selected']!r}; the register hands out {output!r} "
+            "(a duplicate claim or a lost update)"
+        )
+    if op.name == "update" and after != op.result["state"]:
+        return (
+            f"returned {op.result['state']!r}; applied in version order it gives {after!r} "
+            "(a lost update)"
+        )
+    return ""
+
+
+def _check_write(op: Op, version: int, before: Any, anomalies: list[str]) -> Any:
+    """Check one reported write against the model; the state after it."""
+    assert op.result is not None
+    why = _disagrees(op, before)
+    if why:
+        anomalies.append(f"{op.describe()} at version {version} {why}")
+    if op.name == "update":
+        if op.result.get("previous_version") != version - 1:
+            anomalies.append(
+                f"{op.describe()} reports previous version {op.result.get('previous_version')} "
+                f"for version {version}"
+            )
+        return op.result["state"]  # follow the recorded outcome: no cascade of anomalies
+    after, _ = _apply(op, before)
+    return before if after is None else after
+
+
+def _check_reads(done: list[Op], states: dict[int, Any], anomalies: list[str]) -> None:
+    for op in done:
+        assert op.result is not None
+        if op.name == "get" and op.result["state"] != states[op.version]:
+            anomalies.append(
+                f"{op.describe()} read {op.result['state']!r} at version {op.version}, "
+                f"which holds {states[op.version]!r}"
+            )
+        if op.name == "take" and not op.result["matched"]:
+            after, _ = _apply(op, states[op.version])
+            if after is not None:
+                anomalies.append(
+                    f"{op.describe()} found nothing at version {op.version}, "
+                    "where an unclaimed item was (a stale read)"
+                )
+
+
+def _check_real_time(done: list[Op], anomalies: list[str]) -> None:
+    """An op invoked after another completed must not see an older version."""
+    by_completion = sorted(done, key=_completion)
+    seen: Op | None = None  # the completed op with the highest version so far
+    index = 0
+    for op in sorted(done, key=lambda op: op.invoke):
+        while index < len(by_completion) and _completion(by_completion[index]) < op.invoke:
+            if seen is None or by_completion[index].version > seen.version:
+                seen = by_completion[index]
+            index += 1
+        if seen is None:
+            continue
+        if op.version < seen.version or (op.is_write and op.version == seen.version):
+            what = "lost update" if op.is_write else "stale read"
+            anomalies.append(
+                f"{what}: {op.describe()} saw version {op.version} though "
+                f"{seen.describe()} had completed at version {seen.version} before it began"
+            )
+
+
+def check_queue(
+    pushed: Iterable[Any],
+    taken: Mapping[str, Iterable[Any]],
+    maybe_pushed: Iterable[Any] = (),
+) -> list[str]:
+    """Anomalies of a drained queue: items lost, taken twice, or taken but never pushed.
+
+    ``taken`` maps each taker to the items it got; ``maybe_pushed`` are items of pushes
+    that were indeterminate (they may be taken, or not).
+    """
+    anomalies: list[str] = []
+    expected = Counter(pushed)
+    optional = Counter(maybe_pushed)
+    got: Counter[Any] = Counter()
+    for items in taken.values():
+        got.update(items)
+    for item, count in sorted(got.items(), key=repr):
+        if item not in expected and item not in optional:
+            anomalies.append(f"invented item {item!r}: taken but never pushed")
+        elif count > expected[item] + optional[item]:
+            anomalies.append(f"duplicated item {item!r}: taken {count} times")
+    for item, count in sorted(expected.items(), key=repr):
+        if got[item] < count:
+            anomalies.append(f"lost item {item!r}: pushed but never taken")
+    return anomalies

@@ -1,0 +1,54 @@
+"""``python -m tests.faults.driver COMMAND ...``: the fault suite's producer process.
+
+- ``start WORKFLOW JSON_ARGS_LIST``: start one execution per argument list; print the ids.
+- ``push QUEUE_IDS PREFIX COUNT [PAUSE]``: push ``COUNT`` items ``PREFIX-0..`` one commit
+  each, ``PAUSE`` seconds apart, to the comma-separated queues in turn; a failed commit
+  (database down) is retried with the same item, so a push is recorded as ``ok`` once,
+  or indeterminate and retried.
+
+Runs with ``tests.faults.settings``, so its store operations are recorded too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def main(argv: list[str]) -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.faults.settings")
+    import django
+
+    django.setup()
+    from django.db import DatabaseError, close_old_connections
+
+    from yieldstar_django.runtime import start_workflow
+
+    from .workflows import push
+
+    command, *rest = argv
+    if command == "start":
+        for args in json.loads(rest[1]):
+            print(start_workflow(rest[0], *args), flush=True)
+        return 0
+    if command == "push":
+        queue_ids, prefix, count = rest[0].split(","), rest[1], int(rest[2])
+        pause = float(rest[3]) if len(rest) > 3 else 0.0
+        for n in range(count):
+            while True:
+                try:
+                    push(queue_ids[n % len(queue_ids)], [f"{prefix}-{n}"])
+                    break
+                except DatabaseError:
+                    close_old_connections()
+                    time.sleep(0.2)
+            if pause:
+                time.sleep(pause)
+        return 0
+    raise SystemExit(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

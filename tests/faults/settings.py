@@ -1,0 +1,47 @@
+"""Settings of every process of the fault suite (workers, relay, driver, migrate).
+
+``tests.settings`` on the suite's own throwaway PostgreSQL cluster, from the environment
+the suite passes: ``YIELDSTAR_FAULTS_PG_PORT`` (the cluster, database
+``yieldstar_faults``), ``YIELDSTAR_FAULTS_BROKER_URL``, ``YIELDSTAR_FAULTS_QUEUE``,
+``YIELDSTAR_FAULTS_LEASE_SECONDS`` and ``YIELDSTAR_FAULTS_HISTORY`` (the folder each
+process records its store operations in, see :mod:`tests.faults.history`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from tests.settings import *  # noqa: F403
+from tests.settings import INSTALLED_APPS
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "yieldstar_faults",
+        "USER": "postgres",
+        "HOST": "127.0.0.1",
+        "PORT": os.environ.get("YIELDSTAR_FAULTS_PG_PORT", "5432"),
+        # As a production worker should: keep connections, drop broken ones.
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": {"connect_timeout": 2},
+    }
+}
+CELERY_DB_REUSE_MAX = 1000
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.faults"]
+
+CELERY_BROKER_URL = os.environ.get("YIELDSTAR_FAULTS_BROKER_URL", "redis://127.0.0.1:6379/2")
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("YIELDSTAR_FAULTS_QUEUE", "yieldstar-faults")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Publishing fails fast while the broker is down; the relay delivers the wake later.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
+
+YIELDSTAR = {
+    "LEASE_SECONDS": float(os.environ.get("YIELDSTAR_FAULTS_LEASE_SECONDS", "4")),
+    "RELAY_DELAY": 0.5,
+    "RELAY_INTERVAL": 0.2,
+}
+
+from tests.e2e.celery_app import app as celery_app  # noqa: E402,F401  (the current app)

@@ -1,0 +1,248 @@
+"""The history checker's own tests: valid histories pass, and every kind of anomaly the
+fault suite must catch is flagged (lost update, stale read, duplicate claim, invented
+item, ...). Pure Python: no database, no processes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .checker import Op, check_queue, check_register, load_history
+
+EMPTY: dict[str, Any] = {"items": []}
+ZERO: dict[str, Any] = {"total": 0}
+
+
+def items(*pairs: tuple[str, str | None]) -> dict[str, Any]:
+    return {"items": [{"value": v, "claimed_by": by} for v, by in pairs]}
+
+
+def push(values: list[str], t: float, done: float | None, version: int, state: Any) -> Op:
+    result = None
+    if done is not None:
+        result = {"version": version, "previous_version": version - 1, "state": state}
+    return Op("p", "update", t, done, result, {"kind": "push", "values": values})
+
+
+def take(by: str, t: float, done: float | None, version: int, selected: Any, step: str = "") -> Op:
+    result = None
+    if done is not None:
+        result = {"matched": selected is not None, "version": version, "selected": selected}
+    return Op(by, "take", t, done, result, {"kind": "take", "by": by}, step or None)
+
+
+def add(amount: int, t: float, done: float | None, version: int, total: int) -> Op:
+    result = None
+    if done is not None:
+        result = {"version": version, "previous_version": version - 1, "state": {"total": total}}
+    return Op("w", "update", t, done, result, {"kind": "add", "amount": amount})
+
+
+def get(t: float, done: float, version: int, state: Any) -> Op:
+    return Op("r", "get", t, done, {"version": version, "state": state})
+
+
+def claimed(value: str, by: str) -> dict[str, Any]:
+    return {"value": value, "claimed_by": by}
+
+
+# -- histories that are linearizable ----------------------------------------------------
+
+
+def test_sequential_push_and_takes_pass() -> None:
+    history = [
+        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        take("e1", 2, 3, 2, claimed("a", "e1")),
+        take("e2", 4, 5, 3, claimed("b", "e2")),
+        take("e3", 6, 7, 3, None),
+        get(8, 9, 3, items(("a", "e1"), ("b", "e2"))),
+    ]
+    assert check_register(history, EMPTY) == []
+
+
+def test_concurrent_ops_may_commit_in_either_order() -> None:
+    # Both overlap; version order (e2 first) is a valid linearization.
+    history = [
+        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        take("e1", 2, 6, 3, claimed("b", "e1")),
+        take("e2", 3, 5, 2, claimed("a", "e2")),
+    ]
+    assert check_register(history, EMPTY) == []
+
+
+def test_an_indeterminate_write_may_have_taken_effect() -> None:
+    history = [
+        add(1, 0, 1, 1, 1),
+        add(5, 2, None, 0, 0),  # killed: it did commit version 2
+        add(2, 3, 4, 3, 8),
+    ]
+    assert check_register(history, ZERO) == []
+
+
+def test_an_indeterminate_write_may_have_had_no_effect() -> None:
+    history = [add(1, 0, 1, 1, 1), add(5, 2, None, 0, 0), add(2, 3, 4, 2, 3)]
+    assert check_register(history, ZERO) == []
+
+
+def test_a_ledger_replay_returns_the_first_result_later() -> None:
+    # The first invocation commits and dies; the replay (same step) returns its result
+    # after another write completed.
+    history = [
+        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        take("e1", 2, None, 0, None, step="e1/0"),
+        take("e2", 4, 5, 3, claimed("b", "e2")),
+        take("e1", 6, 7, 2, claimed("a", "e1"), step="e1/0"),
+    ]
+    assert check_register(history, EMPTY) == []
+
+
+# -- histories that MUST be flagged -----------------------------------------------------
+
+
+def test_lost_update_two_writes_on_one_version() -> None:
+    history = [add(1, 0, 1, 1, 1), add(2, 0, 1, 1, 2)]
+    anomalies = check_register(history, ZERO)
+    assert any("committed twice" in a for a in anomalies), anomalies
+
+
+def test_lost_update_a_write_that_ignores_the_one_before() -> None:
+    history = [add(1, 0, 1, 1, 1), add(2, 2, 3, 2, 2)]  # 1 + 2 is 3, not 2
+    anomalies = check_register(history, ZERO)
+    assert any("lost update" in a for a in anomalies), anomalies
+
+
+def test_lost_update_in_real_time() -> None:
+    # The second write began after version 2 completed, yet reports version 2 too... or
+    # an older one: here it reports version 1 while version 2 completed before it began.
+    history = [add(1, 3, 4, 1, 1), add(2, 0, 2, 2, 3)]
+    anomalies = check_register(history, ZERO)
+    assert any("lost update" in a for a in anomalies), anomalies
+
+
+def test_stale_read() -> None:
+    history = [add(1, 0, 1, 1, 1), add(1, 2, 3, 2, 2), get(4, 5, 1, {"total": 1})]
+    anomalies = check_register(history, ZERO)
+    assert any("stale read" in a for a in anomalies), anomalies
+
+
+def test_a_take_that_finds_nothing_while_an_item_waits_is_stale() -> None:
+    history = [push(["a"], 0, 1, 1, items(("a", None))), take("e1", 0.5, 2, 1, None)]
+    anomalies = check_register(history, EMPTY)
+    assert any("stale read" in a for a in anomalies), anomalies
+
+
+def test_a_read_of_a_state_no_version_had() -> None:
+    history = [add(1, 0, 1, 1, 1), get(2, 3, 1, {"total": 7})]
+    anomalies = check_register(history, ZERO)
+    assert any("read {'total': 7}" in a for a in anomalies), anomalies
+
+
+def test_duplicate_claim() -> None:
+    history = [
+        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        take("e1", 2, 3, 2, claimed("a", "e1")),
+        take("e2", 4, 5, 3, claimed("a", "e2")),  # "a" again
+    ]
+    anomalies = check_register(history, EMPTY)
+    assert any("duplicate claim" in a for a in anomalies), anomalies
+
+
+def test_duplicate_claim_of_one_version() -> None:
+    history = [
+        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        take("e1", 2, 3, 2, claimed("a", "e1")),
+        take("e2", 2, 3, 2, claimed("a", "e2")),
+    ]
+    anomalies = check_register(history, EMPTY)
+    assert any("committed twice" in a for a in anomalies), anomalies
+
+
+def test_invented_item() -> None:
+    history = [
+        push(["a"], 0, 1, 1, items(("a", None))),
+        take("e1", 2, 3, 2, claimed("a", "e1")),
+        take("e2", 4, 5, 3, claimed("z", "e2")),
+    ]
+    anomalies = check_register(history, EMPTY)
+    assert any("invented" in a for a in anomalies), anomalies
+
+
+def test_a_version_no_operation_explains() -> None:
+    history = [add(1, 0, 1, 1, 1), add(1, 2, 3, 3, 3)]  # who committed version 2?
+    anomalies = check_register(history, ZERO)
+    assert any("no operation" in a for a in anomalies), anomalies
+
+
+def test_a_replayed_step_that_returns_another_result() -> None:
+    history = [
+        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        take("e1", 2, 3, 2, claimed("a", "e1"), step="e1/0"),
+        take("e1", 4, 5, 3, claimed("b", "e1"), step="e1/0"),  # applied twice
+    ]
+    anomalies = check_register(history, EMPTY)
+    assert any("different results" in a for a in anomalies), anomalies
+
+
+def test_an_unknown_model_operation_is_an_error_not_a_pass() -> None:
+    history = [Op("w", "update", 0, 1, {"version": 1, "previous_version": 0, "state": {}}, {})]
+    with pytest.raises(ValueError, match="no model operation"):
+        check_register(history, ZERO)
+
+
+# -- the queue check --------------------------------------------------------------------
+
+
+def test_queue_drained_exactly_once_passes() -> None:
+    assert check_queue(["a", "b", "c"], {"e1": ["a", "c"], "e2": ["b"]}) == []
+
+
+def test_queue_lost_duplicated_and_invented_items_are_flagged() -> None:
+    anomalies = check_queue(["a", "b", "c"], {"e1": ["a", "a"], "e2": ["z"]})
+    assert "lost item 'b': pushed but never taken" in anomalies
+    assert "lost item 'c': pushed but never taken" in anomalies
+    assert "duplicated item 'a': taken 2 times" in anomalies
+    assert "invented item 'z': taken but never pushed" in anomalies
+
+
+def test_queue_items_of_an_indeterminate_push_may_be_taken_once() -> None:
+    assert check_queue(["a"], {"e1": ["a", "m"]}, maybe_pushed=["m", "n"]) == []
+    assert check_queue(["a"], {"e1": ["a", "m", "m"]}, maybe_pushed=["m"]) != []
+
+
+# -- reading recorded files -------------------------------------------------------------
+
+
+def test_load_history_pairs_invokes_with_completions(tmp_path: Path) -> None:
+    lines = [
+        {"id": "1", "type": "invoke", "time": 1.0, "process": "w1", "store": "s/1",
+         "op": "update", "args": {"kind": "add", "amount": 1}, "step": None},
+        {"id": "2", "type": "invoke", "time": 1.5, "process": "w1", "store": "s/1",
+         "op": "update", "args": {"kind": "add", "amount": 5}, "step": "e/0"},
+        {"id": "1", "type": "ok", "time": 2.0, "instance": "i",
+         "result": {"version": 1, "previous_version": 0, "state": {"total": 1}}},
+        {"id": "2", "type": "fail", "time": 2.5, "error": "OperationalError"},
+    ]  # fmt: skip
+    text = "\n".join(json.dumps(line) for line in lines) + '\n{"id": "3", "ty'
+    (tmp_path / "w1.jsonl").write_text(text)
+    ops = load_history(tmp_path)["s/1"]
+    assert [(op.name, op.complete, op.step) for op in ops] == [
+        ("update", 2.0, None),
+        ("update", None, "e/0"),
+    ]
+    assert check_register(ops, ZERO) == []
+
+
+def test_indeterminate_writes_are_placed_by_what_a_later_update_recorded() -> None:
+    # Two killed takes, one of which committed version 2; only the push at version 4
+    # shows which (e2 claimed "a"): the search must not settle for the first that fits.
+    history = [
+        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        take("e1", 2, None, 0, None, step="e1/0"),
+        take("e2", 2, None, 0, None, step="e2/0"),
+        take("e3", 3, 4, 3, claimed("b", "e3")),
+        push(["c"], 5, 6, 4, items(("a", "e2"), ("b", "e3"), ("c", None))),
+    ]
+    assert check_register(history, EMPTY) == []

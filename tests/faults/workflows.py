@@ -1,0 +1,90 @@
+"""The workload of the fault suite: executions draining queues of items.
+
+Updaters and claims are small objects that carry ``history_args``, the model operation of
+:mod:`tests.faults.checker` they apply, so the recorder can write it into the history.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from yieldstar_django import define_store, get_store_client, workflow
+from yieldstar_django.runtime import Step
+
+from .history import INITIAL
+
+#: ``faults.queue/<id>``: items ``{"value", "claimed_by"}``.
+queue = define_store(
+    "faults.queue", None, initial=lambda id: copy.deepcopy(INITIAL["faults.queue"])
+)
+#: ``faults.tally/<id>``: how many items the executions reported.
+tally = define_store(
+    "faults.tally", None, initial=lambda id: copy.deepcopy(INITIAL["faults.tally"])
+)
+
+
+def first_unclaimed(state: Any) -> Any:
+    for item in state["items"]:
+        if item["claimed_by"] is None:
+            return item
+    return None
+
+
+class Claim:
+    """Claim the selected item for one execution."""
+
+    def __init__(self, by: str) -> None:
+        self.history_args = {"kind": "take", "by": by}
+
+    def __call__(self, draft: Any, selected: Any) -> None:
+        selected["claimed_by"] = self.history_args["by"]
+
+
+class Push:
+    """Append unclaimed items."""
+
+    def __init__(self, values: list[Any]) -> None:
+        self.history_args = {"kind": "push", "values": list(values)}
+
+    def __call__(self, draft: Any) -> None:
+        draft["items"].extend({"value": v, "claimed_by": None} for v in self.history_args["values"])
+
+
+class Add:
+    def __init__(self, amount: int) -> None:
+        self.history_args = {"kind": "add", "amount": amount}
+
+    def __call__(self, draft: Any) -> None:
+        draft["total"] += self.history_args["amount"]
+
+
+def push(queue_id: str, values: list[Any]) -> None:
+    get_store_client().update_store(queue, queue_id, updater=Push(values))
+
+
+def work(seconds: float) -> None:
+    """Stand-in for the work done on an item (a step a worker can die in)."""
+    time.sleep(seconds)
+
+
+@workflow("faults.drain")
+def drain(step: Step, queue_id: str, tally_id: str, count: int, pause: float = 0.0) -> Any:
+    """Take ``count`` items from a queue (working ``pause`` seconds on each), then add
+    ``count`` to a tally; the item values."""
+    values = []
+    for _ in range(count):
+        item = yield from step.take(queue, queue_id, first_unclaimed, Claim(step.execution_id))
+        values.append(item["value"])
+        if pause:
+            yield from step.run(work, pause)
+    yield from step.update(tally, tally_id, Add(count))
+    return values
+
+
+@workflow("faults.nap_then_drain")
+def nap_then_drain(step: Step, queue_id: str, tally_id: str, count: int, seconds: float) -> Any:
+    """Sleep on a durable timer (only the relay delivers it), then drain."""
+    yield from step.sleep(seconds)
+    return (yield from drain(step, queue_id, tally_id, count))
