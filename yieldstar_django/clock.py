@@ -29,9 +29,12 @@ def offset() -> timedelta:
     return _offset
 
 
-def advance(seconds: float) -> None:
-    """Move the clock ahead by ``seconds`` (a finite number >= 0), for this process."""
+def advance(seconds: float | timedelta) -> None:
+    """Move the clock ahead by ``seconds`` (a finite number >= 0, or a ``timedelta``), for
+    this process."""
     global _offset
+    if isinstance(seconds, timedelta):
+        seconds = seconds.total_seconds()
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         raise TypeError(f"advance() needs a number of seconds, not {seconds!r}")
     if not math.isfinite(seconds) or seconds < 0:

@@ -59,6 +59,8 @@ def test_advance_time_moves_the_timer_clock_only_forward() -> None:
             with pytest.raises(TypeError):
                 advance_time(wrong)  # type: ignore[arg-type]
         assert clock.offset() == timedelta(days=1)
+        advance_time(timedelta(hours=1))
+        assert clock.offset() == timedelta(days=1, hours=1)
     finally:
         clock.reset()
     assert clock.offset() == timedelta(0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.test.utils import override_settings
 
@@ -41,6 +43,6 @@ class YieldstarTestMixin:
         """See :func:`yieldstar_django.testing.run_until_idle`."""
         return run_until_idle(timeout)
 
-    def advance_time(self, seconds: float) -> None:
+    def advance_time(self, seconds: float | timedelta) -> None:
         """See :func:`yieldstar_django.testing.advance_time`."""
         advance_time(seconds)

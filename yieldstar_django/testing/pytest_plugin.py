@@ -14,6 +14,7 @@ Imports nothing of Django until a fixture runs, so it costs nothing in other pro
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -29,7 +30,7 @@ class YieldstarHelper:
 
         return run_until_idle(timeout)
 
-    def advance_time(self, seconds: float) -> None:
+    def advance_time(self, seconds: float | timedelta) -> None:
         """See :func:`yieldstar_django.testing.advance_time`."""
         from .runner import advance_time
 

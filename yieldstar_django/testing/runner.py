@@ -12,7 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections, router
@@ -71,8 +71,8 @@ def inline(wakes: Sequence[Wake]) -> None:
     _drain()
 
 
-def advance_time(seconds: float) -> None:
-    """Move the clock of durable timers ahead by ``seconds``: ``step.sleep``,
+def advance_time(seconds: float | timedelta) -> None:
+    """Move the clock of durable timers ahead by ``seconds`` (or a ``timedelta``): ``step.sleep``,
     ``RetryableError`` delays and every scheduled wake read it.
 
     Nothing runs here: call :func:`run_until_idle` to run what became due. The clock stays
