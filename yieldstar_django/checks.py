@@ -7,6 +7,7 @@
 | ``yieldstar.E003`` | a ``YIELDSTAR`` value of the wrong type or out of range |
 | ``yieldstar.W001`` | an unknown ``YIELDSTAR`` key (a typo is silently ignored otherwise) |
 | ``yieldstar.W002`` | ``API_MAX_BODY_BYTES`` below ``MAX_STATE_BYTES`` |
+| ``yieldstar.W003`` | the Celery wake backend with no Celery app created (see ``celery_app``) |
 
 The checks only read settings; none connects to a database. They are
 registered by :meth:`yieldstar_django.apps.YieldstarConfig.ready`.
@@ -84,6 +85,9 @@ RULES: Mapping[str, _Rule] = {
     "VERSION_HISTORY_KEEP_STATE": _Rule(_is_bool, "True or False"),
     "RELAY_DELAY": _Rule(_number_at_least(0), "a finite number of seconds >= 0"),
     "RELAY_INTERVAL": _Rule(_number_at_least(0, strict=True), "a finite number of seconds > 0"),
+    "RETENTION_SECONDS": _Rule(
+        _optional(_number_at_least(0)), "None or a finite number of seconds >= 0"
+    ),
     "LEASE_SECONDS": _Rule(_number_at_least(0, strict=True), "a finite number of seconds > 0"),
     "API_REQUIRE_IF_MATCH": _Rule(_is_bool, "True or False"),
     "API_MAX_BODY_BYTES": _Rule(
@@ -241,5 +245,12 @@ def check_sqlite_transaction_mode(
 
 def register() -> None:
     """Register every check under the ``yieldstar`` tag (idempotent)."""
-    for check in (check_sqlite_transaction_mode, check_wake_backend, check_settings):
+    from .celery_app import check_celery_app
+
+    for check in (
+        check_sqlite_transaction_mode,
+        check_wake_backend,
+        check_settings,
+        check_celery_app,
+    ):
         checks.register(check, TAG)

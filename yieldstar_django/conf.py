@@ -65,6 +65,9 @@ DEFAULTS: Final[Mapping[str, object]] = {
     # Relay: age of an unacknowledged wake intent before re-delivery, and poll interval.
     "RELAY_DELAY": 5.0,
     "RELAY_INTERVAL": 0.5,
+    # Seconds after it finished before an execution (heap, ledger rows, intents) may be pruned
+    # by yieldstar_prune or the prune_executions beat task; None never prunes them.
+    "RETENTION_SECONDS": 30 * 24 * 3600,
     # Seconds an execution run holds its lease before another worker may take over.
     "LEASE_SECONDS": 4,
     # HTTP API: refuse writes without If-Match; request body size cap (None: derived).
@@ -214,6 +217,11 @@ class YieldstarSettings:
     def RELAY_INTERVAL(self) -> float:
         """Seconds between two relay polls."""
         return cast(float, self.get("RELAY_INTERVAL"))
+
+    @property
+    def RETENTION_SECONDS(self) -> float | None:
+        """Seconds after it finished before an execution may be pruned; ``None``: never."""
+        return cast(float | None, self.get("RETENTION_SECONDS"))
 
     @property
     def LEASE_SECONDS(self) -> float:

@@ -58,6 +58,7 @@ from django.utils import timezone
 from .conf import yieldstar_settings
 from .core.definition import StoreDefinition
 from .core.durable import DurableLimits
+from .core.paths import changes_root
 from .core.results import StoreStepId, StoreWaiter, Wake
 from .core.store import (
     COMMITTED,
@@ -177,13 +178,13 @@ def path_match(changed_paths: Iterable[StorePath]) -> PathMatch:
     """A read path ``r`` and a changed path ``c`` intersect iff ``r`` is a prefix of ``c``
     (``READ`` rows keyed by any prefix of ``c``, ``c`` and ``()`` included) or ``c`` a
     proper prefix of ``r`` (``PREFIX`` rows keyed by ``c``). A change at ``()`` wakes
-    every waiter of the store."""
+    every waiter of the store (``core.paths.wakes_waiter``, the rule every client applies)."""
+    changed = [tuple(path) for path in changed_paths]
+    if changes_root(changed):
+        return PathMatch(True, [], [])
     read: dict[str, None] = {}
     prefix: dict[str, None] = {}
-    for path in changed_paths:
-        path = tuple(path)
-        if not path:
-            return PathMatch(True, [], [])
+    for path in changed:
         prefix[path_key(path)] = None
         for n in range(len(path) + 1):
             read[path_key(path[:n])] = None

@@ -2,7 +2,8 @@
 
 ``yieldstar_django.resume_execution(execution_id)`` is what every wake enqueues (the default
 ``WAKE_BACKEND``); ``yieldstar_django.relay_wakes`` (from :mod:`yieldstar_django.wakes`) is
-the relay as a Celery beat task. It is idempotent and safe to deliver twice or late: the execution's
+the relay as a Celery beat task; ``yieldstar_django.prune_executions`` is the retention beat
+task. It is idempotent and safe to deliver twice or late: the execution's
 lease serializes runs, and a wake that arrives during a run makes that run go again. Each
 call closes stale database connections before and after it runs, as Django does around a
 request (Celery workers get no request signals).
@@ -20,7 +21,7 @@ from .wakes import relay_wakes
 
 logger = logging.getLogger("yieldstar_django.tasks")
 
-__all__ = ["relay_wakes", "resume_execution"]
+__all__ = ["prune_executions", "relay_wakes", "resume_execution"]
 
 #: Longest Celery countdown between two retries after a database error, in seconds.
 MAX_RETRY_COUNTDOWN = 30
@@ -50,5 +51,23 @@ def resume_execution(self: Any, execution_id: str) -> str:
             "resume of %s hit a database error; retrying in %ss", execution_id, countdown
         )
         raise self.retry(exc=exc, countdown=countdown) from exc
+    finally:
+        close_old_connections()
+
+
+@shared_task(name="yieldstar_django.prune_executions", ignore_result=True)
+def prune_executions(batch_size: int = 500) -> int:
+    """The retention beat task: delete executions finished more than ``RETENTION_SECONDS``
+    ago, with their heaps, wake intents and ledger rows, and delivered intents as old, in
+    batches of ``batch_size``. Returns the executions deleted (0 when the setting is None)."""
+    from .conf import yieldstar_settings
+    from .retention import prune_finished
+
+    age = yieldstar_settings.RETENTION_SECONDS
+    if age is None:
+        return 0
+    close_old_connections()
+    try:
+        return prune_finished(older_than=age, batch_size=batch_size).executions
     finally:
         close_old_connections()

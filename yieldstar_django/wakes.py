@@ -44,7 +44,7 @@ from celery import shared_task
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
-from . import clock
+from . import clock, relay_log
 from .conf import yieldstar_settings
 from .core.results import Wake
 
@@ -90,17 +90,18 @@ def celery_backend(wakes: Sequence[Wake]) -> None:
     """The default ``WAKE_BACKEND``: enqueue ``resume_execution(execution_id)`` per wake.
 
     Uses the current Celery app (the one the project configures). Raises when the broker
-    refuses a message; the relay then retries the wakes not marked delivered. While
-    Django's test environment is set up it refuses to publish (``BrokerInTestsError``)
-    unless ``PUBLISH_IN_TESTS`` is set.
+    refuses a message, or when that app is Celery's unconfigured default
+    (``UnconfiguredCeleryApp``); the relay then retries the wakes not marked delivered.
+    While Django's test environment is set up it refuses to publish
+    (``BrokerInTestsError``) unless ``PUBLISH_IN_TESTS`` is set.
     """
-    from celery import current_app
-
+    from .celery_app import require_configured_app
     from .testing.guard import refuse_in_tests
 
-    refuse_in_tests(current_app)
+    app = require_configured_app()
+    refuse_in_tests(app)
     for wake in wakes:
-        current_app.send_task(RESUME_TASK, args=[wake.execution_id])
+        app.send_task(RESUME_TASK, args=[wake.execution_id])
 
 
 def _coalesce(wakes: Iterable[Wake]) -> list[Wake]:
@@ -359,6 +360,7 @@ def _deliver_batch(batch: Sequence[PendingWake], using: str) -> bool:
         yieldstar_settings.wake_backend(_coalesce(p.wake for p in batch))
     except Exception as exc:
         logger.warning("relay: wake backend failed for %d wake(s)", len(batch), exc_info=True)
+        relay_log.counts.add(failed=len(batch))
         _record_failure(using, ids, exc)
         return False
     _push_back(using, ids)
@@ -375,16 +377,22 @@ def run_relay(
     on_error: Callable[[BaseException], None] | None = None,
 ) -> int:
     """Run ``relay_once`` every ``interval`` seconds (``RELAY_INTERVAL``) until ``stop`` is
-    set; return the number of intents delivered.
+    set; return the number of intents delivered. Logs its database and Celery app at the
+    start and the counts once a minute (:mod:`~yieldstar_django.relay_log`).
 
     A database error in one round is logged (and passed to ``on_error``), the connection
     closed, and the loop goes on; the next round reconnects.
     """
     stop = stop or threading.Event()
     total = 0
+    relay_log.log_startup(using)
+    relay_log.counts.using = using
     while True:
         try:
-            total += relay_once(using=using)
+            delivered = relay_once(using=using)
+            total += delivered
+            relay_log.counts.add(delivered=delivered)
+            relay_log.counts.maybe_report()
         except Exception as exc:
             logger.exception("relay round failed")
             if on_error is not None:

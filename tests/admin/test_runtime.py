@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -199,6 +200,22 @@ class TestWakeIntents:
         assert ">w-1<" in html and ">w-2<" not in html
         _, html = count_queries(admin_client, WAKE_INTENTS + "?q=w-3")
         assert ">w-3<" in html and ">w-1<" not in html
+
+    def test_delivered_on_commit_is_not_shown_later_than_delivered(
+        self, admin_client: Client
+    ) -> None:
+        now = timezone.now()
+        WakeIntent.objects.create(  # as an immediate wake acknowledged by its first run
+            execution_id="w-now",
+            workflow_id="api-test-greet",
+            reason="wake",
+            available_at=now + timedelta(seconds=5),
+            delivered_at=now + timedelta(milliseconds=30),
+            created_at=now,
+        )
+        _, html = count_queries(admin_client, WAKE_INTENTS)
+        assert "on commit" in html
+        assert "Deliverable from" in html
 
     def test_deliver_again(self, admin_client: Client, wakes: list[Any]) -> None:
         pending = self.make(1)

@@ -13,6 +13,7 @@ from django.test import Client
 from django.urls import URLPattern, reverse
 
 from yieldstar_django.api import urls as api_urls
+from yieldstar_django.connector import get_store_client as store_client
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Execution, StoreInstance
 from yieldstar_django.runtime import start_workflow
@@ -26,6 +27,9 @@ SUCCESS = {"GET": 200, "HEAD": 200, "OPTIONS": 200, "PUT": 200, "PATCH": 200, "D
 
 #: (url name, method) -> (least level allowed, status on success)
 MATRIX: dict[tuple[str, str], tuple[str, int]] = {
+    ("root", "GET"): ("view", 200),
+    ("root", "HEAD"): ("view", 200),
+    ("root", "OPTIONS"): ("view", 200),
     ("schema", "GET"): ("view", 200),
     ("schema", "HEAD"): ("view", 200),
     ("schema", "OPTIONS"): ("view", 200),
@@ -41,13 +45,23 @@ MATRIX: dict[tuple[str, str], tuple[str, int]] = {
     ("store-detail", "PUT"): ("change", 200),
     ("store-detail", "PATCH"): ("change", 200),
     ("store-detail", "DELETE"): ("change", 204),
+    ("execution-list", "GET"): ("view", 200),
+    ("execution-list", "HEAD"): ("view", 200),
     ("execution-list", "POST"): ("change", 201),
-    ("execution-list", "OPTIONS"): ("change", 200),
+    ("execution-list", "OPTIONS"): ("view", 200),
     ("execution-detail", "GET"): ("view", 200),
     ("execution-detail", "HEAD"): ("view", 200),
     ("execution-detail", "OPTIONS"): ("view", 200),
     ("execution-cancel", "POST"): ("change", 200),
     ("execution-cancel", "OPTIONS"): ("change", 200),
+    # Any other URL under the prefix: a JSON 404 for everyone.
+    ("not-found", "GET"): ("anonymous", 404),
+    ("not-found", "HEAD"): ("anonymous", 404),
+    ("not-found", "OPTIONS"): ("anonymous", 200),
+    ("not-found", "POST"): ("anonymous", 404),
+    ("not-found", "PUT"): ("anonymous", 404),
+    ("not-found", "PATCH"): ("anonymous", 404),
+    ("not-found", "DELETE"): ("anonymous", 404),
 }
 
 EXECUTION_ID = "matrix-execution"
@@ -82,6 +96,7 @@ def request(client: Client, name: str, method: str) -> Any:
         "store-detail": ["api-counter", "matrix"],
         "execution-detail": [EXECUTION_ID],
         "execution-cancel": [EXECUTION_ID],
+        "not-found": ["no/such/endpoint/"],
     }.get(name, [])
     url = reverse(f"yieldstar:{name}", args=args)
     body: Any = None
@@ -108,6 +123,9 @@ def test_matrix(
     level: str,
 ) -> None:
     start_workflow("api-test-greet", "matrix", execution_id=EXECUTION_ID)
+    if (name, method) in {("store-detail", "GET"), ("store-detail", "HEAD")}:
+        store_client().get_store(counter, "matrix")  # a read needs a store (it never creates)
+    stores_before = list(StoreInstance.objects.values_list("store_id", "version"))
     least, success = MATRIX[(name, method)]
     response = request(client_for(level), name, method)
     if LEVELS.index(level) >= LEVELS.index(least):
@@ -119,7 +137,7 @@ def test_matrix(
             assert response["Content-Type"].startswith("application/json")
             assert "detail" in response.json()
         # A refused write changed nothing.
-        assert not StoreInstance.objects.filter(store_id="matrix").exists()
+        assert list(StoreInstance.objects.values_list("store_id", "version")) == stores_before
         execution = Execution.objects.get(pk=EXECUTION_ID)
         assert execution.status != "cancelled"
         assert Execution.objects.count() == 1
@@ -155,6 +173,7 @@ def test_basic_authentication(counter: StoreDefinition, client_for: Any) -> None
     credentials = base64.b64encode(b"view:pw").decode()
     client = Client(headers={"Authorization": f"Basic {credentials}"})
     url = reverse("yieldstar:store-detail", args=["api-counter", "basic"])
+    store_client().get_store(counter, "basic")
     assert client.get(url).status_code == 200
     assert client.put(url, "{}", content_type="application/json").status_code == 403
     bad = Client(headers={"Authorization": "Basic " + base64.b64encode(b"view:no").decode()})
@@ -164,6 +183,7 @@ def test_basic_authentication(counter: StoreDefinition, client_for: Any) -> None
 def test_hook_narrows_change(private: StoreDefinition, api: Client) -> None:
     closed = reverse("yieldstar:store-detail", args=["api-private", "closed"])
     opened = reverse("yieldstar:store-detail", args=["api-private", "open-1"])
+    store_client().get_store(private, "closed")
     assert api.get(closed).status_code == 200
     response = api.put(closed, json.dumps({"secret": 2}), content_type="application/json")
     assert response.status_code == 403

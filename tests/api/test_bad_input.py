@@ -14,6 +14,7 @@ from rest_framework.exceptions import ParseError
 from yieldstar_django.api.exceptions import RequestTooLarge
 from yieldstar_django.api.parsers import loads_json, read_limited
 from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.core.errors import WorkflowValueError
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +44,14 @@ BAD_BODIES: list[tuple[str, str, str | bytes, int, str]] = [
     ("Infinity", f"PUT {JSON}", '{"count": Infinity}', 400, "parse_error"),
     ("-Infinity", f"PATCH {MERGE}", '{"count": -Infinity}', 400, "parse_error"),
     ("huge exponent float", f"PUT {JSON}", '{"count": 1e400}', 400, "parse_error"),
-    ("integer of 5000 digits", f"PUT {JSON}", '{"count": ' + "9" * 5000 + "}", 400, "parse_error"),
+    ("integer of 5000 digits", f"PUT {JSON}", '{"count": ' + "9" * 5000 + "}", 400, "not_durable"),
+    (
+        "merge patch: integer of 4301 digits",
+        f"PATCH {MERGE}",
+        '{"n": -1' + "0" * 4300 + "}",
+        400,
+        "not_durable",
+    ),
     ("invalid UTF-8", f"PUT {JSON}", b'{"count": "\xff"}', 400, "parse_error"),
     ("UTF-8 BOM", f"PUT {JSON}", b'\xef\xbb\xbf{"count": 1}', 400, "parse_error"),
     ("deep nesting (recursion)", f"PUT {JSON}", nested(100_000), 400, "parse_error"),
@@ -166,6 +174,19 @@ def test_not_durable_names_the_path(api: Client, before: Any) -> None:
     assert response.json()["path"] == ["deep", "list", 1]
 
 
+def test_integer_over_4300_digits_names_the_path(api: Client, before: Any) -> None:
+    ops = '[{"op": "add", "path": "/items/-", "value": {"n": ' + "7" * 4301 + "}}]"
+    response = api.patch(URL, ops, content_type=PATCH)
+    assert response.status_code == 400, response.content
+    payload = response.json()
+    assert (payload["code"], payload["path"]) == ("not_durable", [0, "value", "n"])
+    assert "4300 digits" in payload["detail"]
+    assert api.get(URL).json() == before
+    response = api.put(URL, '{"count": 1, "items": [], "n": ' + "9" * 4300 + "}", content_type=JSON)
+    assert response.status_code == 200, response.content
+    assert api.get(URL).json()["state"]["n"] == int("9" * 4300)
+
+
 def test_charset_parameter_is_accepted(api: Client, before: Any) -> None:
     response = api.put(URL, '{"count": 2}', content_type="application/json; charset=utf-8")
     assert response.status_code == 200
@@ -196,12 +217,21 @@ def test_read_limited_stops_reading() -> None:
     assert stream.tell() <= 8 * 1024 * 1024 + 64 * 1024 + 1
 
 
+def test_put_integer_over_4300_digits_names_the_state_path(api: Client, before: Any) -> None:
+    response = api.put(URL, '{"count": 1, "items": [' + "8" * 4400 + "]}", content_type=JSON)
+    assert response.status_code == 400, response.content
+    assert response.json()["path"] == ["items", 0]
+    assert api.get(URL).json() == before
+
+
 def test_loads_json_never_raises_anything_else() -> None:
-    for raw in [b"[" * 1_000_000, b'"\\ud800"', b"1" * 10_000, b"\x00", b'{"a": 1, }']:
+    for raw in [b"[" * 1_000_000, b'"\\ud800"', b"\x00", b'{"a": 1, }']:
         try:
             loads_json(raw, max_depth=256)
         except ParseError:
             pass
+    with pytest.raises(WorkflowValueError):
+        loads_json(b"1" * 10_000, max_depth=256)
 
 
 @pytest.mark.parametrize(

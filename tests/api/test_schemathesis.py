@@ -90,6 +90,8 @@ def test_schema_documents_every_operation(api_schema: Any) -> None:
     labels = sorted(operation.label for operation in operations(api_schema))
     assert labels == [
         "DELETE /yieldstar/stores/{name}/{id}/",
+        "GET /yieldstar/",
+        "GET /yieldstar/executions/",
         "GET /yieldstar/executions/{execution_id}/",
         "GET /yieldstar/stores/",
         "GET /yieldstar/stores/{name}/",

@@ -31,11 +31,43 @@ def write(client: Client, method: str, body: Any, content_type: str = JSON, **he
     return call(target, json.dumps(body), content_type=content_type, headers=headers)
 
 
+def create(id: str = "s", name: str = "api-counter") -> None:
+    """Create the store from its initial state, as a workflow's first read does (a GET
+    never creates one)."""
+    from yieldstar_django.core.definition import get_definition
+
+    definition = get_definition(name)
+    assert definition is not None
+    get_store_client().get_store(definition, id)
+
+
 def etag_of(client: Client, target: str | None = None) -> str:
+    if target is None:
+        create()
     return str(client.get(target or url())["ETag"])
 
 
-def test_get_creates_from_initial_with_etag(api: Client, counter: StoreDefinition) -> None:
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_get_of_a_missing_store_is_404_and_writes_nothing(
+    api: Client, counter: StoreDefinition, method: str
+) -> None:
+    response = getattr(api, method.lower())(url())
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    if method == "GET":
+        assert response.json()["code"] == "store_not_found"
+    assert not StoreInstance.objects.exists()
+    assert not StoreVersion.objects.exists()
+
+
+def test_first_write_creates_the_store(api: Client, counter: StoreDefinition) -> None:
+    response = write(api, "PATCH", {"items": ["a"]}, MERGE)
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == {"count": 0, "items": ["a"]}  # from the initial state
+
+
+def test_get_reads_the_initial_state_with_etag(api: Client, counter: StoreDefinition) -> None:
+    create()
     response = api.get(url())
     assert response.status_code == 200
     body = response.json()
@@ -111,7 +143,7 @@ def test_if_match_forms(api: Client, counter: StoreDefinition) -> None:
 def test_if_match_after_recreation_fails(api: Client, counter: StoreDefinition) -> None:
     etag = etag_of(api)
     assert api.delete(url()).status_code == 204
-    api.get(url())  # a new instance at version 0
+    create()  # a new instance at version 0
     response = write(api, "PUT", {"count": 5}, **{"If-Match": etag})
     assert response.status_code == 412
     assert response["ETag"] != etag
@@ -124,7 +156,7 @@ def test_require_if_match(api: Client, counter: StoreDefinition, settings: Any) 
     assert response.json()["code"] == "precondition_required"
     assert write(api, "PATCH", {"count": 1}, MERGE).status_code == 428
     assert api.delete(url()).status_code == 428
-    assert api.get(url()).json()["version"] == 0
+    assert api.get(url()).status_code == 404  # nothing was written
     assert write(api, "PUT", {"count": 1}, **{"If-Match": etag_of(api)}).status_code == 200
 
 
@@ -180,7 +212,7 @@ def test_json_patch_applies_to_the_state_it_commits_over(
 def test_delete_without_condition(api: Client, counter: StoreDefinition) -> None:
     assert api.delete(url("never")).status_code == 204
     assert not StoreInstance.objects.filter(store_id="never").exists()
-    api.get(url("x"))
+    create("x")
     assert api.delete(url("x")).status_code == 204
     assert not StoreInstance.objects.filter(store_id="x").exists()
 
@@ -252,9 +284,9 @@ class TestIdempotencyKey:
         assert not IdempotencyKey.objects.filter(key="k2").exists()
 
     def test_delete_exactly_once(self, api: Client, counter: StoreDefinition) -> None:
-        api.get(url())
+        create()
         assert api.delete(url(), headers={"Idempotency-Key": "d"}).status_code == 204
-        api.get(url())  # re-created
+        create()  # re-created
         assert api.delete(url(), headers={"Idempotency-Key": "d"}).status_code == 204
         assert StoreInstance.objects.filter(store_id="s").exists()  # not deleted twice
 
@@ -263,13 +295,13 @@ class TestIdempotencyKey:
             response = write(api, "PUT", {"count": 1}, **{"Idempotency-Key": key})
             assert response.status_code == 400, key
             assert response.json()["code"] == "invalid_header"
-        assert api.get(url()).json()["version"] == 0
+        assert api.get(url()).status_code == 404  # nothing was written
 
 
 class TestListing:
     def test_definitions_with_counts(self, api: Client, counter: StoreDefinition) -> None:
         for id in ["a", "b", "c"]:
-            api.get(url(id))
+            create(id)
         response = api.get(reverse("yieldstar:store-list"))
         assert response.status_code == 200
         entry = next(d for d in response.json() if d["name"] == "api-counter")
@@ -312,6 +344,7 @@ def test_ids_may_hold_slashes(api: Client, counter: StoreDefinition) -> None:
 
 
 def test_ids_may_hold_line_breaks(api: Client, counter: StoreDefinition) -> None:
+    create("a\nb")
     assert api.get("/yieldstar/stores/api-counter/a%0Ab/").json()["id"] == "a\nb"
 
 

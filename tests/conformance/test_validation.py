@@ -62,6 +62,8 @@ BAD_VALUES: list[tuple[str, Any]] = [
     ("surrogate", "\ud800"),
     ("int key", {1: "x"}),
     ("nul key", {"a\x00": 1}),
+    ("int of 4301 digits", 10**4300),
+    ("negative int of 5000 digits", -(10**4999)),
 ]
 
 
@@ -152,3 +154,30 @@ def test_tuples_read_back_as_lists(harness: Any, define: Any) -> None:
     c = harness.client
     c.update_store(d, "t", updater=lambda s: s.update(pair=(1, (2, 3))))
     assert c.get_store(d, "t").state["pair"] == [1, [2, 3]]
+
+
+def test_integers_over_4300_digits_are_invalid_step_values(harness: Any, define: Any) -> None:
+    """A ``json.dumps`` ValueError before; now the typed error naming the path, everywhere
+    a value enters: updater drafts, whole returned states, selections and ``initial``."""
+    d = define()
+    c = harness.client
+    before = c.get_store(d, "a")
+    with pytest.raises(WorkflowValueError) as info:
+        c.update_store(d, "a", updater=lambda s: s.update(count=10**4300))
+    assert (info.value.code, info.value.path) == ("INVALID_STEP_VALUE", ("count",))
+    assert "4300 digits" in str(info.value)
+    with pytest.raises(WorkflowValueError) as info:
+        c.update_store(d, "a", updater=lambda s: {"items": [], "count": 0, "n": [-(10**5000)]})
+    assert info.value.path == ("n", 0)
+    with pytest.raises(WorkflowValueError) as info:
+        c.take_from_store(d, "a", selector=lambda s: {"big": 7**6000}, claim=None)
+    assert info.value.path == ("big",)
+    assert_unchanged(harness, d, "a", before)
+    huge = define(initial=lambda id: {"n": 10**4300})
+    with pytest.raises(WorkflowValueError):
+        c.get_store(huge, "x")
+    assert c.list_stores(huge) == []
+    # The largest durable integers round-trip exactly.
+    edge = 10**4300 - 1
+    assert c.update_store(d, "a", updater=lambda s: s.update(count=-edge)).state["count"] == -edge
+    assert c.get_store(d, "a").state["count"] == -edge

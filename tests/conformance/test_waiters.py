@@ -151,3 +151,16 @@ def test_changed_paths_are_recorded_precisely(harness: Any, define: Any) -> None
         (("meta", "b"),),
         (("meta", "c"),),
     ]
+
+
+def test_a_root_change_wakes_a_waiter_that_read_nothing(harness: Any, define: Any) -> None:
+    """The rule of ``core.paths.wakes_waiter``: memory used to skip this waiter, the
+    database clients woke it."""
+    d = define(initial=lambda id: {"jobs": []})
+    waiter = wait_on(harness, d, "q", lambda state: None)
+    assert waiter.read_paths == ()
+    harness.client.update_store(d, "q", updater=lambda s: {"jobs": ["j"]})  # diffed: not root
+    assert harness.wakes == []
+    harness.client.update_store(d, "q", updater=lambda s: ["now", "a", "list"])
+    assert harness.changed_paths(d, "q")[-1] == ((),)
+    assert harness.wakes == [Wake("exec", "wf")]

@@ -355,14 +355,10 @@ class Faults:
     def count(self, status: str) -> int:
         return sum(1 for s in self.statuses().values() if s == status)
 
-    def verify(self, timeout: float = 90.0, known_defect: str = "") -> list[str]:
+    def verify(self, timeout: float = 90.0) -> list[str]:
         """Wait for every execution to finish, then for no wake intent to be overdue, and
         record the figures; the anomalies of the history (the caller asserts there are
-        none).
-
-        With ``known_defect``, executions left unfinished make the test an expected
-        failure naming it, but only after the history was checked: a safety anomaly is
-        never excused."""
+        none)."""
         unfinished = self.unfinished_after(timeout)
         found = self.anomalies(drained=not unfinished)
         statuses = self.statuses()
@@ -379,10 +375,7 @@ class Faults:
         )
         if unfinished:
             assert found == [], found
-            message = f"{len(unfinished)} execution(s) unfinished: {unfinished[:10]}"
-            if known_defect:
-                pytest.xfail(f"{known_defect}: {message}")
-            raise AssertionError(message)
+            raise AssertionError(f"{len(unfinished)} execution(s) unfinished: {unfinished[:10]}")
         wait_until("no wake intent to be overdue", lambda: self.overdue_intents() == 0, 30)
         return found + [f"execution {e} ended {statuses[e]}" for e in failed]
 

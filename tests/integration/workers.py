@@ -24,6 +24,19 @@ def discard_wakes(wakes: Any) -> None:
     DISCARDED.extend(wakes)
 
 
+def api_start(username: str, body: str) -> int:
+    """``POST /yieldstar/executions/`` as ``username``; the response's status code."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from tests.api import workflows  # noqa: F401  (registers api-test-greet)
+
+    client = Client()
+    client.force_login(User.objects.get(username=username))
+    response = client.post("/yieldstar/executions/", body, content_type="application/json")
+    return response.status_code
+
+
 def setup_django(db_names: dict[str, str], yieldstar: dict[str, Any]) -> None:
     """Point every alias at ``db_names`` and apply ``yieldstar``, before any query. Works
     in a fresh interpreter and in a fork of one that has set Django up already."""
@@ -215,3 +228,32 @@ def commit_then_die(alias: str, name: str) -> None:
         transaction.on_commit(lambda: os._exit(17), using=alias)
         client.update_store(definition, "q", updater=lambda s: s["jobs"].append("job"))
     raise AssertionError("on_commit did not run")  # pragma: no cover
+
+
+# --- retention ------------------------------------------------------------------------------
+
+
+def prune(alias: str, batch_size: int, barrier: Any) -> int:
+    """Prune finished executions (older than a day) while others do; returns how many."""
+    from yieldstar_django.retention import prune_finished
+
+    barrier.wait()
+    return prune_finished(older_than=24 * 3600.0, batch_size=batch_size, using=alias).executions
+
+
+def replay_steps(alias: str, name: str, ids: list[str], barrier: Any) -> int:
+    """Replay each execution's recorded step on the counter while pruners run; returns
+    how many replays re-applied their updater (must be none)."""
+    from yieldstar_django.core.results import StoreStepId
+
+    client = _client(alias)
+    definition = _definition(name, "counter")
+    barrier.wait()
+    reapplied = 0
+    for _ in range(3):
+        for id in ids:
+            result = client.update_store(
+                definition, "c", updater=lambda s: s.update(n=-1), step_id=StoreStepId(id, "u")
+            )
+            reapplied += result.state == {"n": -1}
+    return reapplied

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import importlib.metadata
 import math
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from celery import Celery
+from celery import Celery, _state
 from django.conf import settings
 from django.test import TestCase, override_settings
 from django.utils import timezone
@@ -40,6 +41,19 @@ from .workflows import consumer, flaky_hour, producer, restless
 @pytest.fixture(autouse=True)
 def _attempts() -> None:
     workflows.ATTEMPTS.clear()
+
+
+@pytest.fixture
+def project_app(monkeypatch: pytest.MonkeyPatch) -> Iterator[Celery]:
+    """A project's Celery app as the current app (its broker URL carries a password)."""
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://user:s3cret@127.0.0.1:1/0")
+    app = Celery("ys-guard", set_as_current=False)
+    previous = _state.get_current_app()
+    _state._set_current_app(app)
+    try:
+        yield app
+    finally:
+        _state._set_current_app(previous)
 
 
 # -- the clock ------------------------------------------------------------------------
@@ -148,23 +162,19 @@ class MixinCleanupTests(YieldstarTestMixin, TestCase):
 # -- the guard ------------------------------------------------------------------------
 
 
-def test_the_celery_backend_refuses_to_publish_during_tests(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_celery_backend_refuses_to_publish_during_tests(project_app: Celery) -> None:
     assert in_test_environment()
-    monkeypatch.setenv("CELERY_BROKER_URL", "redis://user:s3cret@127.0.0.1:1/0")
-    app = Celery("ys-guard", set_as_current=False)
     with pytest.raises(BrokerInTestsError) as caught:
-        refuse_in_tests(app)
+        refuse_in_tests(project_app)
     assert "redis://user:**@127.0.0.1:1/0" in str(caught.value)
     assert "s3cret" not in str(caught.value)
     with pytest.raises(BrokerInTestsError, match="PUBLISH_IN_TESTS"):
         celery_backend([Wake("never-published", "wf")])
     with override_settings(YIELDSTAR={"PUBLISH_IN_TESTS": True}):
-        refuse_in_tests(app)  # allowed: returns
+        refuse_in_tests(project_app)  # allowed: returns
 
 
-def test_a_refused_wake_stays_undelivered(transactional_db: None) -> None:
+def test_a_refused_wake_stays_undelivered(transactional_db: None, project_app: Celery) -> None:
     """With the default backend, a start's wake is refused and left for the relay."""
     assert yieldstar_settings.WAKE_BACKEND == "yieldstar_django.wakes.celery_backend"
     execution_id = start_workflow(producer, "box-4")

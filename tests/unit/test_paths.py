@@ -9,17 +9,20 @@ from typing import Any
 
 import pytest
 
+from yieldstar_django.connector import path_match
 from yieldstar_django.core.paths import (
     SelectorMutationError,
     TrackedDict,
     TrackedList,
     WriteLog,
     build_draft,
+    changes_root,
     collapse_paths,
     diff_paths,
     paths_intersect,
     track_selector,
     unwrap_selected,
+    wakes_waiter,
 )
 
 
@@ -214,3 +217,15 @@ def test_placed_containers_keep_their_identity() -> None:
     mine["x"].append(2)
     assert draft["b"]["x"] == [1, 2]
     assert log.paths() == [("b",)]
+
+
+def test_wake_rule_wakes_on_a_root_change_whatever_was_read() -> None:
+    assert wakes_waiter([], [()])
+    assert wakes_waiter([("a",)], [("b",), ()])
+    assert wakes_waiter([("a",)], [("a", 1)])
+    assert not wakes_waiter([], [("a",)])
+    assert not wakes_waiter([("a",)], [("b",)])
+    assert not wakes_waiter([()], [])
+    assert changes_root([("a",), ()]) and not changes_root([("a",)])
+    for changed in ([()], [("a",)], [("a", 1), ("b",)]):
+        assert path_match(changed).wake_all == changes_root(changed)

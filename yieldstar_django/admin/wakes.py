@@ -57,7 +57,7 @@ class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin): 
         "execution_link",
         "workflow_id",
         "reason",
-        "available_at",
+        "deliverable_from",
         "delivered_at",
         "attempts",
         "short_error",
@@ -80,6 +80,16 @@ class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin): 
     def execution_link(self, obj: WakeIntent) -> SafeString:
         url = reverse("admin:yieldstar_execution_change", args=[quote(obj.execution_id)])
         return format_html('<a href="{}">{}</a>', url, obj.execution_id)
+
+    @admin.display(description="deliverable from", ordering="available_at")
+    def deliverable_from(self, obj: WakeIntent) -> Any:
+        """``available_at`` is when the relay may deliver the intent (commit + ``RELAY_DELAY``
+        for an immediate wake); the committing process delivers it at once, so an intent
+        acknowledged before that time shows "on commit" rather than a time after its
+        acknowledgement."""
+        if obj.delivered_at is not None and obj.delivered_at < obj.available_at:
+            return "on commit"
+        return obj.available_at
 
     @admin.display(description="last error")
     def short_error(self, obj: WakeIntent) -> str:

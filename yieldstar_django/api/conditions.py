@@ -45,8 +45,9 @@ class Condition:
         return self.any or etag[1:-1] in self.tags
 
 
-def parse_if_match(header: str | None) -> Condition | None:
-    """Parse ``If-Match``; ``None`` when absent. Raises ``InvalidHeader`` (``400``)."""
+def parse_if_match(header: str | None, name: str = "If-Match") -> Condition | None:
+    """Parse ``If-Match`` (or ``If-None-Match``, given as ``name``, which errors name);
+    ``None`` when absent. Raises ``InvalidHeader`` (``400``)."""
     if header is None:
         return None
     text = header.strip()
@@ -58,14 +59,14 @@ def parse_if_match(header: str | None) -> Condition | None:
         match = _ENTITY_TAG.match(text, position)
         if match is None:
             raise InvalidHeader(
-                'If-Match must be "*" or a list of quoted entity tags, as the ETag header '
+                f'{name} must be "*" or a list of quoted entity tags, as the ETag header '
                 "gives them."
             )
         if match.group(1) is None:
             tags.append(match.group(2))
         position = match.end()
     if not tags and not text:
-        raise InvalidHeader("If-Match is empty.")
+        raise InvalidHeader(f"{name} is empty.")
     return Condition(False, tuple(tags))
 
 

@@ -11,7 +11,12 @@ from typing import Any
 
 from django.core.exceptions import SuspiciousOperation
 from rest_framework import status
-from rest_framework.exceptions import APIException, ErrorDetail, ValidationError
+from rest_framework.exceptions import (
+    APIException,
+    ErrorDetail,
+    UnsupportedMediaType,
+    ValidationError,
+)
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -95,6 +100,13 @@ def _error(status_code: int, code: str, detail: str, **extra: Any) -> Response:
     return Response({"detail": detail, "code": code, **extra}, status=status_code)
 
 
+def _accepted_media_types(context: dict[str, Any]) -> list[str]:
+    """The media types the view's parsers accept for this request."""
+    view = context.get("view")
+    parsers = view.get_parsers() if view is not None else []
+    return [parser.media_type for parser in parsers]
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler for the yieldstar views (set per view, not project-wide)."""
     if isinstance(exc, StoreValidationError):
@@ -124,6 +136,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response.data = {"detail": "Invalid input.", "code": "invalid", "field_errors": detail}
     else:
         response.data = {"detail": str(detail), "code": getattr(detail, "code", "error")}
+    if isinstance(exc, UnsupportedMediaType):
+        accepted = _accepted_media_types(context)
+        response.data["detail"] = f"{response.data['detail']} Send one of: {', '.join(accepted)}."
+        response.data["accepted_media_types"] = accepted
     if isinstance(exc, PreconditionFailed):
         response.data["current_etag"] = exc.current_etag
         response.headers["ETag"] = exc.current_etag

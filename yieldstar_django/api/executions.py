@@ -1,7 +1,8 @@
-"""Execution endpoints: start a workflow, read an execution with its heap, cancel one.
+"""Execution endpoints: start a workflow, list executions, read one with its heap, cancel one.
 
-``POST executions/`` needs ``yieldstar.add_execution``, ``GET executions/<id>/``
-``view_execution`` and ``POST executions/<id>/cancel/`` ``change_execution``.
+``POST executions/`` needs ``yieldstar.add_execution``, ``GET executions/`` and
+``GET executions/<id>/`` ``view_execution`` and ``POST executions/<id>/cancel/``
+``change_execution``.
 A start is idempotent with an ``execution_id`` in the body (that id names one execution,
 ever) or with an ``Idempotency-Key`` (which names the execution for the user).
 """
@@ -9,12 +10,16 @@ ever) or with an ``Idempotency-Key`` (which names the execution for the user).
 from __future__ import annotations
 
 import hashlib
+import inspect
 from typing import Any
 
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound
+from rest_framework.exceptions import APIException, NotFound, ParseError
+from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -22,9 +27,9 @@ from ..core.errors import WorkflowValueError
 from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
 from ..models.stores import MAX_KEY_LENGTH
 from . import idempotency
-from .openapi import IDEMPOTENCY_KEY, errors
+from .openapi import IDEMPOTENCY_KEY, errors, extend_schema
 from .permissions import ExecutionPermission
-from .serializers import ExecutionSerializer, ExecutionStartSerializer
+from .serializers import ExecutionPageSerializer, ExecutionSerializer, ExecutionStartSerializer
 from .views import YieldstarAPIView
 
 
@@ -32,6 +37,12 @@ class UnknownWorkflow(APIException):
     status_code = status.HTTP_400_BAD_REQUEST
     default_detail = "No workflow of that name is registered."
     default_code = "unknown_workflow"
+
+
+class InvalidArguments(APIException):
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "The arguments do not match the workflow's signature."
+    default_code = "invalid_arguments"
 
 
 class ExecutionConflict(APIException):
@@ -79,6 +90,60 @@ def execution_or_404(execution_id: str) -> Execution:
     return execution
 
 
+def check_arguments(workflow: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """``400`` naming the problem unless ``fn(step, *args, **kwargs)`` binds."""
+    try:
+        signature = inspect.signature(workflow.fn)
+    except (TypeError, ValueError):  # pragma: no cover - a builtin cannot be a workflow
+        return
+    try:
+        signature.bind(None, *args, **kwargs)
+    except TypeError as exc:
+        raise InvalidArguments(
+            f"The arguments do not match workflow {workflow.name!r}{signature}: {exc}."
+        ) from None
+
+
+class ExecutionPagination(CursorPagination):
+    """Newest first; ``limit`` from 1 to 1000 (default 100)."""
+
+    ordering = ("-created_at", "-id")
+    page_size = 100
+    page_size_query_param = "limit"
+    max_page_size = 1000
+
+    def decode_cursor(self, request: Request) -> Any:
+        """DRF's cursor, refusing (``404``, as DRF does) a position that is not a time."""
+        cursor = super().decode_cursor(request)
+        position = getattr(cursor, "position", None)
+        if position is not None:
+            try:
+                valid = parse_datetime(position) is not None
+            except ValueError:
+                valid = False
+            if not valid:
+                raise NotFound(self.invalid_cursor_message)
+        return cursor
+
+
+def list_filters(request: Request) -> dict[str, str] | None:
+    """``workflow`` and ``status`` query filters (``None``: a workflow name no execution can
+    have); ``400`` for an unknown status."""
+    filters: dict[str, str] = {}
+    workflow = request.query_params.get("workflow")
+    if workflow is not None:
+        if len(workflow) > MAX_KEY_LENGTH or "\x00" in workflow:
+            return None
+        filters["workflow_name"] = workflow
+    wanted = request.query_params.get("status")
+    if wanted is not None:
+        if wanted not in ExecutionStatus.values:
+            choices = ", ".join(ExecutionStatus.values)
+            raise ParseError(f"status must be one of: {choices}.")
+        filters["status"] = wanted
+    return filters
+
+
 def detail_url(request: Request, execution_id: str) -> str:
     namespace = request.resolver_match.namespace if request.resolver_match else ""
     name = f"{namespace}:execution-detail" if namespace else "execution-detail"
@@ -86,18 +151,76 @@ def detail_url(request: Request, execution_id: str) -> str:
 
 
 class ExecutionStartView(YieldstarAPIView):
-    """``POST executions/``: start a workflow."""
+    """``POST executions/``: start a workflow; ``GET executions/``: list executions."""
 
     permission_classes = [ExecutionPermission]
 
     def execution_action(self, request: Request) -> str:
-        return "add"
+        return "add" if request.method == "POST" else "view"
+
+    @extend_schema(
+        operation_id="executions_list",
+        summary="List executions",
+        description="Executions, newest first, one page at a time (`next` and `previous` "
+        "links), optionally of one `workflow` or in one `status`.",
+        parameters=[
+            OpenApiParameter("workflow", OpenApiTypes.STR, OpenApiParameter.QUERY),
+            OpenApiParameter(
+                "status", OpenApiTypes.STR, OpenApiParameter.QUERY, enum=ExecutionStatus.values
+            ),
+            OpenApiParameter(
+                "cursor",
+                OpenApiTypes.STR,
+                OpenApiParameter.QUERY,
+                description="Opaque position from a page's `next` or `previous` link.",
+            ),
+            OpenApiParameter(
+                "limit",
+                OpenApiTypes.INT,
+                OpenApiParameter.QUERY,
+                description="Executions per page, 1 to 1000 (default 100).",
+            ),
+        ],
+        responses={200: ExecutionPageSerializer, **errors(400, 401, 403, 404)},
+        tags=["executions"],
+    )
+    def get(self, request: Request) -> Response:
+        filters = list_filters(request)
+        queryset = (
+            Execution.objects.none() if filters is None else Execution.objects.filter(**filters)
+        )
+        queryset = queryset.only(
+            "id", "workflow_name", "status", "created_at", "updated_at", "finished_at"
+        )
+        paginator = ExecutionPagination()
+        page = paginator.paginate_queryset(queryset, request, view=self) or []
+        results = [
+            {
+                "id": execution.id,
+                "workflow": execution.workflow_name,
+                "status": execution.status,
+                "created_at": execution.created_at,
+                "updated_at": execution.updated_at,
+                "finished_at": execution.finished_at,
+                "url": detail_url(request, execution.id),
+            }
+            for execution in page
+        ]
+        return Response(
+            {
+                "results": results,
+                "next": paginator.get_next_link(),
+                "previous": paginator.get_previous_link(),
+            }
+        )
 
     @extend_schema(
         operation_id="execution_start",
         summary="Start a workflow",
-        description="Creates an execution and requests its first run. Starting an "
-        "`execution_id` that exists returns it (`200`); a new one is `201`.",
+        description="Creates an execution and requests its first run. The arguments are "
+        "bound against the workflow's signature first (`400` `invalid_arguments`). Exactly "
+        "one start creates an `execution_id` (`201`); another with equal arguments returns "
+        "it (`200`), with different ones is `409`.",
         request=ExecutionStartSerializer,
         parameters=[IDEMPOTENCY_KEY],
         responses={
@@ -108,7 +231,7 @@ class ExecutionStartView(YieldstarAPIView):
         tags=["executions"],
     )
     def post(self, request: Request) -> Response:
-        from ..runtime import start_workflow
+        from ..runtime.executions import start_execution
         from ..runtime.registry import get_workflow
 
         serializer = ExecutionStartSerializer(data=self.body(request))
@@ -119,6 +242,7 @@ class ExecutionStartView(YieldstarAPIView):
         except LookupError:
             name = data["workflow"]
             raise UnknownWorkflow(f"No workflow named {name!r} is registered.") from None
+        check_arguments(workflow, data["args"], data["kwargs"])
         execution_id: str | None = data.get("execution_id")
         key = idempotency.read_key(request)
         claim: idempotency.Claim | None = None
@@ -133,9 +257,8 @@ class ExecutionStartView(YieldstarAPIView):
             if execution_id is None:
                 digest = hashlib.sha256(key.encode("ascii")).hexdigest()[:40]
                 execution_id = f"{claim.record.principal}:{digest}"
-        existed = execution_id is not None and Execution.objects.filter(pk=execution_id).exists()
         try:
-            new_id = start_workflow(
+            new_id, created = start_execution(
                 workflow, *data["args"], execution_id=execution_id, **data["kwargs"]
             )
         except (WorkflowValueError, ValueError) as exc:
@@ -145,9 +268,15 @@ class ExecutionStartView(YieldstarAPIView):
                 raise
             raise ExecutionConflict(str(exc)) from None
         execution = execution_or_404(new_id)
+        if not created and execution.input != {"args": data["args"], "kwargs": data["kwargs"]}:
+            if claim is not None:
+                claim.release()
+            raise ExecutionConflict(
+                f"Execution {new_id!r} exists with other arguments; nothing was started."
+            )
         return Response(
             execution_body(execution),
-            status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
             headers={"Location": detail_url(request, new_id)},
         )
 

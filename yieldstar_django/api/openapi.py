@@ -6,9 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema as spectacular_extend_schema,
+)
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
@@ -89,10 +94,24 @@ _ERROR_DESCRIPTIONS = {
     "the store is too contended (`contention`); nothing changed.",
     412: "`If-Match` does not name the current version; nothing changed.",
     413: "The body is larger than `API_MAX_BODY_BYTES`.",
-    415: "Unsupported `Content-Type`.",
+    415: "Unsupported `Content-Type`; `accepted_media_types` lists the accepted ones.",
     422: "The `Idempotency-Key` was used with a different request.",
     428: "`If-Match` is required (`API_REQUIRE_IF_MATCH`).",
 }
+
+
+def extend_schema(**kwargs: Any) -> Callable[[Any], Any]:
+    """drf-spectacular's ``extend_schema`` for a view method, extending its ``AutoSchema``
+    whatever ``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]`` says (the stock decorator extends
+    that setting's class, which breaks schema generation in a project that leaves it at
+    DRF's default)."""
+    decorate = spectacular_extend_schema(**kwargs)
+
+    def decorator(method: Any) -> Any:
+        method.kwargs = {"schema": AutoSchema, **getattr(method, "kwargs", {})}
+        return decorate(method)
+
+    return decorator
 
 
 def errors(*codes: int) -> dict[int, OpenApiResponse]:
@@ -194,5 +213,6 @@ __all__ = [
     "WRITE_ETAG_HEADER",
     "YieldstarSchemaView",
     "errors",
+    "extend_schema",
     "only_yieldstar_endpoints",
 ]

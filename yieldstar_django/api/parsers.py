@@ -3,7 +3,9 @@
 They read at most ``API_MAX_BODY_BYTES`` + 1 bytes (more is ``413``), require UTF-8,
 reject ``NaN``/``Infinity``, numbers out of float range and nesting deeper than
 ``MAX_DEPTH`` + ``PATCH_DEPTH_SLACK``, and turn every decoding failure (including
-``RecursionError`` and integers too long to convert) into a ``400`` ``ParseError``.
+``RecursionError``) into a ``400`` ``ParseError``. An integer longer than
+``MAX_INT_DIGITS`` digits is the ``WorkflowValueError`` (``INVALID_STEP_VALUE``, a ``400``
+``not_durable``) that storing it would be, naming its path in the body.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
 from ..conf import yieldstar_settings
+from ..core.durable import MAX_INT_DIGITS, OversizedInt, parse_json_int
+from ..core.errors import WorkflowValueError, format_path
+from ..core.types import StorePath
 from .exceptions import RequestTooLarge
 from .jsonvalue import json_depth
 
@@ -45,14 +50,39 @@ def loads_json(raw: bytes, *, max_depth: int) -> Any:
     except UnicodeDecodeError as exc:
         raise ParseError(f"The body is not UTF-8: {exc.reason} at byte {exc.start}.") from None
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        value = json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            parse_int=parse_json_int,
+        )
     except RecursionError:
         raise ParseError(f"The JSON nests deeper than {max_depth} levels.") from None
-    except ValueError as exc:  # JSONDecodeError, NaN/Infinity, integers of too many digits
+    except ValueError as exc:  # JSONDecodeError, NaN/Infinity
         raise ParseError(f"Malformed JSON: {exc}") from None
     if json_depth(value, limit=max_depth) > max_depth:
         raise ParseError(f"The JSON nests deeper than {max_depth} levels.")
+    _reject_oversized_ints(value)
     return value
+
+
+def _reject_oversized_ints(value: Any) -> None:
+    """Raise ``INVALID_STEP_VALUE`` at the first ``OversizedInt`` of a decoded body."""
+    stack: list[tuple[Any, StorePath]] = [(value, ())]
+    while stack:
+        current, path = stack.pop()
+        if isinstance(current, OversizedInt):
+            raise WorkflowValueError(
+                "INVALID_STEP_VALUE",
+                "",
+                f"The body is not a durable value at {format_path(path)}: "
+                f"integers have at most {MAX_INT_DIGITS} digits",
+                path=path,
+            )
+        if isinstance(current, dict):
+            stack.extend((child, (*path, key)) for key, child in reversed(current.items()))
+        elif isinstance(current, list):
+            stack.extend((child, (*path, i)) for i, child in reversed(list(enumerate(current))))
 
 
 def read_limited(stream: IO[bytes] | None) -> bytes:

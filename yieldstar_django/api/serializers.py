@@ -151,3 +151,35 @@ class ExecutionSerializer(serializers.Serializer[Any]):
     updated_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     steps = ExecutionStepSerializer(many=True)
+
+
+class ExecutionSummarySerializer(serializers.Serializer[Any]):
+    """An execution in a list: no input, result or steps; ``url`` reads it whole."""
+
+    id = serializers.CharField()
+    workflow = serializers.CharField()
+    status = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    url = serializers.URLField()
+
+
+class ExecutionPageSerializer(serializers.Serializer[Any]):
+    """One page of executions, newest first; ``next``/``previous`` are links or ``null``."""
+
+    results = ExecutionSummarySerializer(many=True)
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+
+
+class ApiRootStoreSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    url = serializers.URLField()
+
+
+class ApiRootSerializer(serializers.Serializer[Any]):
+    """The API root: the store definitions the user may view and the API's links."""
+
+    stores = ApiRootStoreSerializer(many=True)
+    links = serializers.DictField(child=serializers.URLField())

@@ -1,15 +1,16 @@
 """URLs of the HTTP API. Mount with ``path("yieldstar/", include("yieldstar_django.api.urls"))``.
 
-Names (namespace ``yieldstar``): ``schema``, ``store-list``, ``store-ids``, ``store-detail``,
-``execution-list``, ``execution-detail``, ``execution-cancel``. A store id may hold ``/``
+Names (namespace ``yieldstar``): ``root``, ``schema``, ``store-list``, ``store-ids``,
+``store-detail``, ``execution-list``, ``execution-detail``, ``execution-cancel``;
+``not-found`` answers a JSON ``404`` for any other URL under the prefix. A store id may hold ``/``
 (``stores/<name>/tenant/7/``); an execution id started through the API may not.
 """
 
 from __future__ import annotations
 
-from django.urls import URLPattern, path, register_converter
+from django.urls import URLPattern, path, re_path, register_converter
 
-from . import executions, views
+from . import executions, root, views
 from .openapi import YieldstarSchemaView
 
 app_name = "yieldstar"
@@ -30,6 +31,7 @@ class StoreIdConverter:
 register_converter(StoreIdConverter, "yieldstar_store_id")
 
 urlpatterns: list[URLPattern] = [
+    path("", root.ApiRootView.as_view(), name="root"),
     path("schema/", YieldstarSchemaView.as_view(), name="schema"),
     path("stores/", views.StoreDefinitionListView.as_view(), name="store-list"),
     path("stores/<str:name>/", views.StoreIdListView.as_view(), name="store-ids"),
@@ -49,4 +51,5 @@ urlpatterns: list[URLPattern] = [
         executions.ExecutionCancelView.as_view(),
         name="execution-cancel",
     ),
+    re_path(r"^(?P<path>[\s\S]*)$", root.NotFoundView.as_view(), name="not-found"),
 ]

@@ -18,8 +18,9 @@ from urllib.parse import quote
 from django.db import connections, transaction
 from django.db.models import Count, F
 from django.db.models.functions import Collate
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import status
 from rest_framework.exceptions import APIException, NotFound, ParseError, ValidationError
 from rest_framework.parsers import BaseParser
@@ -42,7 +43,7 @@ from ..core.results import (
     StoreUpdateResult,
     result_from_record,
 )
-from ..core.store import StoreClient
+from ..core.store import CasStoreClient, StoreClient
 from ..models.stores import MAX_KEY_LENGTH, AppliedStep, StoreInstance
 from . import idempotency
 from .conditions import Condition, make_etag, parse_if_match
@@ -70,6 +71,7 @@ from .openapi import (
     WRITE_ERRORS,
     WRITE_ETAG_HEADER,
     errors,
+    extend_schema,
 )
 from .parsers import JSON_PATCH, MERGE_PATCH, JsonPatchParser, MergePatchParser, SafeJSONParser
 from .permissions import StorePermission, check_hook, hook_allows, store_action
@@ -87,7 +89,7 @@ MAX_PAGE_SIZE = 1000
 Updater = Callable[[Any], Any]
 
 
-def store_client() -> StoreClient:
+def store_client() -> CasStoreClient:
     """The store client of the default database (imported late: it needs the app registry)."""
     from ..connector import get_store_client
 
@@ -99,6 +101,9 @@ class YieldstarAPIView(APIView):
 
     renderer_classes = [JSONRenderer]
     parser_classes = [SafeJSONParser]
+    #: drf-spectacular's schema class on the views themselves: the project need not set
+    #: ``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]`` (which would change its other views too).
+    schema = AutoSchema()
     body_methods: ClassVar[frozenset[str]] = frozenset({"POST", "PUT", "PATCH"})
 
     @classmethod
@@ -309,9 +314,9 @@ class StoreDetailView(YieldstarAPIView):
     @extend_schema(
         operation_id="store_retrieve",
         summary="Read a store",
-        description="The store's snapshot; its `ETag` names (instance_id, version). A store "
-        "that does not exist yet is created from the definition's initial state, as "
-        "`get_store` does.",
+        description="The store's snapshot; its `ETag` names (instance_id, version). A read "
+        "never writes: a store that does not exist yet is `404` (`store_not_found`); the "
+        "first write creates it from the definition's initial state.",
         parameters=[NAME, STORE_ID, IF_NONE_MATCH, ETAG_HEADER],
         responses={
             200: StoreSnapshotSerializer,
@@ -322,11 +327,18 @@ class StoreDetailView(YieldstarAPIView):
     )
     def get(self, request: Request, name: str, id: str) -> Response:
         definition = self.setup_store(request, name, id)
-        snapshot = store_client().get_store(definition, id)
+        none_match = parse_if_match(request.headers.get("If-None-Match"), "If-None-Match")
+        stored = store_client().read_store(definition, id)
+        if stored is None:
+            raise NotFound(
+                f"There is no store {id!r} of {definition.name!r} yet; a write creates it "
+                "from the definition's initial state.",
+                code="store_not_found",
+            )
+        snapshot = StoreSnapshot(decode_durable(stored.encoded), stored.instance_id, stored.version)
         etag = make_etag(snapshot.instance_id, snapshot.version)
-        none_match = request.headers.get("If-None-Match")
         if none_match is not None:
-            condition = parse_if_match(none_match)
+            condition = none_match
             if condition is not None and condition.matches(etag):
                 return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
         return Response(snapshot_body(definition, id, snapshot), headers={"ETag": etag})

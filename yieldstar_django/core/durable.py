@@ -3,7 +3,9 @@
 A durable value is ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list`` or
 ``tuple`` (read back as ``list``), or ``dict`` with ``str`` keys, nested at most
 ``max_depth`` deep and encoding to at most ``max_bytes``. Strings and keys must not hold
-``"\\x00"`` or lone surrogates. The canonical encoding is JSON with sorted keys and no
+``"\\x00"`` or lone surrogates; integers have at most ``MAX_INT_DIGITS`` decimal digits
+(Python's default conversion limit, fixed here so every process can read what another
+wrote). The canonical encoding is JSON with sorted keys and no
 insignificant white space, kept as text so numbers read back exactly (``1e20`` stays a
 float, ``2**70`` an int).
 
@@ -25,6 +27,11 @@ from .errors import WorkflowValueError, format_path
 from .types import PathSegment, StorePath
 
 INVALID_STEP_VALUE: Final = "INVALID_STEP_VALUE"
+
+#: The most decimal digits a durable integer may have.
+MAX_INT_DIGITS: Final = 4300
+# Integers of at most this many bits have fewer than MAX_INT_DIGITS digits (log10(2) < 0.302).
+_SAFE_INT_BITS: Final = int((MAX_INT_DIGITS - 1) / 0.302)
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NoneType = type(None)
@@ -67,6 +74,39 @@ def _fail(label: str, step_key: str, node: _PathNode, reason: str) -> WorkflowVa
     )
 
 
+class OversizedInt:
+    """A JSON integer literal longer than ``MAX_INT_DIGITS`` digits, as a parser that must
+    not fail (the API's) reads it: never durable, so storing it is a ``WorkflowValueError``
+    naming its path."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<integer of {self.digits} digits>"
+
+
+def parse_json_int(text: str) -> int | OversizedInt:
+    """``json.loads``'s ``parse_int`` that reads an over-long literal as ``OversizedInt``."""
+    digits = len(text.lstrip("-"))
+    return OversizedInt(digits) if digits > MAX_INT_DIGITS else int(text)
+
+
+def _int_problem(value: int) -> str | None:
+    """Why ``value`` is too long to be durable, or None. O(1) below ``_SAFE_INT_BITS``."""
+    if value.bit_length() <= _SAFE_INT_BITS:
+        return None
+    try:
+        digits = len(str(abs(value)))
+    except ValueError:  # longer than the interpreter's conversion limit
+        digits = -1
+    if digits == -1 or digits > MAX_INT_DIGITS:
+        return f"integers have at most {MAX_INT_DIGITS} digits"
+    return None
+
+
 def _check_text(text: str) -> str | None:
     if "\x00" in text:
         return 'strings cannot hold "\\x00"'
@@ -107,8 +147,14 @@ def check_durable(
             problem = _check_text(current)
             if problem:
                 raise _fail(label, step_key, node, problem)
-        elif kind is bool or kind is int or kind is _NoneType:
+        elif kind is bool or kind is _NoneType:
             pass
+        elif kind is int:
+            problem = _int_problem(current)
+            if problem:
+                raise _fail(label, step_key, node, problem)
+        elif kind is OversizedInt:
+            raise _fail(label, step_key, node, f"integers have at most {MAX_INT_DIGITS} digits")
         elif kind is float:
             if not math.isfinite(current):
                 raise _fail(label, step_key, node, f"{current!r} is not a finite number")
@@ -231,10 +277,13 @@ def clone_durable(value: Any, *, limits: DurableLimits = DEFAULT_LIMITS) -> Any:
 __all__ = [
     "DEFAULT_LIMITS",
     "INVALID_STEP_VALUE",
+    "MAX_INT_DIGITS",
     "DurableLimits",
+    "OversizedInt",
     "check_durable",
     "clone_durable",
     "decode_durable",
     "encode_durable",
     "encode_placed",
+    "parse_json_int",
 ]

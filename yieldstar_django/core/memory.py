@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .definition import StoreDefinition
 from .durable import DurableLimits
-from .paths import paths_intersect
+from .paths import wakes_waiter
 from .results import StoreStepId, StoreWaiter, Wake
 from .store import (
     COMMITTED,
@@ -205,7 +205,7 @@ class MemoryStoreClient(CasStoreClient):
         changed = list(changed)
         wakes: dict[str, Wake] = {}
         for waiter in self._waiters.get(key, {}).values():
-            if waiter.instance_id != written.instance_id or paths_intersect(
+            if waiter.instance_id != written.instance_id or wakes_waiter(
                 waiter.read_paths, changed
             ):
                 wakes.setdefault(waiter.execution_id, Wake(waiter.execution_id, waiter.workflow_id))

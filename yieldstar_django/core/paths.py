@@ -13,7 +13,8 @@
 * ``track_selector`` runs a selector over read-only views that record the paths read.
 * ``diff_paths`` is the O(state) structural fallback for replacements and transformed states.
 * ``paths_intersect`` is prefix intersection: extra paths cost a spurious wake, missing ones
-  would lose a wake, so every rule here errs towards recording more.
+  would lose a wake, so every rule here errs towards recording more. ``wakes_waiter`` is the
+  wake rule every client applies: intersection, or a change at the root ``()``.
 
 Writes that bypass the draft's methods (``dict.__setitem__(draft, ...)``, or C helpers such as
 ``heapq`` that write a list's internals) are not seen: assign the result instead.
@@ -685,6 +686,23 @@ def paths_intersect(read_paths: Iterable[StorePath], write_paths: Iterable[Store
     return False
 
 
+def changes_root(changed_paths: Iterable[StorePath]) -> bool:
+    """True when a change replaced the whole state (a changed path is ``()``)."""
+    return any(len(path) == 0 for path in changed_paths)
+
+
+def wakes_waiter(read_paths: Iterable[StorePath], changed_paths: Iterable[StorePath]) -> bool:
+    """The wake rule of a waiter on the store instance it read: its read paths intersect
+    the changed paths, or the change replaced the root. A root change wakes even a waiter
+    that read nothing (its selector may have depended on the state's type or on the
+    state being there at all): a lost wake is a bug, a spurious one only costs a re-run.
+
+    Every client applies this rule (the database ones through ``path_match``).
+    """
+    changed = [tuple(path) for path in changed_paths]
+    return changes_root(changed) or paths_intersect(read_paths, changed)
+
+
 __all__ = [
     "DictView",
     "ListView",
@@ -694,6 +712,7 @@ __all__ = [
     "TrackedList",
     "WriteLog",
     "build_draft",
+    "changes_root",
     "collapse_paths",
     "detach",
     "diff_paths",
@@ -701,4 +720,5 @@ __all__ = [
     "track_selector",
     "unwrap_selected",
     "unwrap_view",
+    "wakes_waiter",
 ]

@@ -95,6 +95,8 @@ class Execution(models.Model):
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["status", "created_at"], name="yieldstar_exec_status_idx"),
+            # Retention finds finished executions oldest first.
+            models.Index(fields=["status", "finished_at"], name="yieldstar_exec_finished_idx"),
         ]
 
     def __str__(self) -> str:

@@ -150,6 +150,8 @@ class AppliedStep(models.Model):
                 fields=["store_name", "store_id", "created_at", "id"],
                 name="yieldstar_applied_step_recent",
             ),
+            # Retention deletes a finished execution's ledger rows.
+            models.Index(fields=["execution_id"], name="yieldstar_applied_step_exec"),
         ]
 
     def __str__(self) -> str:

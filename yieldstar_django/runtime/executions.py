@@ -72,7 +72,17 @@ def start_workflow(
     execution_id: str | None = None,
     **kwargs: Any,
 ) -> str:
-    """Create an execution of a workflow and return its id.
+    """Create an execution of a workflow and return its id (see :func:`start_execution`)."""
+    return start_execution(fn_or_name, *args, execution_id=execution_id, **kwargs)[0]
+
+
+def start_execution(
+    fn_or_name: Workflow[Any, Any] | Callable[..., Any] | str,
+    *args: Any,
+    execution_id: str | None = None,
+    **kwargs: Any,
+) -> tuple[str, bool]:
+    """Create an execution of a workflow; return its id and whether this call created it.
 
     Its first run is requested when the surrounding transaction commits (at once outside
     one), through a durable wake intent, so a crash after the commit cannot lose it; a
@@ -115,9 +125,9 @@ def start_workflow(
                         f"execution {new_id!r} already exists for workflow {existing!r}, "
                         f"not {wf.name!r}"
                     ) from None
-                return new_id
+                return new_id, False
         timers.request_run(new_id, wf.name, reason="start")
-    return new_id
+    return new_id, True
 
 
 def get_execution(execution_id: str) -> Execution:

@@ -1,13 +1,14 @@
 """The guard that keeps tests from publishing wakes to a real Celery broker.
 
-Imports nothing of the app, so :mod:`yieldstar_django.wakes` can call it on every publish.
+Imports nothing of the app at import time, so :mod:`yieldstar_django.wakes` can call it on
+every publish.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BrokerInTestsError", "broker_url", "in_test_environment", "refuse_in_tests"]
+__all__ = ["BrokerInTestsError", "in_test_environment", "refuse_in_tests"]
 
 
 class BrokerInTestsError(RuntimeError):
@@ -27,24 +28,15 @@ def in_test_environment() -> bool:
     return hasattr(utils._TestState, "saved_data")
 
 
-def broker_url(app: Any) -> str:
-    """The app's broker URL with any password masked."""
-    try:
-        from kombu.utils.url import maybe_sanitize_url
-
-        return str(maybe_sanitize_url(app.conf.broker_url or "amqp://"))
-    except Exception:
-        return "(unknown)"
-
-
 def refuse_in_tests(app: Any) -> None:
     """Raise ``BrokerInTestsError`` if tests run and ``PUBLISH_IN_TESTS`` is not set."""
+    from ..celery_app import masked_broker_url
     from ..conf import yieldstar_settings
 
     if yieldstar_settings.PUBLISH_IN_TESTS or not in_test_environment():
         return
     raise BrokerInTestsError(
-        f"refusing to publish wakes to the Celery broker {broker_url(app)} while tests run: "
+        f"refusing to publish wakes to the Celery broker {masked_broker_url(app)} while tests run: "
         "a worker there would run executions of the test database. Set "
         "YIELDSTAR['WAKE_BACKEND'] = 'yieldstar_django.testing.inline' in test settings "
         "(the yieldstar pytest fixtures and YieldstarTestMixin do), or "

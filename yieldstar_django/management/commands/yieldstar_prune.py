@@ -1,8 +1,12 @@
-"""``python manage.py yieldstar_prune``: delete old delivered wake intents and old versions.
+"""``python manage.py yieldstar_prune``: delete old delivered wake intents, old versions and
+finished executions past ``RETENTION_SECONDS``.
 
 Commits keep each store instance's history at ``VERSION_HISTORY_LIMIT`` versions as they
 go; this command applies a lowered limit to every instance at once, drops the history of
-deleted instances, and deletes delivered wake intents older than ``--intents-age``.
+deleted instances, deletes delivered wake intents older than ``--intents-age``, and
+deletes executions finished more than ``RETENTION_SECONDS`` ago (``--executions-age``
+overrides it) with their heaps, wake intents and ledger rows, in batches of
+``--batch-size`` (see :mod:`yieldstar_django.retention`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
 from yieldstar_django.conf import yieldstar_settings
+from yieldstar_django.retention import prune_finished
 from yieldstar_django.wakes import prune_delivered
 
 
@@ -29,6 +34,19 @@ class Command(BaseCommand):
             help="delete intents delivered more than this many seconds ago (default 7 days)",
         )
         parser.add_argument(
+            "--executions-age",
+            type=float,
+            default=None,
+            help="delete executions finished more than this many seconds ago "
+            "(default: RETENTION_SECONDS; nothing when that is None)",
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=500,
+            help="executions or intents deleted per transaction (default 500)",
+        )
+        parser.add_argument(
             "--keep-deleted",
             action="store_true",
             help="keep the versions of deleted store instances",
@@ -37,7 +55,21 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if options["intents_age"] < 0:
             raise CommandError("--intents-age must be >= 0")
+        if options["batch_size"] < 1:
+            raise CommandError("--batch-size must be >= 1")
+        age = options["executions_age"]
+        if age is None:
+            age = yieldstar_settings.RETENTION_SECONDS
+        if age is not None and age < 0:
+            raise CommandError("--executions-age must be >= 0")
         using = options["database"]
+        if age is not None:
+            pruned = prune_finished(older_than=age, batch_size=options["batch_size"], using=using)
+            self.stdout.write(
+                f"deleted {pruned.executions} finished execution(s) with "
+                f"{pruned.heap_entries} heap entry(ies), {pruned.ledger_rows} ledger row(s) "
+                f"and {pruned.intents} wake intent(s)"
+            )
         intents = prune_delivered(older_than=options["intents_age"], using=using)
         versions = 0
         limit = yieldstar_settings.VERSION_HISTORY_LIMIT

@@ -1,0 +1,138 @@
+"""The API's surface: root, executions list, JSON 404s, 415s that name the accepted
+media types, truthful starts and argument checks, ``If-None-Match`` errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.models import Execution
+from yieldstar_django.runtime import start_workflow
+
+from . import workflows  # noqa: F401  (registers api-test-greet)
+
+pytestmark = pytest.mark.django_db
+
+START = "/yieldstar/executions/"
+
+
+def start(client: Client, body: Any) -> Any:
+    return client.post(START, json.dumps(body), content_type="application/json")
+
+
+def test_root_lists_definitions_and_links(api: Client, counter: StoreDefinition) -> None:
+    response = api.get("/yieldstar/")
+    assert response.status_code == 200
+    body = response.json()
+    assert {"name": "api-counter", "url": "http://testserver/yieldstar/stores/api-counter/"} in (
+        body["stores"]
+    )
+    assert body["links"] == {
+        "stores": "http://testserver/yieldstar/stores/",
+        "executions": "http://testserver/yieldstar/executions/",
+        "schema": "http://testserver/yieldstar/schema/",
+    }
+
+
+def test_root_hides_definitions_the_hook_refuses(api: Client, hidden: StoreDefinition) -> None:
+    names = [d["name"] for d in api.get("/yieldstar/").json()["stores"]]
+    assert "api-hidden" not in names
+
+
+@pytest.mark.parametrize("path", ["/yieldstar/nope/", "/yieldstar/stores", "/yieldstar/a/b/c"])
+@pytest.mark.parametrize("method", ["get", "post", "delete"])
+def test_unknown_urls_answer_json_404(client: Client, path: str, method: str) -> None:
+    response = getattr(client, method)(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["code"] == "unknown_endpoint"
+
+
+def test_415_names_the_accepted_media_types(api: Client, counter: StoreDefinition) -> None:
+    url = reverse("yieldstar:store-detail", args=["api-counter", "s"])
+    response = api.patch(url, "{}", content_type="application/json")
+    assert response.status_code == 415
+    body = response.json()
+    assert body["accepted_media_types"] == [
+        "application/merge-patch+json",
+        "application/json-patch+json",
+    ]
+    assert "application/merge-patch+json" in body["detail"]
+    response = api.put(url, "count=1", content_type="text/plain")
+    assert response.json()["accepted_media_types"] == ["application/json"]
+
+
+def test_bad_if_none_match_names_the_header(api: Client, counter: StoreDefinition) -> None:
+    url = reverse("yieldstar:store-detail", args=["api-counter", "s"])
+    response = api.get(url, headers={"If-None-Match": "garbage"})
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith("If-None-Match ")
+
+
+class TestStarts:
+    def test_equal_arguments_200_other_arguments_409(self, api: Client) -> None:
+        body = {"workflow": "api-test-greet", "execution_id": "e", "args": ["ada"]}
+        assert start(api, body).status_code == 201
+        assert start(api, body).status_code == 200
+        response = start(api, {**body, "args": ["bob"]})
+        assert response.status_code == 409
+        assert response.json()["code"] == "execution_conflict"
+        assert Execution.objects.get(pk="e").input == {"args": ["ada"], "kwargs": {}}
+
+    @pytest.mark.parametrize(
+        ("args", "kwargs", "problem"),
+        [
+            ([], {}, "missing a required argument: 'name'"),
+            (["a", "b"], {}, "too many positional arguments"),
+            (["a"], {"step": 1}, "multiple values for argument 'step'"),
+            (["a"], {"exclaim": "!"}, "unexpected keyword argument 'exclaim'"),
+        ],
+    )
+    def test_arguments_are_bound_before_anything_is_stored(
+        self, api: Client, args: list[Any], kwargs: dict[str, Any], problem: str
+    ) -> None:
+        response = start(api, {"workflow": "api-test-greet", "args": args, "kwargs": kwargs})
+        assert response.status_code == 400, response.content
+        body = response.json()
+        assert body["code"] == "invalid_arguments"
+        assert problem in body["detail"]
+        assert "api-test-greet" in body["detail"]
+        assert not Execution.objects.exists()
+
+
+class TestExecutionList:
+    def test_newest_first_with_filters(self, api: Client) -> None:
+        ids = [start_workflow("api-test-greet", str(n), execution_id=f"x{n}") for n in range(3)]
+        Execution.objects.filter(pk="x0").update(status="completed")
+        body = api.get(START).json()
+        assert [e["id"] for e in body["results"]] == list(reversed(ids))
+        assert body["results"][0]["url"] == "http://testserver/yieldstar/executions/x2/"
+        assert body["next"] is None
+        done = api.get(START + "?status=completed").json()["results"]
+        assert [e["id"] for e in done] == ["x0"]
+        assert api.get(START + "?workflow=other").json()["results"] == []
+        response = api.get(START + "?status=bogus")
+        assert response.status_code == 400
+        assert "completed" in response.json()["detail"]
+
+    def test_pages(self, api: Client) -> None:
+        for n in range(5):
+            start_workflow("api-test-greet", str(n), execution_id=f"p{n}")
+        seen: list[str] = []
+        url: str | None = START + "?limit=2"
+        while url:
+            body = api.get(url).json()
+            assert len(body["results"]) <= 2
+            seen += [e["id"] for e in body["results"]]
+            url = body["next"]
+        assert sorted(seen) == [f"p{n}" for n in range(5)]
+        assert len(seen) == 5
+
+    def test_needs_view_permission(self, client_for: Any) -> None:
+        assert client_for("noperm").get(START).status_code == 403
+        assert client_for("view").get(START).status_code == 200

@@ -1,0 +1,100 @@
+"""The unconfigured-Celery-app trap: the Celery wake backend refuses to publish with
+Celery's default app (the relay keeps the intent and retries it), the W003 check, and the
+relay's startup and per-minute log lines."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import pytest
+from celery import Celery, _state
+from django.utils import timezone
+
+from yieldstar_django import relay_log
+from yieldstar_django.celery_app import (
+    UnconfiguredCeleryApp,
+    check_celery_app,
+    describe_app,
+    masked_broker_url,
+    require_configured_app,
+)
+from yieldstar_django.models import WakeIntent
+from yieldstar_django.wakes import celery_backend, relay_once, run_relay, schedule_wake
+
+from .conftest import configure
+
+
+@contextmanager
+def current(app: Celery | None) -> Iterator[None]:
+    """Make ``app`` Celery's current app (``None``: no app created, the default one)."""
+    previous = _state.get_current_app()
+    _state._set_current_app(app)
+    try:
+        yield
+    finally:
+        _state._set_current_app(previous)
+
+
+def test_default_app_is_refused_and_a_created_one_accepted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)  # it would override broker=
+    with current(None), pytest.raises(UnconfiguredCeleryApp, match="never imported"):
+        require_configured_app()
+    app = Celery("proj", broker="redis://user:s3cret@127.0.0.1:6379/9", set_as_current=False)
+    with current(app):
+        assert require_configured_app() is app
+    assert masked_broker_url(app) == "redis://user:**@127.0.0.1:6379/9"
+    assert "'proj'" in describe_app(app)
+
+
+@pytest.mark.django_db(transaction=True, databases=["default"])
+def test_relay_leaves_the_intent_undelivered_with_the_default_app() -> None:
+    schedule_wake("e-trap", "wf", timezone.now() - timedelta(seconds=1))
+    with configure(WAKE_BACKEND=celery_backend), current(None):
+        assert relay_once() == 0
+    intent = WakeIntent.objects.get(execution_id="e-trap")
+    assert intent.delivered_at is None
+    assert intent.attempts == 1
+    assert "unconfigured default app" in intent.last_error
+
+
+def test_w003_check() -> None:
+    app = Celery("proj", set_as_current=False)
+    with configure(WAKE_BACKEND=celery_backend):
+        with current(None):
+            assert [m.id for m in check_celery_app()] == ["yieldstar.W003"]
+        with current(app):
+            assert check_celery_app() == []
+    with configure(WAKE_BACKEND="tests.integration.workers.discard_wakes"), current(None):
+        assert check_celery_app() == []
+
+
+@pytest.mark.django_db(transaction=True, databases=["default"])
+def test_relay_logs_startup_and_counts(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
+    app = Celery("proj", broker="redis://user:s3cret@127.0.0.1:6379/9", set_as_current=False)
+    relay_log.counts.using = "default"  # another test's relay may have left another alias
+    relay_log.counts.maybe_report(force=True)  # start counting from zero
+    caplog.clear()
+    caplog.set_level(logging.INFO, logger="yieldstar_django.relay")
+    schedule_wake("e-refused", "wf", timezone.now() - timedelta(seconds=1))
+    with configure(WAKE_BACKEND=celery_backend), current(None):
+        run_relay(once=True)  # refused: pushed back for a retry
+    schedule_wake("e-old", "wf", timezone.now() - timedelta(minutes=5))  # overdue
+    assert relay_log.counts.maybe_report(force=True)
+    with configure(WAKE_BACKEND=celery_backend), current(app):
+        relay_log.log_startup("default")
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(
+        "unconfigured default app" in line and r.levelno == logging.ERROR
+        for line, r in zip(lines, caplog.records, strict=True)
+    )
+    assert any("delivered=0 failed=1 overdue=1" in line for line in lines), lines
+    started = [line for line in lines if "'proj'" in line]
+    assert started and "database 'default'" in started[0] and "s3cret" not in started[0]

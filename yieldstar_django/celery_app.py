@@ -1,0 +1,99 @@
+"""Which Celery app publishes wakes, and the trap of Celery's unconfigured default app.
+
+A process that never imports the project's Celery app (the usual
+``from .celery import app as celery_app`` in the project package's ``__init__``) publishes
+with Celery's default app: to the default broker, where no worker listens, so the wakes
+are lost. :func:`require_configured_app` refuses to publish with that app (the Celery wake
+backend calls it: the intent stays undelivered and the relay retries it),
+:func:`check_celery_app` reports it as ``yieldstar.W003`` and :func:`describe_app` names
+the app and its broker (password masked) for the relay's startup log line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from celery import Celery, _state
+from django.apps import AppConfig
+from django.core import checks
+from kombu.utils.url import maybe_sanitize_url
+
+HINT = (
+    "Import the project's Celery app in every process that starts workflows or writes "
+    "stores (web, relay, workers, shells): `from .celery import app as celery_app` in the "
+    "project package's __init__.py, as Celery's Django guide shows."
+)
+
+
+class UnconfiguredCeleryApp(RuntimeError):
+    """Celery's current app is its unconfigured default; publishing would lose the wakes."""
+
+
+def current_app() -> Celery:
+    """Celery's current app (the one ``send_task`` of the wake backend uses)."""
+    app: Celery = _state.get_current_app()
+    return app
+
+
+def is_default_app(app: Celery) -> bool:
+    """Whether ``app`` is the app Celery makes up when no app was created."""
+    return app is getattr(_state, "default_app", None)
+
+
+def require_configured_app() -> Celery:
+    """The current app; ``UnconfiguredCeleryApp`` if it is Celery's default one."""
+    app = current_app()
+    if is_default_app(app):
+        raise UnconfiguredCeleryApp(
+            "Celery's current app is its unconfigured default app (broker "
+            f"{masked_broker_url(app)}): the project's Celery app was never imported in "
+            f"this process, and its wakes would go where no worker listens. {HINT}"
+        )
+    return app
+
+
+def masked_broker_url(app: Celery) -> str:
+    """The app's broker URL with any password masked."""
+    url = app.conf.broker_url or "amqp://guest:**@localhost:5672//"
+    return str(maybe_sanitize_url(url))
+
+
+def describe_app(app: Celery) -> str:
+    """``"<main> (broker <masked url>)"``, or says it is the unconfigured default app."""
+    name = "Celery's unconfigured default app" if is_default_app(app) else repr(app.main)
+    return f"{name} (broker {masked_broker_url(app)})"
+
+
+def check_celery_app(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[Any]:
+    """W003 when the Celery wake backend is configured but no Celery app was created once
+    Django is set up (the project's package did not import it)."""
+    from .conf import yieldstar_settings
+
+    try:
+        backend = yieldstar_settings.import_setting("WAKE_BACKEND")
+    except Exception:  # E002 reports it
+        return []
+    from .wakes import celery_backend
+
+    if backend is not celery_backend or not is_default_app(current_app()):
+        return []
+    return [
+        checks.Warning(
+            "WAKE_BACKEND is the Celery backend, but no Celery app was created: wakes "
+            "would be refused (and retried by the relay) until one is.",
+            hint=HINT,
+            id="yieldstar.W003",
+        )
+    ]
+
+
+__all__ = [
+    "UnconfiguredCeleryApp",
+    "check_celery_app",
+    "current_app",
+    "describe_app",
+    "is_default_app",
+    "masked_broker_url",
+    "require_configured_app",
+]

@@ -1,0 +1,95 @@
+"""What the relay says about itself: one INFO line at startup (database alias, Celery app,
+broker URL with the password masked) and, at most once a minute, a one-line count of the
+wake intents delivered and failed since the last line and those overdue now (undelivered,
+deliverable for more than a minute)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+
+from django.utils import timezone
+
+logger = logging.getLogger("yieldstar_django.relay")
+
+#: Seconds between two count lines.
+REPORT_EVERY = 60.0
+
+
+def log_startup(using: str) -> None:
+    """Log where the relay delivers from and to; warn loudly if the Celery wake backend
+    would publish with Celery's unconfigured default app (its deliveries are refused)."""
+    from .celery_app import HINT, current_app, describe_app, is_default_app
+    from .conf import yieldstar_settings
+
+    backend = yieldstar_settings.get("WAKE_BACKEND")
+    app = current_app()
+    logger.info(
+        "relay: database %r, wake backend %s, Celery app %s",
+        using,
+        backend if isinstance(backend, str) else repr(backend),
+        describe_app(app),
+    )
+    from .wakes import celery_backend
+
+    if is_default_app(app) and yieldstar_settings.wake_backend is celery_backend:
+        logger.error(
+            "relay: Celery's current app is its unconfigured default app; every delivery "
+            "will be refused and retried until the project's app is imported. %s",
+            HINT,
+        )
+
+
+class RelayCounts:
+    """Counts of one relay process, reported by :meth:`maybe_report` once a minute."""
+
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+        self.delivered = 0
+        self.failed = 0
+        self._lock = threading.Lock()
+        self._last = time.monotonic()
+
+    def add(self, *, delivered: int = 0, failed: int = 0) -> None:
+        with self._lock:
+            self.delivered += delivered
+            self.failed += failed
+
+    def overdue(self) -> int:
+        """Undelivered intents deliverable for more than ``REPORT_EVERY`` seconds."""
+        from .models import WakeIntent
+
+        cutoff = timezone.now() - timedelta(seconds=REPORT_EVERY)
+        return (
+            WakeIntent.objects.using(self.using)
+            .filter(delivered_at__isnull=True, available_at__lt=cutoff)
+            .count()
+        )
+
+    def maybe_report(self, *, force: bool = False) -> bool:
+        """Log ``delivered=, failed=, overdue=`` at INFO if a minute passed (or ``force``),
+        then start counting again; whether a line was logged."""
+        now = time.monotonic()
+        if not force and now - self._last < REPORT_EVERY:
+            return False
+        with self._lock:
+            delivered, failed = self.delivered, self.failed
+            self.delivered = self.failed = 0
+            self._last = now
+        logger.info(
+            "relay: delivered=%d failed=%d overdue=%d (database %r, last %.0fs)",
+            delivered,
+            failed,
+            self.overdue(),
+            self.using,
+            REPORT_EVERY,
+        )
+        return True
+
+
+#: The counts of this process (the relay loop adds deliveries, failed batches add failures).
+counts = RelayCounts()
+
+__all__ = ["REPORT_EVERY", "RelayCounts", "counts", "log_startup"]

@@ -1,0 +1,122 @@
+"""Retention: delete finished executions, with their heaps, wake intents, waiters and ledger
+rows, once they are older than ``RETENTION_SECONDS``; and delivered wake intents as old.
+
+The ledger rule: a ledger row (``AppliedStep``) is deleted only in the same transaction as
+the execution whose id it carries, and only while that execution is finished (the delete
+re-checks the status under the row lock). Only that execution can replay its ledger rows, and
+a finished execution never runs again, so no replay can miss a row. Ledger rows of an id
+that names no execution (a store client called with a step id of its own) are never pruned.
+
+Work goes in batches of ``batch_size`` executions, each its own short transaction; on
+PostgreSQL a batch skips the executions another transaction has locked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.db import connections, transaction
+from django.utils import timezone
+
+from .models.runtime import TERMINAL_STATUSES
+
+EXECUTION_TABLE = "yieldstar_execution"
+STEP_TABLE = "yieldstar_execution_step"
+LEDGER_TABLE = "yieldstar_appliedstep"
+WAITER_TABLE = "yieldstar_waiter"
+INTENT_TABLE = "yieldstar_wakeintent"
+
+__all__ = ["PruneCounts", "prune_finished"]
+
+
+@dataclass
+class PruneCounts:
+    """Rows deleted, per kind."""
+
+    executions: int = 0
+    heap_entries: int = 0
+    ledger_rows: int = 0
+    intents: int = 0
+    waiters: int = 0
+    batches: int = field(default=0, compare=False)
+
+
+def _in(n: int) -> str:
+    return ", ".join(["%s"] * n)
+
+
+def _prune_batch(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) -> int:
+    """Delete one batch of finished executions and what hangs off them; return how many."""
+    connection = connections[using]
+    statuses = sorted(TERMINAL_STATUSES)
+    lock = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {EXECUTION_TABLE} WHERE status IN ({_in(len(statuses))}) "
+            f"AND finished_at < %s ORDER BY finished_at LIMIT %s{lock}",
+            [*statuses, cutoff, batch_size],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        if not ids:
+            return 0
+        where = f"execution_id IN ({_in(len(ids))})"
+        cursor.execute(f"DELETE FROM {STEP_TABLE} WHERE {where}", ids)
+        counts.heap_entries += cursor.rowcount
+        cursor.execute(f"DELETE FROM {LEDGER_TABLE} WHERE {where}", ids)
+        counts.ledger_rows += cursor.rowcount
+        cursor.execute(f"DELETE FROM {INTENT_TABLE} WHERE {where}", ids)
+        counts.intents += cursor.rowcount
+        cursor.execute(
+            f"DELETE FROM yieldstar_waiterpath WHERE waiter_id IN "
+            f"(SELECT id FROM {WAITER_TABLE} WHERE {where})",
+            ids,
+        )
+        cursor.execute(f"DELETE FROM {WAITER_TABLE} WHERE {where}", ids)
+        counts.waiters += cursor.rowcount
+        # Re-checks the status: the selected rows are locked (PostgreSQL) or the write lock
+        # is held (SQLite), so a row deleted here is finished now, with its ledger.
+        cursor.execute(
+            f"DELETE FROM {EXECUTION_TABLE} WHERE id IN ({_in(len(ids))}) "
+            f"AND status IN ({_in(len(statuses))})",
+            [*ids, *statuses],
+        )
+        deleted = int(cursor.rowcount)
+        if deleted != len(ids):  # pragma: no cover - terminal statuses never change
+            raise RuntimeError("an execution left a terminal status during pruning")
+        counts.executions += deleted
+        return deleted
+
+
+def _prune_delivered_batch(using: str, cutoff: Any, batch_size: int) -> int:
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {INTENT_TABLE} WHERE id IN (SELECT id FROM {INTENT_TABLE} "
+            "WHERE delivered_at IS NOT NULL AND delivered_at < %s LIMIT %s)",
+            [cutoff, batch_size],
+        )
+        return int(cursor.rowcount)
+
+
+def prune_finished(
+    *, older_than: float, batch_size: int = 500, using: str = "default"
+) -> PruneCounts:
+    """Delete executions finished more than ``older_than`` seconds ago, with their heap
+    entries, ledger rows, wake intents and waiters, and wake intents delivered as long ago,
+    ``batch_size`` rows per transaction. Never deletes an unfinished execution's rows."""
+    if older_than < 0 or batch_size < 1:
+        raise ValueError("older_than must be >= 0 and batch_size >= 1")
+    cutoff = connections[using].ops.adapt_datetimefield_value(
+        timezone.now() - timedelta(seconds=older_than)
+    )
+    counts = PruneCounts()
+    while _prune_batch(using, cutoff, batch_size, counts) == batch_size:
+        counts.batches += 1
+    counts.batches += 1
+    while (deleted := _prune_delivered_batch(using, cutoff, batch_size)) > 0:
+        counts.intents += deleted
+        counts.batches += 1
+        if deleted < batch_size:
+            break
+    return counts
