@@ -4,6 +4,7 @@
 # Starts the services (scripts/services.sh), creates or refreshes .venv
 # (scripts/_venv.sh), then runs, stopping at the first failure:
 #   ruff check, ruff format --check, mypy, pytest "$@", mkdocs build --strict,
+#   scripts/check_startproject.sh (the README's installation in a new project),
 # then the Django 6.x leg of the support matrix: the same install on Python 3.13 in
 # .venv-django6 runs the suites that need no browser or worker fleet (set
 # YIELDSTAR_MATRIX=0 to leave it out, e.g. while iterating).
@@ -39,6 +40,11 @@ step ruff format --check .
 step mypy yieldstar_django demo_project
 step pytest "$@"
 step mkdocs build --strict --quiet
+# A brand-new startproject project with the README's installation steps only (a fresh
+# virtualenv: about a minute). YIELDSTAR_STARTPROJECT=0 leaves it out while iterating.
+if [ "${YIELDSTAR_STARTPROJECT:-1}" != "0" ]; then
+  step bash scripts/check_startproject.sh
+fi
 
 if [ "${YIELDSTAR_MATRIX:-1}" != "0" ]; then
   # The first Python >= 3.12 that actually runs (a pyenv shim may exist and refuse).

@@ -93,6 +93,7 @@ RULES: Mapping[str, _Rule] = {
     "API_MAX_BODY_BYTES": _Rule(
         _optional(_int_at_least(1024)), "None or an integer number of bytes >= 1024"
     ),
+    "PUBLISH_IN_TESTS": _Rule(_is_bool, "True or False"),
 }
 
 

@@ -73,6 +73,8 @@ DEFAULTS: Final[Mapping[str, object]] = {
     # HTTP API: refuse writes without If-Match; request body size cap (None: derived).
     "API_REQUIRE_IF_MATCH": False,
     "API_MAX_BODY_BYTES": None,
+    # Whether the Celery wake backend may publish while Django's test environment is set up.
+    "PUBLISH_IN_TESTS": False,
 }
 
 #: Keys whose value is a dotted path to import (a callable given directly is used as is).
@@ -238,6 +240,11 @@ class YieldstarSettings:
         if value is None:
             return self.MAX_STATE_BYTES + API_BODY_HEADROOM
         return cast(int, value)
+
+    @property
+    def PUBLISH_IN_TESTS(self) -> bool:
+        """Whether the Celery wake backend may publish to a broker while tests run."""
+        return cast(bool, self.get("PUBLISH_IN_TESTS"))
 
 
 #: The settings object every module reads.

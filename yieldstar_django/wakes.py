@@ -44,7 +44,7 @@ from celery import shared_task
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
-from . import relay_log
+from . import clock, relay_log
 from .conf import yieldstar_settings
 from .core.results import Wake
 
@@ -92,10 +92,14 @@ def celery_backend(wakes: Sequence[Wake]) -> None:
     Uses the current Celery app (the one the project configures). Raises when the broker
     refuses a message, or when that app is Celery's unconfigured default
     (``UnconfiguredCeleryApp``); the relay then retries the wakes not marked delivered.
+    While Django's test environment is set up it refuses to publish
+    (``BrokerInTestsError``) unless ``PUBLISH_IN_TESTS`` is set.
     """
     from .celery_app import require_configured_app
+    from .testing.guard import refuse_in_tests
 
     app = require_configured_app()
+    refuse_in_tests(app)
     for wake in wakes:
         app.send_task(RESUME_TASK, args=[wake.execution_id])
 
@@ -108,7 +112,8 @@ def _coalesce(wakes: Iterable[Wake]) -> list[Wake]:
 
 
 def _now() -> datetime:
-    return timezone.now()
+    """When intents are due: the timers' clock (:mod:`yieldstar_django.clock`)."""
+    return clock.now()
 
 
 def _adapt(using: str, value: datetime) -> Any:
@@ -228,8 +233,19 @@ def deliver_on_commit(pending: Sequence[PendingWake], *, using: str = "default")
     """Deliver ``pending`` when the current transaction on ``using`` commits (now, in
     autocommit mode); nothing is delivered if it rolls back."""
     if pending:
-        items = list(pending)
-        transaction.on_commit(lambda: deliver_wakes(items, using=using), using=using)
+        transaction.on_commit(OnCommitDelivery(tuple(pending), using), using=using)
+
+
+@dataclass(frozen=True)
+class OnCommitDelivery:
+    """The ``on_commit`` hook of :func:`deliver_on_commit` (named, so that
+    ``yieldstar_django.testing`` can find the wakes a test transaction holds back)."""
+
+    pending: tuple[PendingWake, ...]
+    using: str
+
+    def __call__(self) -> None:
+        deliver_wakes(self.pending, using=self.using)
 
 
 def _insert_intents(

@@ -10,4 +10,6 @@ E2E_YIELDSTAR: dict[str, Any] = {
     "LEASE_SECONDS": 4,
     "RELAY_DELAY": 0.5,
     "RELAY_INTERVAL": 0.2,
+    # The test process publishes to the suite's own broker, which only its workers consume.
+    "PUBLISH_IN_TESTS": True,
 }

@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connections, transaction
+from django.test import override_settings
 from django.utils import timezone
 
 from yieldstar_django.core.results import Wake
@@ -227,7 +228,8 @@ def test_celery_backend_enqueues_resume_execution_on_a_real_broker() -> None:
     previous = _state.get_current_app()
     app.set_current()
     try:
-        celery_backend([Wake("exec-1", "wf"), Wake("exec-2", "wf")])
+        with override_settings(YIELDSTAR={"PUBLISH_IN_TESTS": True}):  # a private queue
+            celery_backend([Wake("exec-1", "wf"), Wake("exec-2", "wf")])
         received = []
         with Connection(url) as conn:
             simple = conn.SimpleQueue(queue)

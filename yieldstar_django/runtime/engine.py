@@ -32,8 +32,8 @@ from typing import Any, Final, NoReturn
 from celery.exceptions import SoftTimeLimitExceeded, Terminated
 from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Field
-from django.utils import timezone
 
+from .. import clock
 from ..conf import yieldstar_settings
 from ..connector import CommitHook, DatabaseStoreClient
 from ..core.durable import DurableLimits, decode_durable, encode_durable
@@ -283,7 +283,7 @@ class Engine:
     # -- primitives -----------------------------------------------------------------------
 
     def _run(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
-        now = timezone.now()
+        now = clock.now()
         if row is not None and row.wake_at is not None and row.wake_at > now:
             self._timer(row.wake_at, "retry")
             raise _Suspend(ExecutionStatus.RETRYING, key, row.wake_at)
@@ -306,7 +306,7 @@ class Engine:
             raise
         except RetryableError as exc:
             if attempts < exc.max_attempts:
-                wake_at = timezone.now() + timedelta(seconds=exc.delay_after(attempts))
+                wake_at = clock.now() + timedelta(seconds=exc.delay_after(attempts))
                 with transaction.atomic(using=self.alias):
                     self._write(
                         call,
@@ -338,7 +338,7 @@ class Engine:
         return _Value(decode_durable(encoded))
 
     def _sleep(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
-        now = timezone.now()
+        now = clock.now()
         if row is None:
             if call.seconds <= 0:
                 self._write(
@@ -539,7 +539,7 @@ class Engine:
     # -- recording ------------------------------------------------------------------------
 
     def _contended(self, key: str) -> NoReturn:
-        wake_at = timezone.now() + timedelta(seconds=CONTENTION_RETRY_SECONDS)
+        wake_at = clock.now() + timedelta(seconds=CONTENTION_RETRY_SECONDS)
         self._timer(wake_at, "contention")
         raise _Suspend(ExecutionStatus.RETRYING, key, wake_at)
 
@@ -586,7 +586,7 @@ class Engine:
         Inserts the heap row, or moves an existing ``pending`` row on (only if no one else
         did: the update is conditional on its ``attempts``).
         """
-        now = now or timezone.now()
+        now = now or clock.now()
         recorded_at = now if status != StepStatus.PENDING else None
         if row is None:
             values: dict[str, Any] = {

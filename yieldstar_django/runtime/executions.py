@@ -19,7 +19,7 @@ from typing import Any, Final
 from django.db import IntegrityError, router, transaction
 from django.utils import timezone
 
-from .. import wakes
+from .. import clock, wakes
 from ..core.durable import encode_durable
 from ..core.store import StoreClient
 from ..models.runtime import Execution, ExecutionStatus
@@ -274,7 +274,7 @@ def _release_suspended(lease: Lease, outcome: RunOutcome) -> bool:
 
 def _release_later(lease: Lease, seconds: float) -> None:
     """Release the lease with a durable timer that runs the execution again."""
-    at = timezone.now() + timedelta(seconds=seconds)
+    at = clock.now() + timedelta(seconds=seconds)
     with transaction.atomic():
         if lease.release({"wake_pending": False}):
             if seconds > 0:

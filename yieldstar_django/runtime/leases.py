@@ -30,7 +30,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Field, Model, Q
 from django.utils import timezone
 
-from .. import wakes
+from .. import clock, wakes
 from ..conf import yieldstar_settings
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus, ExecutionStep
 from ..wakes import ACK_CONDITION, INTENT_TABLE
@@ -331,9 +331,9 @@ def _acquire_postgres(
         execution_id,
         *sorted(TERMINAL_STATUSES),
         adapt(now),
-        adapt(now),
+        adapt(clock.now()),  # intents are due by the timers' clock
         execution_id,
-        adapt(now),
+        adapt(clock.now()),
         "lease",
         adapt(takeover),
         adapt(takeover),

@@ -1,0 +1,213 @@
+"""``yieldstar_django.testing``: the inline backend, run_until_idle, advance_time, the
+fixture and mixin, and the guard against publishing to a broker during tests.
+
+Executions run for real against the test database (PostgreSQL or SQLite, whichever
+``DATABASE_URL`` names); nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from celery import Celery, _state
+from django.conf import settings
+from django.test import TestCase, override_settings
+from django.utils import timezone
+
+from yieldstar_django import clock, get_execution, get_store_client, start_workflow
+from yieldstar_django.conf import yieldstar_settings
+from yieldstar_django.core.results import Wake
+from yieldstar_django.models import WakeIntent
+from yieldstar_django.testing import (
+    INLINE,
+    BrokerInTestsError,
+    YieldstarTestMixin,
+    advance_time,
+    run_until_idle,
+)
+from yieldstar_django.testing.guard import in_test_environment, refuse_in_tests
+from yieldstar_django.testing.pytest_plugin import YieldstarHelper, pytest_report_header
+from yieldstar_django.wakes import celery_backend, relay_once
+
+from . import workflows
+from .example.workflows import remind_tomorrow
+from .workflows import consumer, flaky_hour, producer, restless
+
+
+@pytest.fixture(autouse=True)
+def _attempts() -> None:
+    workflows.ATTEMPTS.clear()
+
+
+@pytest.fixture
+def project_app(monkeypatch: pytest.MonkeyPatch) -> Iterator[Celery]:
+    """A project's Celery app as the current app (its broker URL carries a password)."""
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://user:s3cret@127.0.0.1:1/0")
+    app = Celery("ys-guard", set_as_current=False)
+    previous = _state.get_current_app()
+    _state._set_current_app(app)
+    try:
+        yield app
+    finally:
+        _state._set_current_app(previous)
+
+
+# -- the clock ------------------------------------------------------------------------
+
+
+def test_advance_time_moves_the_timer_clock_only_forward() -> None:
+    try:
+        before = clock.now()
+        advance_time(86_400)
+        assert clock.offset() == timedelta(days=1)
+        assert clock.now() - before >= timedelta(days=1)
+        assert clock.now() - timezone.now() >= timedelta(days=1) - timedelta(seconds=1)
+        for bad in (-1, math.nan, math.inf):
+            with pytest.raises(ValueError):
+                advance_time(bad)
+        for wrong in ("1", True, None):
+            with pytest.raises(TypeError):
+                advance_time(wrong)  # type: ignore[arg-type]
+        assert clock.offset() == timedelta(days=1)
+        advance_time(timedelta(hours=1))
+        assert clock.offset() == timedelta(days=1, hours=1)
+    finally:
+        clock.reset()
+    assert clock.offset() == timedelta(0)
+
+
+# -- run_until_idle -------------------------------------------------------------------
+
+
+def test_retry_delays_read_the_clock(db: None, yieldstar: YieldstarHelper) -> None:
+    execution_id = start_workflow(flaky_hour)
+    assert get_execution(execution_id).status == "pending"  # nothing ran by itself
+    assert yieldstar.run_until_idle() == 1
+    assert workflows.ATTEMPTS == [1]
+    assert get_execution(execution_id).status == "retrying"
+
+    yieldstar.advance_time(3599)
+    assert yieldstar.run_until_idle() == 0
+    yieldstar.advance_time(1)
+    assert yieldstar.run_until_idle() == 1
+    assert workflows.ATTEMPTS == [1, 2]
+    yieldstar.advance_time(3600)
+    assert yieldstar.run_until_idle() == 1
+    execution = get_execution(execution_id)
+    assert (execution.status, execution.result) == ("completed", "done")
+
+
+def test_run_until_idle_runs_what_runs_wake(db: None, yieldstar: YieldstarHelper) -> None:
+    """A run's store update wakes another execution; both finish in one call."""
+    waiting = start_workflow(consumer, "box-1")
+    putting = start_workflow(producer, "box-1")
+    assert yieldstar.run_until_idle() == 3  # consumer waits, producer puts, consumer takes
+    assert get_execution(putting).result == "put"
+    assert get_execution(waiting).result == "item"
+    assert yieldstar.run_until_idle() == 0
+
+
+def test_run_until_idle_gives_up_after_its_timeout(db: None, yieldstar: YieldstarHelper) -> None:
+    execution_id = start_workflow(restless)
+    with pytest.raises(TimeoutError, match=execution_id):
+        yieldstar.run_until_idle(timeout=0.2)
+
+
+def test_run_until_idle_needs_no_inline_backend(db: None) -> None:
+    """Whatever WAKE_BACKEND is, it runs executions in this process."""
+    execution_id = start_workflow(producer, "box-2")
+    assert run_until_idle() == 1
+    assert get_execution(execution_id).status == "completed"
+    assert not WakeIntent.objects.filter(execution_id=execution_id, delivered_at=None).exists()
+
+
+def test_inline_runs_a_woken_execution_after_its_own_run(
+    transactional_db: None, yieldstar: YieldstarHelper
+) -> None:
+    """In autocommit, each commit runs what it woke: no run_until_idle needed."""
+    waiting = start_workflow(consumer, "box-3")
+    assert get_execution(waiting).status == "waiting"
+    start_workflow(producer, "box-3")
+    assert get_execution(waiting).result == "item"
+    assert not WakeIntent.objects.filter(delivered_at=None, available_at__lte=clock.now()).exists()
+
+
+# -- the fixture, the mixin, the plugin ------------------------------------------------
+
+
+def test_the_plugin_is_registered_through_its_entry_point(request: pytest.FixtureRequest) -> None:
+    points = importlib.metadata.entry_points(group="pytest11")
+    assert any(p.value == "yieldstar_django.testing.pytest_plugin" for p in points)
+    assert request.config.pluginmanager.get_plugin("yieldstar_django") is not None
+
+
+def test_the_fixture_sets_the_inline_backend(yieldstar: YieldstarHelper) -> None:
+    assert yieldstar_settings.WAKE_BACKEND == INLINE
+    assert settings.YIELDSTAR["WAKE_BACKEND"] == INLINE
+
+
+class MixinCleanupTests(YieldstarTestMixin, TestCase):
+    def test_settings_and_clock_are_restored(self) -> None:
+        self.assertEqual(yieldstar_settings.WAKE_BACKEND, INLINE)
+        self.advance_time(60)
+        self.doCleanups()
+        self.assertEqual(clock.offset(), timedelta(0))
+        self.assertNotEqual(yieldstar_settings.WAKE_BACKEND, INLINE)
+
+
+# -- the guard ------------------------------------------------------------------------
+
+
+def test_the_celery_backend_refuses_to_publish_during_tests(project_app: Celery) -> None:
+    assert in_test_environment()
+    with pytest.raises(BrokerInTestsError) as caught:
+        refuse_in_tests(project_app)
+    assert "redis://user:**@127.0.0.1:1/0" in str(caught.value)
+    assert "s3cret" not in str(caught.value)
+    with pytest.raises(BrokerInTestsError, match="PUBLISH_IN_TESTS"):
+        celery_backend([Wake("never-published", "wf")])
+    with override_settings(YIELDSTAR={"PUBLISH_IN_TESTS": True}):
+        refuse_in_tests(project_app)  # allowed: returns
+
+
+def test_a_refused_wake_stays_undelivered(transactional_db: None, project_app: Celery) -> None:
+    """With the default backend, a start's wake is refused and left for the relay."""
+    assert yieldstar_settings.WAKE_BACKEND == "yieldstar_django.wakes.celery_backend"
+    execution_id = start_workflow(producer, "box-4")
+    intent = WakeIntent.objects.get(execution_id=execution_id)
+    assert intent.delivered_at is None
+    assert "BrokerInTestsError" in intent.last_error
+    assert get_execution(execution_id).status == "pending"
+
+
+def test_the_report_header_names_the_trap() -> None:
+    header = pytest_report_header(None)  # type: ignore[arg-type]
+    assert header is not None and "BrokerInTestsError" in header
+    with override_settings(YIELDSTAR={"WAKE_BACKEND": INLINE}):
+        assert pytest_report_header(None) is None  # type: ignore[arg-type]
+
+
+def test_store_updates_in_a_test_transaction_wake_through_run_until_idle(db: None) -> None:
+    """``TestCase`` mode: the update's wake is held by an on_commit hook that never fires."""
+    waiting = start_workflow(consumer, "box-5")
+    run_until_idle()
+    get_store_client().update_store(
+        workflows.relay_box, "box-5", updater=lambda d: d["items"].append("x")
+    )
+    assert get_execution(waiting).status == "waiting"
+    assert run_until_idle() == 1
+    assert get_execution(waiting).result == "x"
+
+
+def test_the_relay_reads_the_same_clock(db: None, yieldstar: YieldstarHelper) -> None:
+    """A production relay round delivers a timer made due by advance_time."""
+    execution_id = start_workflow(remind_tomorrow, "order-9")
+    yieldstar.run_until_idle()
+    assert relay_once() == 0
+    yieldstar.advance_time(86_400)
+    assert relay_once() == 1  # the inline backend runs it
+    assert get_execution(execution_id).status == "completed"

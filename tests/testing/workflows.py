@@ -1,0 +1,56 @@
+"""Workflows of the ``yieldstar_django.testing`` tests (beyond the docs' example app)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yieldstar_django import define_store, workflow
+from yieldstar_django.runtime import RetryableError
+
+#: Attempts made by ``flaky_hour`` (a step.run side effect the test reads).
+ATTEMPTS: list[int] = []
+
+relay_box = define_store("ys-testing-box", None, initial=lambda id: {"items": []})
+
+
+def _fail_twice() -> str:
+    ATTEMPTS.append(len(ATTEMPTS) + 1)
+    if len(ATTEMPTS) < 3:
+        raise RetryableError("not yet", max_attempts=3, retry_interval=3600)
+    return "done"
+
+
+@workflow("ys-testing-flaky-hour")
+def flaky_hour(step: Any) -> Any:
+    """A step that fails twice, retried an hour later each time."""
+    return (yield from step.run(_fail_twice))
+
+
+def _never() -> None:
+    raise RetryableError("again", max_attempts=10**9, retry_interval=0)
+
+
+@workflow("ys-testing-restless")
+def restless(step: Any) -> Any:
+    """Due again at once after every run, for as long as anyone runs it."""
+    yield from step.run(_never)
+
+
+@workflow("ys-testing-producer")
+def producer(step: Any, box: str) -> Any:
+    """Puts an item in a box (waking whoever waits on it)."""
+    yield from step.update(relay_box, box, lambda draft: draft["items"].append("item"))
+    return "put"
+
+
+@workflow("ys-testing-consumer")
+def consumer(step: Any, box: str) -> Any:
+    """Takes an item from a box."""
+    return (
+        yield from step.take(
+            relay_box,
+            box,
+            selector=lambda state: state["items"][0] if state["items"] else None,
+            claim=lambda draft, item: draft["items"].pop(0),
+        )
+    )

@@ -1,0 +1,48 @@
+"""The clock that durable timers read.
+
+Every "when is it due" of the runtime and the relay (``step.sleep``, ``RetryableError``
+delays, the wake outbox's ``available_at``) reads :func:`now`, so tests can move time with
+``yieldstar_django.testing.advance_time`` and a one-day sleep takes milliseconds. Outside
+tests the offset is zero and :func:`now` is ``django.utils.timezone.now()``. Execution
+leases keep wall-clock time: they guard against dead workers, which no test clock can fake.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+__all__ = ["advance", "now", "offset", "reset"]
+
+_offset = timedelta(0)
+
+
+def now() -> datetime:
+    """The current time of durable timers: wall-clock time plus the test offset (aware)."""
+    return timezone.now() + _offset
+
+
+def offset() -> timedelta:
+    """How far :func:`advance` has moved the clock ahead of wall-clock time."""
+    return _offset
+
+
+def advance(seconds: float | timedelta) -> None:
+    """Move the clock ahead by ``seconds`` (a finite number >= 0, or a ``timedelta``), for
+    this process."""
+    global _offset
+    if isinstance(seconds, timedelta):
+        seconds = seconds.total_seconds()
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise TypeError(f"advance() needs a number of seconds, not {seconds!r}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"time only moves forward: advance() needs seconds >= 0, not {seconds}")
+    _offset += timedelta(seconds=seconds)
+
+
+def reset() -> None:
+    """Put the clock back on wall-clock time."""
+    global _offset
+    _offset = timedelta(0)

@@ -1,0 +1,54 @@
+"""Testing workflows: run executions in the test process, and move time.
+
+- :func:`inline`: a ``WAKE_BACKEND`` that runs a woken execution in this process once the
+  waking transaction commits, with no broker;
+- :func:`run_until_idle`: runs every execution that is due (wakes and timers) until none
+  is, and returns how many runs it made;
+- :func:`advance_time`: moves the clock that durable timers, ``step.sleep`` and
+  ``RetryableError`` delays read;
+- :class:`YieldstarTestMixin` for Django test cases, and the pytest fixture ``yieldstar``
+  (:mod:`yieldstar_django.testing.pytest_plugin`, registered as a pytest plugin).
+
+Nothing is mocked: executions run with ``run_execution`` against the test database, as a
+Celery worker would run them. Names are imported on first access (PEP 562), so loading
+the pytest plugin imports neither Django nor Celery.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .cases import INLINE, YieldstarTestMixin, inline_settings
+    from .guard import BrokerInTestsError
+    from .runner import advance_time, inline, run_until_idle
+
+_LAZY: dict[str, str] = {
+    "INLINE": "cases",
+    "YieldstarTestMixin": "cases",
+    "inline_settings": "cases",
+    "BrokerInTestsError": "guard",
+    "advance_time": "runner",
+    "inline": "runner",
+    "run_until_idle": "runner",
+}
+
+__all__ = [
+    "INLINE",
+    "BrokerInTestsError",
+    "YieldstarTestMixin",
+    "advance_time",
+    "inline",
+    "inline_settings",
+    "run_until_idle",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

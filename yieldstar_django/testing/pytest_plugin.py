@@ -1,0 +1,69 @@
+"""The yieldstar pytest plugin (registered through the ``pytest11`` entry point).
+
+Fixture ``yieldstar``: the inline wake backend for the test, the clock reset afterwards,
+and ``run_until_idle()`` / ``advance_time()`` as methods. Combine it with pytest-django's
+``db`` (one transaction, like ``TestCase``) or ``transactional_db``::
+
+    def test_ships(db, yieldstar):
+        execution_id = start_workflow(ship_next, "w1")
+        yieldstar.run_until_idle()
+
+Imports nothing of Django until a fixture runs, so it costs nothing in other projects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+__all__ = ["YieldstarHelper", "pytest_report_header", "yieldstar"]
+
+
+class YieldstarHelper:
+    """What the ``yieldstar`` fixture returns."""
+
+    def run_until_idle(self, timeout: float = 10.0) -> int:
+        """See :func:`yieldstar_django.testing.run_until_idle`."""
+        from .runner import run_until_idle
+
+        return run_until_idle(timeout)
+
+    def advance_time(self, seconds: float | timedelta) -> None:
+        """See :func:`yieldstar_django.testing.advance_time`."""
+        from .runner import advance_time
+
+        advance_time(seconds)
+
+
+@pytest.fixture
+def yieldstar() -> Iterator[YieldstarHelper]:
+    """The inline wake backend for this test; the clock reset afterwards."""
+    from .. import clock
+    from .cases import inline_settings
+
+    with inline_settings():
+        try:
+            yield YieldstarHelper()
+        finally:
+            clock.reset()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Say so when the configured wake backend would publish to a Celery broker."""
+    try:
+        from django.conf import settings
+
+        if not settings.configured:
+            return None
+        configured = getattr(settings, "YIELDSTAR", None) or {}
+        backend = configured.get("WAKE_BACKEND", "yieldstar_django.wakes.celery_backend")
+    except Exception:
+        return None
+    if backend != "yieldstar_django.wakes.celery_backend" or configured.get("PUBLISH_IN_TESTS"):
+        return None
+    return (
+        "yieldstar: WAKE_BACKEND is the Celery backend; outside the `yieldstar` fixture it "
+        "refuses to publish during tests (BrokerInTestsError) unless PUBLISH_IN_TESTS is set"
+    )

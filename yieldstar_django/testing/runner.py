@@ -1,0 +1,156 @@
+"""Running executions in the test process: the ``inline`` wake backend and
+``run_until_idle``.
+
+Both hand executions to one per-thread queue that runs them one after another with
+``run_execution`` (what the Celery task does), so a run that wakes another execution
+never runs it nested inside its own step: the woken one runs right after.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connections, router
+
+from .. import clock
+from ..core.results import Wake
+from ..wakes import OnCommitDelivery, PendingWake
+
+__all__ = ["advance_time", "inline", "run_until_idle"]
+
+#: What ``run_execution`` answers when it ran the execution (not ``gone``/``busy``).
+_RAN = frozenset({"finished", "suspended", "deferred", "lost"})
+
+
+class _Queue(threading.local):
+    def __init__(self) -> None:
+        self.ids: deque[str] = deque()
+        self.draining = False
+        self.runs = 0
+
+
+_queue = _Queue()
+
+
+def _drain() -> None:
+    """Run every queued execution (and what those runs wake) unless already draining."""
+    if _queue.draining:
+        return
+    from ..runtime import run_execution
+
+    _queue.draining = True
+    try:
+        while _queue.ids:
+            if str(run_execution(_queue.ids.popleft())) in _RAN:
+                _queue.runs += 1
+    finally:
+        _queue.draining = False
+        _queue.ids.clear()
+
+
+def _enqueue(execution_ids: Iterable[str]) -> None:
+    for execution_id in execution_ids:
+        if execution_id not in _queue.ids:
+            _queue.ids.append(execution_id)
+
+
+def inline(wakes: Sequence[Wake]) -> None:
+    """A ``WAKE_BACKEND`` for tests: run each woken execution in this process, now.
+
+    It is called once the waking transaction has committed (wake delivery is an
+    ``on_commit`` hook), so the run sees what woke it. No broker, no worker. An error of the
+    runtime propagates (the wake stays undelivered); an error of the workflow is recorded
+    on the execution, as in production.
+    """
+    _enqueue(wake.execution_id for wake in wakes)
+    _drain()
+
+
+def advance_time(seconds: float | timedelta) -> None:
+    """Move the clock of durable timers ahead by ``seconds`` (or a ``timedelta``): ``step.sleep``,
+    ``RetryableError`` delays and every scheduled wake read it.
+
+    Nothing runs here: call :func:`run_until_idle` to run what became due. The clock stays
+    moved until ``yieldstar_django.clock.reset()`` (the pytest fixtures and
+    ``YieldstarTestMixin`` reset it after each test).
+    """
+    clock.advance(seconds)
+
+
+def _alias() -> str:
+    from ..models.stores import WakeIntent
+
+    return router.db_for_write(WakeIntent)
+
+
+def _held_back(alias: str) -> list[PendingWake]:
+    """Take the wakes that ``on_commit`` hooks of the current, uncommitted transaction hold
+    (a ``TestCase``'s transaction never commits), as ``captureOnCommitCallbacks`` would."""
+    connection = connections[alias]
+    if not connection.in_atomic_block:
+        return []
+    held: list[PendingWake] = []
+    kept: list[Any] = []
+    for entry in connection.run_on_commit:
+        callback = entry[1]
+        if isinstance(callback, OnCommitDelivery) and callback.using == alias:
+            held.extend(callback.pending)
+        else:
+            kept.append(entry)
+    connection.run_on_commit[:] = kept
+    return held
+
+
+def _due(alias: str, now: datetime) -> list[PendingWake]:
+    from ..models.stores import WakeIntent
+
+    rows = WakeIntent.objects.using(alias).filter(delivered_at__isnull=True, available_at__lte=now)
+    return [
+        PendingWake(pk, Wake(execution_id, workflow_id))
+        for pk, execution_id, workflow_id in rows.order_by("available_at", "pk").values_list(
+            "pk", "execution_id", "workflow_id"
+        )
+    ]
+
+
+def _mark_delivered(alias: str, pending: Sequence[PendingWake]) -> None:
+    from ..models.stores import WakeIntent
+
+    WakeIntent.objects.using(alias).filter(
+        pk__in=[p.intent_id for p in pending], delivered_at__isnull=True
+    ).update(delivered_at=clock.now())
+
+
+def run_until_idle(timeout: float = 10.0) -> int:
+    """Run every execution that is due, in this process, until none is; return how many
+    runs it made.
+
+    Due are: wakes whose transaction committed and that no backend has delivered yet,
+    wakes held back by ``on_commit`` hooks of the current test transaction (in a
+    ``TestCase``, which never commits), and durable timers (sleeps, retries) whose time
+    has come by the clock that :func:`advance_time` moves. Runs those executions, then
+    what those runs woke or made due, and so on. Works whatever ``WAKE_BACKEND`` is.
+
+    Raises ``TimeoutError`` if executions are still due after ``timeout`` seconds of wall
+    time (a workflow that keeps waking itself, say).
+    """
+    alias = _alias()
+    deadline = time.monotonic() + timeout
+    runs_before = _queue.runs
+    while True:
+        pending = _held_back(alias) + _due(alias, clock.now())
+        if not pending:
+            return _queue.runs - runs_before
+        if time.monotonic() > deadline:
+            ids = sorted({p.wake.execution_id for p in pending})
+            raise TimeoutError(
+                f"run_until_idle: executions still due after {timeout}s: {', '.join(ids[:10])}"
+            )
+        _enqueue(p.wake.execution_id for p in pending)
+        _drain()
+        _mark_delivered(alias, pending)
