@@ -248,13 +248,11 @@ class Engine:
         row = self.heap.get(key)
         if row is not None:
             if row.kind != call.kind or row.fingerprint != call.fingerprint:
-                raise NonDeterminismError(
+                raise NonDeterminismError.at(
                     self.execution.id,
                     key,
-                    recorded_kind=row.kind,
-                    recorded=_describe(row.kind, row.fingerprint),
-                    replayed_kind=call.kind,
-                    replayed=_describe(call.kind, call.fingerprint),
+                    recorded=(row.kind, row.fingerprint),
+                    replayed=(call.kind, call.fingerprint),
                 )
             if row.status == StepStatus.COMPLETED:
                 if call.kind == StepKind.TAKE_LEASE:
@@ -675,10 +673,6 @@ def _concrete(name: str) -> Field[Any, Any]:
 def _column(field: Field[Any, Any]) -> str:
     assert field.column is not None
     return field.column
-
-
-def _describe(kind: str, fingerprint: str) -> str:
-    return f"{kind}({fingerprint})" if fingerprint else kind
 
 
 def _recorded(mutation: StoreMutation) -> RecordedResult:

@@ -125,6 +125,26 @@ class NonDeterminismError(YieldstarError):
             "key=, or start a new execution."
         )
 
+    @classmethod
+    def at(
+        cls,
+        execution_id: str,
+        step_key: str,
+        *,
+        recorded: tuple[str, str],
+        replayed: tuple[str, str],
+    ) -> NonDeterminismError:
+        """The error for a step recorded as ``(kind, fingerprint)`` and replayed as
+        another ``(kind, fingerprint)``."""
+        return cls(
+            execution_id,
+            step_key,
+            recorded=describe(*recorded),
+            replayed=describe(*replayed),
+            recorded_kind=recorded[0],
+            replayed_kind=replayed[0],
+        )
+
 
 def describe(kind: str, fingerprint: str) -> str:
     """``kind(fingerprint)``, or the kind alone: how messages name a step."""

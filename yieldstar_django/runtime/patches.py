@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 from ..core.durable import decode_durable
 from ..models.runtime import StepKind, StepStatus
-from .errors import NonDeterminismError, StepKeyError, describe
+from .errors import NonDeterminismError, StepKeyError
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -48,13 +48,11 @@ def decide(engine: Engine, call: StepCall) -> bool:
     row = engine.heap.get(key)
     if row is not None:
         if row.kind != StepKind.PATCH:
-            raise NonDeterminismError(
+            raise NonDeterminismError.at(
                 engine.execution.id,
                 key,
-                recorded_kind=row.kind,
-                recorded=describe(row.kind, row.fingerprint),
-                replayed_kind=call.kind,
-                replayed=describe(call.kind, call.fingerprint),
+                recorded=(row.kind, row.fingerprint),
+                replayed=(call.kind, call.fingerprint),
             )
         return bool(decode_durable(row.value_json))
     ahead = [k for k, r in engine.heap.items() if k not in engine.used and r.kind != StepKind.PATCH]
