@@ -159,6 +159,26 @@ def test_bad_bodies(
     assert api.get(URL).json() == before
 
 
+@pytest.mark.parametrize(
+    ("request_line", "body"),
+    [case[1:3] for case in BAD_BODIES],
+    ids=[case[0] for case in BAD_BODIES],
+)
+def test_bad_bodies_create_no_store(
+    api: Client, counter: StoreDefinition, request_line: str, body: str | bytes
+) -> None:
+    """A refused write to a store that does not exist yet leaves it missing (the write
+    is checked on the initial state before anything is inserted)."""
+    from yieldstar_django.models import StoreInstance
+
+    missing = "/yieldstar/stores/api-counter/never-written/"
+    method, content_type = request_line.split(" ", 1)
+    response = getattr(api, method.lower())(missing, body, content_type=content_type)
+    assert 400 <= response.status_code < 500, response.content
+    assert not StoreInstance.objects.filter(name="api-counter", store_id="never-written").exists()
+    assert api.get(missing).status_code == 404
+
+
 def test_schema_rejection_lists_issues_with_paths(api: Client, before: Any) -> None:
     response = api.put(URL, json.dumps({"count": -1, "items": "no"}), content_type=JSON)
     assert response.status_code == 400

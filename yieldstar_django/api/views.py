@@ -554,6 +554,10 @@ class StoreDetailView(YieldstarAPIView):
                 return self.replay(definition, id, recorded, claim.record.instance_id or None)
         client = store_client()
         try:
+            if condition is None and client.read_store(definition, id) is None:
+                # The write creates the store: check it first, so that a refused body
+                # (schema, durability, patch) leaves no store behind.
+                client.preview_update(definition, id, updater)
             attempts = 0
             while True:
                 attempts += 1
