@@ -37,8 +37,10 @@ def current_app() -> Celery:
 
 
 def is_default_app(app: Celery) -> bool:
-    """Whether ``app`` is the app Celery makes up when no app was created."""
-    return app is getattr(_state, "default_app", None)
+    """Whether ``app`` is the fallback app Celery makes up when no app was created: the
+    default app named ``"default"`` (an app made default with ``set_default()`` is the
+    project's own)."""
+    return app is getattr(_state, "default_app", None) and app.main == "default"
 
 
 def require_configured_app() -> Celery:

@@ -29,13 +29,17 @@ from .conftest import configure
 
 @contextmanager
 def current(app: Celery | None) -> Iterator[None]:
-    """Make ``app`` Celery's current app (``None``: no app created, the default one)."""
-    previous = _state.get_current_app()
+    """Make ``app`` Celery's current app (``None``: as if no app had been created, so
+    Celery makes up its fallback ``"default"`` app)."""
+    previous, previous_default = _state.get_current_app(), _state.default_app
+    if app is None:
+        _state.set_default_app(None)
     _state._set_current_app(app)
     try:
         yield
     finally:
         _state._set_current_app(previous)
+        _state.set_default_app(previous_default)
 
 
 def test_default_app_is_refused_and_a_created_one_accepted(
@@ -49,6 +53,19 @@ def test_default_app_is_refused_and_a_created_one_accepted(
         assert require_configured_app() is app
     assert masked_broker_url(app) == "redis://user:**@127.0.0.1:6379/9"
     assert "'proj'" in describe_app(app)
+
+
+def test_an_app_made_the_default_is_the_projects_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``app.set_default()`` (as the end-to-end suite's producer does) is not the trap."""
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
+    previous = _state.default_app
+    app = Celery("proj", broker="redis://127.0.0.1:6379/9", set_as_current=False)
+    app.set_default()
+    try:
+        with current(app):
+            assert require_configured_app() is app
+    finally:
+        _state.set_default_app(previous)
 
 
 @pytest.mark.django_db(transaction=True, databases=["default"])
