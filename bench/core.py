@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.core.drafts import WriteLog, build_draft
 from yieldstar_django.core.durable import decode_durable, encode_durable
 from yieldstar_django.core.memory import MemoryStoreClient
-from yieldstar_django.core.paths import WriteLog, build_draft, diff_paths
+from yieldstar_django.core.paths import diff_paths
 
 from .table import Row, best_of
 

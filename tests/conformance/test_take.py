@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from yieldstar_django.core.paths import SelectorMutationError
 from yieldstar_django.core.results import StoreTakeMatched, StoreTakeUnmatched
+from yieldstar_django.core.selectors import SelectorMutationError
 
 QUEUE = {"jobs": [{"id": 1, "taken": False}, {"id": 2, "taken": False}], "flag": 0, "label": ""}
 

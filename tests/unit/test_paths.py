@@ -10,20 +10,15 @@ from typing import Any
 import pytest
 
 from yieldstar_django.connector import path_match
+from yieldstar_django.core.drafts import TrackedDict, TrackedList, WriteLog, build_draft
 from yieldstar_django.core.paths import (
-    SelectorMutationError,
-    TrackedDict,
-    TrackedList,
-    WriteLog,
-    build_draft,
     changes_root,
     collapse_paths,
     diff_paths,
     paths_intersect,
-    track_selector,
-    unwrap_selected,
     wakes_waiter,
 )
+from yieldstar_django.core.selectors import SelectorMutationError, track_selector, unwrap_selected
 
 
 def draft_of(state: Any) -> tuple[Any, WriteLog]:

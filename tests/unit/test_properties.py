@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from yieldstar_django.core.drafts import WriteLog, build_draft
 from yieldstar_django.core.durable import decode_durable, encode_durable, encode_placed
 from yieldstar_django.core.errors import WorkflowValueError
-from yieldstar_django.core.paths import WriteLog, build_draft, diff_paths, paths_intersect
+from yieldstar_django.core.paths import diff_paths, paths_intersect
 
 keys = st.text(alphabet="abcxyz", min_size=1, max_size=3)
 scalars = (

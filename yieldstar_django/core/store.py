@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .definition import StoreDefinition
+from .drafts import WriteLog, build_draft, detach
 from .durable import (
     DEFAULT_LIMITS,
     DurableLimits,
@@ -29,7 +30,7 @@ from .durable import (
     encode_placed,
 )
 from .errors import StoreContentionError, StoreValidationError
-from .paths import WriteLog, build_draft, detach, diff_paths, track_selector, unwrap_selected
+from .paths import diff_paths
 from .results import (
     DELETE_RECORD,
     RecordedResult,
@@ -50,6 +51,7 @@ from .results import (
     take_record,
     update_record,
 )
+from .selectors import track_selector, unwrap_selected
 from .types import StorePath, StoreVersion
 
 Updater = Callable[[Any], Any]

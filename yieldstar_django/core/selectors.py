@@ -1,0 +1,267 @@
+"""Selectors: read-only views of a state that record the paths a selector read.
+
+``track_selector`` runs a selector over ``DictView``/``ListView`` wrappers; every read
+(indexing, ``get``, iteration, ``len``, comparisons) records its path, and any attempt to
+change the state raises ``SelectorMutationError``. The recorded paths are what a waiter
+registers: a later change that touches one of them wakes it (:mod:`.paths`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
+
+from .paths import collapse_paths
+from .types import StorePath
+
+__all__ = [
+    "DictView",
+    "ListView",
+    "ReadView",
+    "SelectorMutationError",
+    "track_selector",
+    "unwrap_selected",
+    "unwrap_view",
+]
+
+T = TypeVar("T")
+
+
+class SelectorMutationError(TypeError):
+    """A selector tried to change the state it was only allowed to read."""
+
+
+def _refuse(*_args: Any, **_kwargs: Any) -> NoReturn:
+    raise SelectorMutationError("Store selectors must not mutate state")
+
+
+class _ReadLog:
+    """Reads of one selector run.
+
+    ``paths`` holds what the selector observed as a value: leaf values, missing keys and
+    structural reads of containers. ``accessed`` holds containers it merely stepped into;
+    such an access observes only that a container is there, which only a write at that path
+    or above can change, so it is kept only when nothing below it was read (a write above
+    intersects the deeper read anyway).
+    """
+
+    __slots__ = ("accessed", "paths", "views")
+
+    def __init__(self) -> None:
+        self.paths: list[StorePath] = []
+        self.accessed: list[StorePath] = []
+        self.views: dict[int, ReadView] = {}
+
+    def child(self, value: Any, path: StorePath) -> Any:
+        """Record reading ``value`` at ``path`` and return what the selector sees."""
+        if isinstance(value, (dict, list)):
+            self.accessed.append(path)
+            return self.wrap(value, path)
+        self.paths.append(path)
+        return value
+
+    def wrap(self, value: Any, path: StorePath) -> Any:
+        if isinstance(value, dict):
+            view_type: type[ReadView] = DictView
+        elif isinstance(value, list):
+            view_type = ListView
+        else:
+            return value
+        cached = self.views.get(id(value))
+        if cached is not None and cached._ys_target is value:
+            return cached
+        view = view_type(value, path, self)
+        self.views[id(value)] = view
+        return view
+
+    def read_paths(self) -> list[StorePath]:
+        observed = set(self.paths) | set(self.accessed)
+        extended: set[StorePath] = set()
+        for path in observed:
+            for n in range(len(path)):
+                extended.add(path[:n])
+        kept = [path for path in set(self.accessed) if path not in extended]
+        return collapse_paths([*self.paths, *kept])
+
+
+class ReadView:
+    """Base of the read-only, read-recording views a selector sees."""
+
+    __slots__ = ("_ys_log", "_ys_path", "_ys_target")
+    _ys_target: Any
+
+    def __init__(self, target: Any, path: StorePath, log: _ReadLog) -> None:
+        self._ys_target = target
+        self._ys_path = path
+        self._ys_log = log
+
+    def _read_self(self) -> None:
+        self._ys_log.paths.append(self._ys_path)
+
+    def __setitem__(self, key: Any, value: Any) -> NoReturn:
+        _refuse()
+
+    def __delitem__(self, key: Any) -> NoReturn:
+        _refuse()
+
+    __setattr_allowed__ = frozenset({"_ys_target", "_ys_path", "_ys_log"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in self.__setattr_allowed__:
+            _refuse()
+        object.__setattr__(self, name, value)
+
+    def __eq__(self, other: object) -> bool:
+        self._read_self()
+        return bool(self._ys_target == unwrap_view(other))
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        self._read_self()
+        return f"{type(self).__name__}({self._ys_target!r})"
+
+
+class DictView(ReadView, Mapping[str, Any]):
+    """Read-only view of a ``dict`` that records each path read."""
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        path = (*self._ys_path, key)
+        if not dict.__contains__(self._ys_target, key):
+            self._ys_log.paths.append(path)
+            raise KeyError(key)
+        return self._ys_log.child(self._ys_target[key], path)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        path = (*self._ys_path, key)
+        if dict.__contains__(self._ys_target, key):
+            return self._ys_log.child(self._ys_target[key], path)
+        self._ys_log.paths.append(path)
+        return default
+
+    def __len__(self) -> int:
+        self._read_self()
+        return len(self._ys_target)
+
+    def __iter__(self) -> Iterator[str]:
+        self._read_self()
+        return iter(list(self._ys_target))
+
+    def __contains__(self, key: object) -> bool:
+        self._read_self()
+        return key in self._ys_target
+
+    def keys(self) -> Any:
+        self._read_self()
+        return list(self._ys_target)
+
+    def values(self) -> Any:
+        self._read_self()
+        wrap, base = self._ys_log.wrap, self._ys_path
+        return [wrap(v, (*base, k)) for k, v in self._ys_target.items()]
+
+    def items(self) -> Any:
+        self._read_self()
+        wrap, base = self._ys_log.wrap, self._ys_path
+        return [(k, wrap(v, (*base, k))) for k, v in self._ys_target.items()]
+
+    pop = popitem = setdefault = update = clear = _refuse
+
+
+class ListView(ReadView, Sequence[Any]):
+    """Read-only view of a ``list`` that records each path read."""
+
+    __slots__ = ()
+
+    def __getitem__(self, index: Any) -> Any:
+        target = self._ys_target
+        if isinstance(index, slice):
+            self._read_self()
+            positions = range(len(target))[index]
+            return [self._ys_log.wrap(target[i], (*self._ys_path, i)) for i in positions]
+        position = index.__index__()
+        size = len(target)
+        if position < 0:
+            self._read_self()  # the answer depends on the length
+            position += size
+        if not 0 <= position < size:
+            self._read_self()
+            raise IndexError("list index out of range")
+        return self._ys_log.child(target[position], (*self._ys_path, position))
+
+    def __len__(self) -> int:
+        self._read_self()
+        return len(self._ys_target)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._read_self()
+        wrap, base = self._ys_log.wrap, self._ys_path
+        return iter([wrap(v, (*base, i)) for i, v in enumerate(self._ys_target)])
+
+    def __reversed__(self) -> Iterator[Any]:
+        items: list[Any] = list(self.__iter__())
+        return iter(items[::-1])
+
+    def __contains__(self, value: object) -> bool:
+        self._read_self()
+        return unwrap_view(value) in self._ys_target
+
+    def index(self, value: Any, *args: Any) -> int:
+        self._read_self()
+        return int(self._ys_target.index(unwrap_view(value), *args))
+
+    def count(self, value: Any) -> int:
+        self._read_self()
+        return int(self._ys_target.count(unwrap_view(value)))
+
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+
+def unwrap_view(value: Any) -> Any:
+    """The object a read view stands for; other values unchanged."""
+    if isinstance(value, ReadView):
+        return value._ys_target
+    return value
+
+
+def unwrap_selected(value: Any, *, max_depth: int = 256) -> Any:
+    """Replace read views in a selector's result by the draft nodes they view.
+
+    A view returned directly unwraps to the draft node itself, so a claim that mutates it
+    mutates the draft (and is recorded). Views inside a container the selector built are
+    replaced in a shallow-rebuilt copy of that container.
+    """
+    if isinstance(value, ReadView):
+        return value._ys_target
+    if not isinstance(value, (list, tuple, dict)):
+        return value
+
+    def rebuild(current: Any, depth: int, active: frozenset[int]) -> Any:
+        if isinstance(current, ReadView):
+            return current._ys_target
+        if depth > max_depth or id(current) in active:
+            return current  # left for the durability check to reject
+        inner = active | {id(current)}
+        if isinstance(current, dict):
+            return {k: rebuild(v, depth + 1, inner) for k, v in current.items()}
+        if isinstance(current, list):
+            return [rebuild(v, depth + 1, inner) for v in current]
+        if isinstance(current, tuple):
+            return tuple(rebuild(v, depth + 1, inner) for v in current)
+        return current
+
+    return rebuild(value, 0, frozenset())
+
+
+def track_selector(state: Any, selector: Callable[[Any], T]) -> tuple[T, list[StorePath]]:
+    """Run ``selector`` over a read-recording view of ``state``; return its result and reads."""
+    log = _ReadLog()
+    if not isinstance(state, (dict, list)):
+        log.paths.append(())  # a scalar state is read whole
+    result = selector(log.wrap(state, ()))
+    return result, log.read_paths()
