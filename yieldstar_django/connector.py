@@ -73,7 +73,8 @@ from .core.store import (
     conflict,
 )
 from .core.types import StorePath
-from .wakes import PendingWake, _in_clause, deliver_on_commit, write_intents
+from .wakes.delivery import deliver_on_commit
+from .wakes.outbox import PendingWake, in_clause, write_intents
 
 __all__ = [
     "CommitHook",
@@ -921,7 +922,7 @@ def matching_waiters_sql(store_pk: int, match: PathMatch) -> tuple[str, list[Any
         if keys:
             parts.append(
                 f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND kind = {kind} "
-                f"AND path IN ({_in_clause(len(keys))})"
+                f"AND path IN ({in_clause(len(keys))})"
             )
             params += [store_pk, *keys]
     sql = (

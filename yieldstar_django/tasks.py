@@ -1,12 +1,13 @@
 """Celery tasks of yieldstar_django.
 
 ``yieldstar_django.resume_execution(execution_id)`` is what every wake enqueues (the default
-``WAKE_BACKEND``); ``yieldstar_django.relay_wakes`` (from :mod:`yieldstar_django.wakes`) is
-the relay as a Celery beat task; ``yieldstar_django.prune_executions`` is the retention beat
-task. It is idempotent and safe to deliver twice or late: the execution's
-lease serializes runs, and a wake that arrives during a run makes that run go again. Each
-call closes stale database connections before and after it runs, as Django does around a
-request (Celery workers get no request signals).
+``WAKE_BACKEND``); ``yieldstar_django.relay_wakes`` is the relay
+(:mod:`yieldstar_django.wakes.relay`) as a Celery beat task;
+``yieldstar_django.prune_executions`` is the retention beat task. Resuming is idempotent
+and safe to deliver twice or late: the execution's lease serializes runs, and a wake that
+arrives during a run makes that run go again. Each call closes stale database connections
+before and after it runs, as Django does around a request (Celery workers get no request
+signals).
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from typing import Any
 from celery import shared_task
 from django.db import InterfaceError, OperationalError, close_old_connections
 
-from .wakes import relay_wakes
+from .conf import yieldstar_settings
+from .retention import prune_finished
+from .runtime.executions import run_execution
+from .wakes.relay import expire_claim_leases, relay_once
 
 logger = logging.getLogger("yieldstar_django.tasks")
 
@@ -40,8 +44,6 @@ def resume_execution(self: Any, execution_id: str) -> str:
     A database error (the database restarting, say) retries the task with a short
     backoff; beyond that the execution's durable timers resume it.
     """
-    from .runtime.executions import run_execution
-
     close_old_connections()
     try:
         return str(run_execution(execution_id))
@@ -60,14 +62,26 @@ def prune_executions(batch_size: int = 500) -> int:
     """The retention beat task: delete executions finished more than ``RETENTION_SECONDS``
     ago, with their heaps, wake intents and ledger rows, and delivered intents as old, in
     batches of ``batch_size``. Returns the executions deleted (0 when the setting is None)."""
-    from .conf import yieldstar_settings
-    from .retention import prune_finished
-
     age = yieldstar_settings.RETENTION_SECONDS
     if age is None:
         return 0
     close_old_connections()
     try:
         return prune_finished(older_than=age, batch_size=batch_size).executions
+    finally:
+        close_old_connections()
+
+
+@shared_task(name="yieldstar_django.relay_wakes", ignore_result=True)
+def relay_wakes(using: str = "default") -> int:
+    """Celery beat task: one relay round (schedule it every ``RELAY_INTERVAL`` or so).
+
+    Closes stale database connections before and after, as Django does around a request.
+    """
+    close_old_connections()
+    try:
+        delivered = relay_once(using=using)
+        expire_claim_leases(using)
+        return delivered
     finally:
         close_old_connections()

@@ -13,7 +13,6 @@ import pytest
 from celery import Celery, _state
 from django.utils import timezone
 
-from yieldstar_django import relay_log
 from yieldstar_django.celery_app import (
     UnconfiguredCeleryApp,
     check_celery_app,
@@ -22,7 +21,7 @@ from yieldstar_django.celery_app import (
     require_configured_app,
 )
 from yieldstar_django.models import WakeIntent
-from yieldstar_django.wakes import celery_backend, relay_once, run_relay, schedule_wake
+from yieldstar_django.wakes import celery_backend, relay_log, relay_once, run_relay, schedule_wake
 
 from .conftest import configure
 

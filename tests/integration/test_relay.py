@@ -20,18 +20,18 @@ from django.utils import timezone
 
 from yieldstar_django.core.results import Wake
 from yieldstar_django.models import WakeIntent
+from yieldstar_django.tasks import relay_wakes
 from yieldstar_django.wakes import (
     PendingWake,
-    _claim_due,
     acknowledge,
     celery_backend,
     deliver_wakes,
     relay_once,
-    relay_wakes,
     run_relay,
     schedule_wake,
     wake_now,
 )
+from yieldstar_django.wakes.outbox import claim_due
 
 from .conftest import POSTGRES, WakeCollector, configure
 
@@ -129,7 +129,7 @@ def test_concurrent_relays_skip_claimed_intents(alias: str, wakes: WakeCollector
             connections.close_all()
 
     with transaction.atomic(using=alias):
-        assert [p.wake.execution_id for p in _claim_due(alias, 10)] == ["claimed"]
+        assert [p.wake.execution_id for p in claim_due(alias, 10)] == ["claimed"]
         thread = threading.Thread(target=second_relay)
         thread.start()
         thread.join(timeout=60)

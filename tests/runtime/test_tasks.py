@@ -37,12 +37,10 @@ def test_task_resumes_and_is_idempotent(rt: Runtime) -> None:
 
 
 def test_database_error_retries_the_task(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
-    from yieldstar_django.runtime import executions
-
     def down(execution_id: str) -> None:
         raise OperationalError("the database restarts")
 
-    monkeypatch.setattr(executions, "run_execution", down)
+    monkeypatch.setattr(tasks, "run_execution", down)
     retried: list[int] = []
 
     def retry(**kwargs: Any) -> Exception:

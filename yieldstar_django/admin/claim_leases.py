@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
+from ..runtime.claim_leases import release_now
 from .base import ReadOnlyAdminMixin
 from .display import short_json
 
@@ -75,8 +76,6 @@ class ClaimLeaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[typ
     def release_now(
         self, request: HttpRequest, queryset: QuerySet[ClaimLeaseRecord]
     ) -> TemplateResponse | None:
-        from ..runtime.claim_leases import release_now
-
         held = queryset.filter(state=ClaimLeaseState.HELD)
         if request.POST.get("post") != "yes":
             context = {

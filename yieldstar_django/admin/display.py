@@ -9,6 +9,8 @@ from typing import Any, Final
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from ..core.errors import format_path
+
 #: Characters of pretty-printed JSON shown before "… (N more characters)".
 MAX_PRETTY_CHARS: Final = 200_000
 #: Lines of a diff shown before "… (N more lines)".
@@ -56,8 +58,6 @@ def short_json(value: Any, *, limit: int = MAX_SHORT_CHARS) -> str:
 
 def format_paths(paths: list[Any]) -> str:
     """Paths as ``$.a[0].b``, comma-separated; ``$`` is the whole state."""
-    from ..core.errors import format_path
-
     return ", ".join(format_path(tuple(path)) for path in paths) or "—"
 
 

@@ -11,6 +11,9 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStep
+from ..runtime.executions import cancel_execution
+from ..runtime.registry import registered_workflows
+from ..wakes import wake_now
 from .base import ObjectOncePerRequestMixin, ReadOnlyAdminMixin, SearchLookupMixin
 from .display import pretty_block, short_json
 from .pagination import paginate
@@ -36,8 +39,6 @@ class WorkflowNameFilter(admin.SimpleListFilter):
     parameter_name = "workflow"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        from ..runtime.registry import registered_workflows
-
         return [(w.name, w.name) for w in registered_workflows()]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -111,8 +112,6 @@ class ExecutionAdmin(
 
     @admin.action(description="Resume selected executions", permissions=["operate"])
     def resume_executions(self, request: HttpRequest, queryset: QuerySet[Execution]) -> None:
-        from ..wakes import wake_now
-
         count = 0
         for execution_id, workflow_name in (
             queryset.exclude(status__in=TERMINAL_STATUSES)
@@ -129,8 +128,6 @@ class ExecutionAdmin(
 
     @admin.action(description="Cancel selected executions", permissions=["operate"])
     def cancel_executions(self, request: HttpRequest, queryset: QuerySet[Execution]) -> None:
-        from ..runtime import cancel_execution
-
         ids = list(queryset.exclude(status__in=TERMINAL_STATUSES).values_list("id", flat=True))
         cancelled = sum(1 for execution_id in ids if cancel_execution(execution_id))
         self.message_user(

@@ -15,12 +15,15 @@ from typing import Any, Final
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.utils import quote
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Length
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
+from ..api.jsonvalue import copy_json
+from ..connector import get_store_client
 from ..core.definition import StoreDefinition, get_definition, registered_definitions
 from ..core.durable import decode_durable
 from ..core.errors import StoreValidationError, WorkflowValueError, YieldstarError, format_path
@@ -117,9 +120,6 @@ class StoreStateForm(forms.ModelForm):  # type: ignore[type-arg]
         cleaned = super().clean() or {}
         if self.errors or self.definition is None or self.request is None:
             return cleaned
-        from ..api.jsonvalue import copy_json
-        from ..connector import get_store_client
-
         instance = self.instance
         new_state = cleaned["state_json"]
         snapshot = StoreSnapshot(None, cleaned["expected_instance_id"], cleaned["expected_version"])
@@ -418,8 +418,6 @@ def _execution_url(execution_id: str | None) -> str | None:
     """The admin page of a workflow execution (not of an HTTP or admin principal)."""
     if not execution_id or execution_id.startswith(("http:", "admin:")):
         return None
-    from django.contrib.admin.utils import quote
-
     return reverse("admin:yieldstar_execution_change", args=[quote(execution_id)])
 
 

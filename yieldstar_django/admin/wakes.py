@@ -12,7 +12,9 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from ..core.results import Wake
 from ..models.stores import WakeIntent
+from ..wakes import PendingWake, deliver_wakes
 from .base import ReadOnlyAdminMixin, SearchLookupMixin
 from .display import ellipsize
 
@@ -97,9 +99,6 @@ class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin): 
 
     @admin.action(description="Deliver again", permissions=["deliver"])
     def deliver_again(self, request: HttpRequest, queryset: QuerySet[WakeIntent]) -> None:
-        from ..core.results import Wake
-        from ..wakes import PendingWake, deliver_wakes
-
         pending = [
             PendingWake(intent_id, Wake(execution_id, workflow_id))
             for intent_id, execution_id, workflow_id in queryset.values_list(

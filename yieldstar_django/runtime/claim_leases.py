@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import DatabaseError, router, transaction
 from django.utils import timezone
 
-from ..connector import CommitHook, DatabaseStoreClient
+from ..connector import CommitHook, DatabaseStoreClient, get_store_client
 from ..core.definition import get_definition
 from ..core.durable import decode_durable
 from ..core.results import StoreStepId
@@ -29,9 +29,10 @@ from ..core.store import StoreClient, StoreMutation
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..models.runtime import ExecutionStep, StepStatus
 from .leases import LeaseLost
+from .outcomes import StepError, StepResult, StepValue
 
 if TYPE_CHECKING:
-    from .engine import Engine, _Result
+    from .engine import Engine
     from .steps import StepCall
 
 __all__ = ["ClaimLease", "end_lease", "expire_due", "lease_id", "release_now"]
@@ -65,11 +66,9 @@ def _lease(engine: Engine, call: StepCall, key: str, value: Any) -> ClaimLease:
 
 def take(
     engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
-) -> _Result:
+) -> StepResult:
     """Engine step ``take_lease``: ``take``, with the lease row written in the transaction
     that commits the claim and its heap row."""
-    from .engine import _Value
-
     assert call.definition is not None
     definition = call.definition
 
@@ -87,8 +86,8 @@ def take(
         )
 
     result = engine._take(call, key, position, row, also=create_lease)
-    if isinstance(result, _Value):
-        return _Value(_lease(engine, call, key, result.value))
+    if isinstance(result, StepValue):
+        return StepValue(_lease(engine, call, key, result.value))
     return result
 
 
@@ -99,12 +98,10 @@ def replayed(engine: Engine, call: StepCall, key: str, row: ExecutionStep) -> Cl
 
 def end(
     engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
-) -> _Result:
+) -> StepResult:
     """Engine step ``end_lease`` (``step.release`` / ``step.complete``): ``True`` if this
     step ended a held lease, ``False`` if it had already ended (expired, say). The heap
     row commits with the lease's end (and the hand-back's store update)."""
-    from .engine import _Error, _Value
-
     action, claim = call.args
     state = ClaimLeaseState.RELEASED if action == "release" else ClaimLeaseState.COMPLETED
 
@@ -118,8 +115,8 @@ def end(
         raise
     except Exception as exc:
         engine._record_error(call, key, position, row, exc, 1)
-        return _Error(exc)
-    return _Value(ended)
+        return StepError(exc)
+    return StepValue(ended)
 
 
 class _AlreadyEnded(Exception):
@@ -205,8 +202,6 @@ def end_lease(
 def _client(client: StoreClient | None) -> StoreClient:
     if client is not None:
         return client
-    from ..connector import get_store_client
-
     return get_store_client()
 
 

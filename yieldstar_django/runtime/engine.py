@@ -25,7 +25,6 @@ import inspect
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
 
@@ -34,18 +33,15 @@ from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Field
 
 from .. import clock
-from ..conf import yieldstar_settings
 from ..connector import CommitHook, DatabaseStoreClient
-from ..core.durable import DurableLimits, decode_durable, encode_durable
+from ..core.durable import decode_durable, encode_durable
 from ..core.errors import StoreContentionError, WorkflowValueError
 from ..core.results import (
-    RecordedResult,
     StoreSnapshot,
     StoreStepId,
     StoreTakeMatched,
     StoreUpdateResult,
     StoreWaiter,
-    result_from_record,
 )
 from ..core.store import StoreClient, StoreMutation
 from ..models.runtime import (
@@ -61,9 +57,20 @@ from .errors import (
     RetryableError,
     StepKeyError,
     error_from_record,
-    error_to_record,
 )
 from .leases import Lease, LeaseLost, set_clause
+from .outcomes import (
+    RunOutcome,
+    StepError,
+    StepResult,
+    StepValue,
+    Suspend,
+    completed,
+    durable_limits,
+    encode_error,
+    failed,
+    recorded_result,
+)
 from .registry import Workflow
 from .steps import Step, StepCall
 
@@ -76,73 +83,6 @@ CONTENTION_RETRY_SECONDS: Final = 1.0
 #: Errors of the worker, not of the step (a Celery time limit): never recorded, they end
 #: the run and the execution resumes later.
 _NOT_RECORDED: tuple[type[BaseException], ...] = (SoftTimeLimitExceeded, Terminated)
-#: Longest error message kept in a recorded error.
-MAX_MESSAGE_CHARS: Final = 16_000
-
-
-def durable_limits() -> DurableLimits:
-    """The durable-value limits from settings (``MAX_STATE_BYTES``, ``MAX_DEPTH``)."""
-    return DurableLimits(
-        max_bytes=int(yieldstar_settings.MAX_STATE_BYTES),
-        max_depth=int(yieldstar_settings.MAX_DEPTH),
-    )
-
-
-def encode_error(exc: BaseException) -> str:
-    """The canonical text of ``error_to_record(exc)``, trimmed to fit the limits."""
-    record = error_to_record(exc)
-    if len(record["message"]) > MAX_MESSAGE_CHARS:
-        record["message"] = record["message"][:MAX_MESSAGE_CHARS] + "..."
-    try:
-        return encode_durable(record, limits=durable_limits())
-    except WorkflowValueError:
-        record["args"], record["attrs"] = [], {}
-        record["message"] = record["message"][:1000]
-        return encode_durable(record)
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """How a run ended: ``completed`` / ``failed`` (terminal, with the encoded result or
-    error), or ``suspended`` with the status to show, the step it waits on and when a
-    timer is due."""
-
-    kind: str
-    status: str
-    result_json: str = ""
-    error_json: str = ""
-    waiting_on: str = ""
-    wake_at: datetime | None = None
-
-    @property
-    def terminal(self) -> bool:
-        return self.kind != "suspended"
-
-
-def _completed(result_json: str) -> RunOutcome:
-    return RunOutcome("completed", ExecutionStatus.COMPLETED, result_json=result_json)
-
-
-def _failed(exc: BaseException) -> RunOutcome:
-    return RunOutcome("failed", ExecutionStatus.FAILED, error_json=encode_error(exc))
-
-
-class _Suspend(Exception):
-    def __init__(self, status: str, step_key: str, wake_at: datetime | None = None) -> None:
-        self.outcome = RunOutcome("suspended", status, waiting_on=step_key, wake_at=wake_at)
-
-
-@dataclass
-class _Value:
-    value: Any
-
-
-@dataclass
-class _Error:
-    error: BaseException
-
-
-_Result = _Value | _Error
 
 
 class Engine:
@@ -182,9 +122,9 @@ class Engine:
             inputs = decode_durable(self.execution.input_json)
             gen = self.workflow.fn(step, *inputs["args"], **inputs["kwargs"])
         except Exception as exc:
-            return _failed(exc)
+            return failed(exc)
         if not inspect.isgenerator(gen):
-            return _failed(TypeError(f"workflow {self.workflow.name!r} did not return a generator"))
+            return failed(TypeError(f"workflow {self.workflow.name!r} did not return a generator"))
         send: Any = None
         throw: BaseException | None = None
         while True:
@@ -194,11 +134,11 @@ class Engine:
             except StopIteration as stop:
                 return self._complete(stop.value)
             except Exception as exc:
-                return _failed(exc)
+                return failed(exc)
             send, throw = None, None
             if not isinstance(call, StepCall):
                 _close(gen)
-                return _failed(
+                return failed(
                     TypeError(
                         f"workflow {self.workflow.name!r} yielded {call!r}; use the step "
                         "primitives as `result = yield from step.run(...)`"
@@ -206,16 +146,16 @@ class Engine:
                 )
             try:
                 result = self._execute(call)
-            except _Suspend as suspend:
+            except Suspend as suspend:
                 _close(gen)
                 return suspend.outcome
             except (NonDeterminismError, StepKeyError) as exc:
                 _close(gen)
-                return _failed(exc)
+                return failed(exc)
             except BaseException:
                 _close(gen)
                 raise
-            if isinstance(result, _Error):
+            if isinstance(result, StepError):
                 throw = result.error
             else:
                 send = result.value
@@ -228,14 +168,14 @@ class Engine:
                 label=f'The result of workflow "{self.workflow.name}"',
             )
         except WorkflowValueError as exc:
-            return _failed(exc)
-        return _completed(encoded)
+            return failed(exc)
+        return completed(encoded)
 
     # -- dispatch -------------------------------------------------------------------------
 
-    def _execute(self, call: StepCall) -> _Result:
+    def _execute(self, call: StepCall) -> StepResult:
         if call.kind == StepKind.PATCH:  # no step index: see runtime/patches.py
-            return _Value(patches.decide(self, call))
+            return StepValue(patches.decide(self, call))
         key = call.key if call.key is not None else str(self.position)
         position = self.position
         self.position += 1
@@ -256,10 +196,10 @@ class Engine:
                 )
             if row.status == StepStatus.COMPLETED:
                 if call.kind == StepKind.TAKE_LEASE:
-                    return _Value(claim_leases.replayed(self, call, key, row))
-                return _Value(_revive_value(call.kind, row.value_json))
+                    return StepValue(claim_leases.replayed(self, call, key, row))
+                return StepValue(_revive_value(call.kind, row.value_json))
             if row.status == StepStatus.FAILED:
-                return _Error(error_from_record(decode_durable(row.error_json)))
+                return StepError(error_from_record(decode_durable(row.error_json)))
         if call.kind == StepKind.RUN:
             return self._run(call, key, position, row)
         if call.kind == StepKind.SLEEP:
@@ -280,11 +220,13 @@ class Engine:
 
     # -- primitives -----------------------------------------------------------------------
 
-    def _run(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
+    def _run(
+        self, call: StepCall, key: str, position: int, row: ExecutionStep | None
+    ) -> StepResult:
         now = clock.now()
         if row is not None and row.wake_at is not None and row.wake_at > now:
             self._timer(row.wake_at, "retry")
-            raise _Suspend(ExecutionStatus.RETRYING, key, row.wake_at)
+            raise Suspend(ExecutionStatus.RETRYING, key, row.wake_at)
         attempts = (row.attempts if row is not None else 0) + 1
         assert call.fn is not None
         try:
@@ -317,13 +259,13 @@ class Engine:
                         wake_at=wake_at,
                     )
                     self._timer(wake_at, "retry")
-                raise _Suspend(ExecutionStatus.RETRYING, key, wake_at) from None
+                raise Suspend(ExecutionStatus.RETRYING, key, wake_at) from None
             final = exc.final_error()
             self._record_error(call, key, position, row, final, attempts)
-            return _Error(final)
+            return StepError(final)
         except Exception as exc:
             self._record_error(call, key, position, row, exc, attempts)
-            return _Error(exc)
+            return StepError(exc)
         self._write(
             call,
             key,
@@ -333,29 +275,31 @@ class Engine:
             attempts=attempts,
             value_json=encoded,
         )
-        return _Value(decode_durable(encoded))
+        return StepValue(decode_durable(encoded))
 
-    def _sleep(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
+    def _sleep(
+        self, call: StepCall, key: str, position: int, row: ExecutionStep | None
+    ) -> StepResult:
         now = clock.now()
         if row is None:
             if call.seconds <= 0:
                 self._write(
                     call, key, position, None, status=StepStatus.COMPLETED, wake_at=now, now=now
                 )
-                return _Value(None)
+                return StepValue(None)
             wake_at = now + timedelta(seconds=call.seconds)
             with transaction.atomic(using=self.alias):
                 self._write(
                     call, key, position, None, status=StepStatus.PENDING, wake_at=wake_at, now=now
                 )
                 self._timer(wake_at, "sleep")
-            raise _Suspend(ExecutionStatus.SLEEPING, key, wake_at)
+            raise Suspend(ExecutionStatus.SLEEPING, key, wake_at)
         assert row.wake_at is not None
         if now < row.wake_at:
             self._timer(row.wake_at, "sleep")
-            raise _Suspend(ExecutionStatus.SLEEPING, key, row.wake_at)
+            raise Suspend(ExecutionStatus.SLEEPING, key, row.wake_at)
         self._write(call, key, position, row, status=StepStatus.COMPLETED)
-        return _Value(None)
+        return StepValue(None)
 
     def _take(
         self,
@@ -364,7 +308,7 @@ class Engine:
         position: int,
         row: ExecutionStep | None,
         also: Callable[[str], None] | None = None,
-    ) -> _Result:
+    ) -> StepResult:
         """Take, and record a match in the same transaction as the store's commit.
 
         The selector and claim run outside any transaction (the store client's CAS loop);
@@ -382,7 +326,7 @@ class Engine:
                 self.client.remove_waiters(self.execution.id, key)
 
         def record(mutation: StoreMutation) -> Callable[[], None]:
-            encoded = self._selected_json(key, _recorded(mutation))
+            encoded = self._selected_json(key, recorded_result(mutation))
 
             def write() -> None:
                 self._write(
@@ -442,22 +386,22 @@ class Engine:
                 if row is not None:
                     self.client.remove_waiters(self.execution.id, key)
             self.open_takes.discard(key)
-            return _Error(exc)
+            return StepError(exc)
         if not result.matched:
-            raise _Suspend(ExecutionStatus.WAITING, key)
+            raise Suspend(ExecutionStatus.WAITING, key)
         self.open_takes.discard(key)
-        return _Value(decode_durable(encoded))
+        return StepValue(decode_durable(encoded))
 
     def _update(
         self, call: StepCall, key: str, position: int, row: ExecutionStep | None
-    ) -> _Result:
+    ) -> StepResult:
         """Update exactly once: the updater runs outside any transaction, and the heap row
         is written in the transaction of the store's commit."""
         assert call.definition is not None and call.updater is not None
         hooked: list[str] = []
 
         def record(mutation: StoreMutation) -> Callable[[], None]:
-            encoded = self._update_json(key, _recorded(mutation))
+            encoded = self._update_json(key, recorded_result(mutation))
 
             def write() -> None:
                 self._write(
@@ -489,8 +433,8 @@ class Engine:
             self._contended(key)
         except Exception as exc:
             self._record_error(call, key, position, row, exc, 1)
-            return _Error(exc)
-        return _Value(_revive_value(StepKind.UPDATE, encoded))
+            return StepError(exc)
+        return StepValue(_revive_value(StepKind.UPDATE, encoded))
 
     def _commit_hook(self, hook: CommitHook) -> AbstractContextManager[None]:
         """Hand ``hook`` to the store client's commits, so a step's heap row commits with
@@ -516,7 +460,9 @@ class Engine:
         assert isinstance(result, StoreTakeMatched)
         return encode_durable(result.selected, limits=self.limits, step_key=key)
 
-    def _get(self, call: StepCall, key: str, position: int, row: ExecutionStep | None) -> _Result:
+    def _get(
+        self, call: StepCall, key: str, position: int, row: ExecutionStep | None
+    ) -> StepResult:
         assert call.definition is not None
         try:
             snapshot = self.client.get_store(call.definition, call.store_id)
@@ -524,7 +470,7 @@ class Engine:
             raise
         except Exception as exc:
             self._record_error(call, key, position, row, exc, 1)
-            return _Error(exc)
+            return StepError(exc)
         record = {
             "state": snapshot.state,
             "instance_id": snapshot.instance_id,
@@ -532,14 +478,14 @@ class Engine:
         }
         encoded = encode_durable(record, limits=self.limits, step_key=key)
         self._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
-        return _Value(_revive_value(StepKind.GET, encoded))
+        return StepValue(_revive_value(StepKind.GET, encoded))
 
     # -- recording ------------------------------------------------------------------------
 
     def _contended(self, key: str) -> NoReturn:
         wake_at = clock.now() + timedelta(seconds=CONTENTION_RETRY_SECONDS)
         self._timer(wake_at, "contention")
-        raise _Suspend(ExecutionStatus.RETRYING, key, wake_at)
+        raise Suspend(ExecutionStatus.RETRYING, key, wake_at)
 
     def _timer(self, at: datetime, reason: str) -> None:
         """Schedule a durable timer; also re-arms one after an early wake (another clock
@@ -673,12 +619,6 @@ def _concrete(name: str) -> Field[Any, Any]:
 def _column(field: Field[Any, Any]) -> str:
     assert field.column is not None
     return field.column
-
-
-def _recorded(mutation: StoreMutation) -> RecordedResult:
-    """The result a committed mutation recorded in the ledger (a step always has one)."""
-    assert mutation.encoded_result is not None
-    return result_from_record(decode_durable(mutation.encoded_result))
 
 
 def _revive_value(kind: str, value_json: str) -> Any:

@@ -20,12 +20,14 @@ from django.db import IntegrityError, router, transaction
 from django.utils import timezone
 
 from .. import clock, wakes
+from ..connector import get_store_client
 from ..core.durable import encode_durable
 from ..core.store import StoreClient
 from ..models.runtime import Execution, ExecutionStatus
 from . import timers
-from .engine import Engine, RunOutcome, durable_limits
+from .engine import Engine
 from .leases import Lease, LeaseLost, acquire_lease, lease_seconds, live, mark_wake_pending
+from .outcomes import RunOutcome, durable_limits
 from .registry import Workflow, get_workflow, registered_workflows
 
 logger = logging.getLogger("yieldstar_django.runtime")
@@ -165,8 +167,6 @@ def _alias() -> str:
 
 
 def _store_client() -> StoreClient:
-    from ..connector import get_store_client
-
     return get_store_client()
 
 

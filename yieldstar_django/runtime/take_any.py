@@ -32,9 +32,10 @@ from ..core.results import StoreStepId, StoreTakeMatched, StoreTakeUnmatched, St
 from ..core.store import StoreMutation
 from ..models.runtime import ExecutionStatus, ExecutionStep, StepStatus
 from .leases import LeaseLost
+from .outcomes import StepError, StepResult, StepValue, Suspend, recorded_result
 
 if TYPE_CHECKING:
-    from .engine import Engine, _Result
+    from .engine import Engine
     from .steps import StepCall
 
 __all__ = ["choice_key", "execute", "revive"]
@@ -53,15 +54,13 @@ def revive(value_json: str) -> tuple[int | None, Any]:
 
 def execute(
     engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
-) -> _Result:
+) -> StepResult:
     """Run one attempt of the step; returns the engine's result (or raises its suspend).
 
     Selectors and claims run outside any transaction (the store client's CAS loop, as for
     ``take``); a match's heap row and the removal of every choice's waiter are handed to
     the store commit as a commit hook, so they commit with the claim or not at all.
     """
-    from .engine import _Error, _recorded, _Suspend, _Value
-
     client = engine.client
     execution = engine.execution
     encoded = ""
@@ -79,7 +78,7 @@ def execute(
             def record(
                 mutation: StoreMutation, index: int = index, hooked: list[str] = hooked
             ) -> Callable[[], None]:
-                value = _recorded(mutation)
+                value = recorded_result(mutation)
                 assert isinstance(value, StoreTakeMatched)
                 text = encode_durable([index, value.selected], limits=engine.limits, step_key=key)
 
@@ -160,11 +159,11 @@ def execute(
             engine._record_error(call, key, position, row, exc, 1)
             drop_waiters()
         engine.open_takes.discard(key)
-        return _Error(exc)
+        return StepError(exc)
     if not encoded:
-        raise _Suspend(ExecutionStatus.WAITING, key, wake_at)
+        raise Suspend(ExecutionStatus.WAITING, key, wake_at)
     engine.open_takes.discard(key)
-    return _Value(revive(encoded))
+    return StepValue(revive(encoded))
 
 
 def _remove_waiters(engine: Engine, key: str, count: int) -> None:

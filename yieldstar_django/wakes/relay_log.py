@@ -8,9 +8,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from datetime import timedelta
 
-from django.utils import timezone
+from ..celery_app import HINT, current_app, describe_app, is_default_app
+from ..conf import yieldstar_settings
+from .backends import celery_backend
+from .outbox import count_overdue
 
 logger = logging.getLogger("yieldstar_django.relay")
 
@@ -21,9 +23,6 @@ REPORT_EVERY = 60.0
 def log_startup(using: str) -> None:
     """Log where the relay delivers from and to; warn loudly if the Celery wake backend
     would publish with Celery's unconfigured default app (its deliveries are refused)."""
-    from .celery_app import HINT, current_app, describe_app, is_default_app
-    from .conf import yieldstar_settings
-
     backend = yieldstar_settings.get("WAKE_BACKEND")
     app = current_app()
     logger.info(
@@ -32,8 +31,6 @@ def log_startup(using: str) -> None:
         backend if isinstance(backend, str) else repr(backend),
         describe_app(app),
     )
-    from .wakes import celery_backend
-
     if is_default_app(app) and yieldstar_settings.wake_backend is celery_backend:
         logger.error(
             "relay: Celery's current app is its unconfigured default app; every delivery "
@@ -59,14 +56,7 @@ class RelayCounts:
 
     def overdue(self) -> int:
         """Undelivered intents deliverable for more than ``REPORT_EVERY`` seconds."""
-        from .models import WakeIntent
-
-        cutoff = timezone.now() - timedelta(seconds=REPORT_EVERY)
-        return (
-            WakeIntent.objects.using(self.using)
-            .filter(delivered_at__isnull=True, available_at__lt=cutoff)
-            .count()
-        )
+        return count_overdue(REPORT_EVERY, using=self.using)
 
     def maybe_report(self, *, force: bool = False) -> bool:
         """Log ``delivered=, failed=, overdue=`` at INFO if a minute passed (or ``force``),

@@ -1,0 +1,112 @@
+"""What a step and a run of the engine produce: a step's value or error, a suspension,
+and how a run ended; errors as recorded text."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from ..conf import yieldstar_settings
+from ..core.durable import DurableLimits, decode_durable, encode_durable
+from ..core.errors import WorkflowValueError
+from ..core.results import RecordedResult, result_from_record
+from ..core.store import StoreMutation
+from ..models.runtime import ExecutionStatus
+from .errors import error_to_record
+
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "RunOutcome",
+    "StepError",
+    "StepResult",
+    "StepValue",
+    "Suspend",
+    "completed",
+    "durable_limits",
+    "encode_error",
+    "failed",
+    "recorded_result",
+]
+
+#: Longest error message kept in a recorded error.
+MAX_MESSAGE_CHARS: Final = 16_000
+
+
+def durable_limits() -> DurableLimits:
+    """The durable-value limits from settings (``MAX_STATE_BYTES``, ``MAX_DEPTH``)."""
+    return DurableLimits(
+        max_bytes=int(yieldstar_settings.MAX_STATE_BYTES),
+        max_depth=int(yieldstar_settings.MAX_DEPTH),
+    )
+
+
+def encode_error(exc: BaseException) -> str:
+    """The canonical text of ``error_to_record(exc)``, trimmed to fit the limits."""
+    record = error_to_record(exc)
+    if len(record["message"]) > MAX_MESSAGE_CHARS:
+        record["message"] = record["message"][:MAX_MESSAGE_CHARS] + "..."
+    try:
+        return encode_durable(record, limits=durable_limits())
+    except WorkflowValueError:
+        record["args"], record["attrs"] = [], {}
+        record["message"] = record["message"][:1000]
+        return encode_durable(record)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: ``completed`` / ``failed`` (terminal, with the encoded result or
+    error), or ``suspended`` with the status to show, the step it waits on and when a
+    timer is due."""
+
+    kind: str
+    status: str
+    result_json: str = ""
+    error_json: str = ""
+    waiting_on: str = ""
+    wake_at: datetime | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.kind != "suspended"
+
+
+def completed(result_json: str) -> RunOutcome:
+    """A run that returned ``result_json``."""
+    return RunOutcome("completed", ExecutionStatus.COMPLETED, result_json=result_json)
+
+
+def failed(exc: BaseException) -> RunOutcome:
+    """A run that raised ``exc`` out of the workflow."""
+    return RunOutcome("failed", ExecutionStatus.FAILED, error_json=encode_error(exc))
+
+
+class Suspend(Exception):
+    """Raised by a step that must wait: the run ends with ``outcome`` (``suspended``)."""
+
+    def __init__(self, status: str, step_key: str, wake_at: datetime | None = None) -> None:
+        self.outcome = RunOutcome("suspended", status, waiting_on=step_key, wake_at=wake_at)
+
+
+@dataclass
+class StepValue:
+    """A step's value, returned into the workflow."""
+
+    value: Any
+
+
+@dataclass
+class StepError:
+    """A step's error, thrown into the workflow."""
+
+    error: BaseException
+
+
+StepResult = StepValue | StepError
+
+
+def recorded_result(mutation: StoreMutation) -> RecordedResult:
+    """The result a committed mutation recorded in the ledger (a step always has one)."""
+    assert mutation.encoded_result is not None
+    return result_from_record(decode_durable(mutation.encoded_result))

@@ -1,0 +1,53 @@
+"""Durable wakes: the outbox of wake intents (:mod:`.outbox`), the wake backends
+(:mod:`.backends`), their delivery after a commit (:mod:`.delivery`) and the relay
+(:mod:`.relay`, :mod:`.relay_log`).
+
+- **Immediate wakes** (a mutation woke a waiter, a stale waiter registered, ``wake_now``) are
+  written as intents in the committing transaction and handed to the ``WAKE_BACKEND`` by
+  ``transaction.on_commit``; nothing more is written on the committing path. A failure
+  there is logged and never raised into the committed write.
+- **Durable timers** (``schedule_wake``) are intents due at a time.
+- **The relay** delivers every intent not yet acknowledged once its ``available_at`` has
+  passed, and pushes it back by a growing delay.
+- **Acknowledgement**: an intent is done when the wake took effect (a run of the execution
+  started after it was due, or the execution finished), not when a broker accepted it.
+
+The package imports without the app registry (it writes its table with SQL), so the
+connector and ``WAKE_BACKEND`` paths can import it at any time. See
+``docs/internals/architecture.md#wakes`` for the life of a wake.
+"""
+
+from __future__ import annotations
+
+from .backends import RESUME_TASK, celery_backend
+from .delivery import OnCommitDelivery, deliver_on_commit, deliver_wakes, hand_over, wake_now
+from .outbox import (
+    ACK_CONDITION,
+    INTENT_TABLE,
+    PendingWake,
+    acknowledge,
+    prune_delivered,
+    schedule_wake,
+    write_intents,
+)
+from .relay import relay_once, run_relay, stop_on_signals
+
+__all__ = [
+    "ACK_CONDITION",
+    "INTENT_TABLE",
+    "RESUME_TASK",
+    "OnCommitDelivery",
+    "PendingWake",
+    "acknowledge",
+    "celery_backend",
+    "deliver_on_commit",
+    "deliver_wakes",
+    "hand_over",
+    "prune_delivered",
+    "relay_once",
+    "run_relay",
+    "schedule_wake",
+    "stop_on_signals",
+    "wake_now",
+    "write_intents",
+]

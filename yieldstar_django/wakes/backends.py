@@ -1,0 +1,32 @@
+"""Wake backends: what ``WAKE_BACKEND`` names, a callable ``deliver(wakes)`` that hands
+every wake to something that will resume its execution, returns once they are handed over
+and raises otherwise (the relay retries what was not delivered)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from ..celery_app import require_configured_app
+from ..core.results import Wake
+from ..testing.guard import refuse_in_tests
+
+__all__ = ["RESUME_TASK", "celery_backend"]
+
+#: The Celery task a wake enqueues (implemented in :mod:`yieldstar_django.tasks`).
+RESUME_TASK: Final = "yieldstar_django.resume_execution"
+
+
+def celery_backend(wakes: Sequence[Wake]) -> None:
+    """The default ``WAKE_BACKEND``: enqueue ``resume_execution(execution_id)`` per wake.
+
+    Uses the current Celery app (the one the project configures). Raises when the broker
+    refuses a message, or when that app is Celery's unconfigured default
+    (``UnconfiguredCeleryApp``); the relay then retries the wakes not acknowledged.
+    While Django's test environment is set up it refuses to publish
+    (``BrokerInTestsError``) unless ``PUBLISH_IN_TESTS`` is set.
+    """
+    app = require_configured_app()
+    refuse_in_tests(app)
+    for wake in wakes:
+        app.send_task(RESUME_TASK, args=[wake.execution_id])

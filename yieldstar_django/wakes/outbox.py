@@ -1,0 +1,240 @@
+"""The outbox: wake intents written in the transaction that needs them, acknowledged by
+progress, pushed back after each delivery, and pruned.
+
+A wake asks for an execution to be resumed; it carries no copy of the event (the execution
+re-reads the store when it runs). Every wake is first written as a ``WakeIntent`` row in
+the transaction that requires it, so once that transaction is durable the wake is durable
+too. An intent is *acknowledged* (``delivered_at`` set) when the wake took effect, not when
+a broker accepted it: when a run of the execution starts (takes the lease, or runs again
+under it) after the intent was due, or the execution finished (``acknowledge``; the runtime
+acknowledges in the statement that takes the lease, with ``ACK_CONDITION``). Until then the
+relay (:mod:`.relay`) delivers it again at its ``available_at``, which every delivery pushes
+back (``push_back``).
+
+This module does not import the models, so it can be imported before the app registry is
+ready; it writes the ``yieldstar_wakeintent`` table with SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from django.db import connections
+from django.utils import timezone
+
+from .. import clock
+from ..conf import yieldstar_settings
+from ..core.results import Wake
+
+__all__ = [
+    "ACK_CONDITION",
+    "INTENT_COLUMNS",
+    "INTENT_TABLE",
+    "MAX_RETRY_DELAY",
+    "PendingWake",
+    "acknowledge",
+    "claim_due",
+    "count_overdue",
+    "in_clause",
+    "prune_delivered",
+    "push_back",
+    "record_failure",
+    "redelivery_delay",
+    "schedule_wake",
+    "write_intents",
+]
+
+#: The table of :class:`yieldstar_django.models.WakeIntent`.
+INTENT_TABLE: Final = "yieldstar_wakeintent"
+#: The columns an intent is inserted with, in the order of ``_INSERT_VALUES`` and of the
+#: runtime's ``INSERT ... SELECT`` (``runtime.timers.intent_insert``).
+INTENT_COLUMNS: Final = (
+    "execution_id", "workflow_id", "reason", "available_at", "due_at",
+    "delivered_at", "attempts", "last_error", "created_at",
+)  # fmt: skip
+#: Longest pause before the relay retries an intent whose delivery failed, in seconds.
+MAX_RETRY_DELAY: Final = 300.0
+#: Longest error text kept on an intent.
+MAX_ERROR_LENGTH: Final = 2000
+
+#: The intents of one execution (``%s``) that a run starting at ``%s`` satisfies: not yet
+#: acknowledged and due (an immediate wake is due when written, a timer at ``due_at``).
+ACK_CONDITION: Final = (
+    "execution_id = %s AND delivered_at IS NULL AND COALESCE(due_at, created_at) <= %s"
+)
+
+_INSERT: Final = (
+    f"INSERT INTO {INTENT_TABLE} ({', '.join(INTENT_COLUMNS)}) "
+    "VALUES (%s, %s, %s, %s, %s, NULL, 0, '', %s) RETURNING id"
+)
+
+
+@dataclass(frozen=True)
+class PendingWake:
+    """A written wake intent (``intent_id``) and the wake it stands for."""
+
+    intent_id: int
+    wake: Wake
+
+
+def _now() -> datetime:
+    """When intents are due: the timers' clock (:mod:`yieldstar_django.clock`)."""
+    return clock.now()
+
+
+def _adapt(using: str, value: datetime) -> Any:
+    return connections[using].ops.adapt_datetimefield_value(value)
+
+
+def in_clause(count: int) -> str:
+    """``%s, %s, ...``: the placeholders of an ``IN (...)`` list of ``count`` values."""
+    return ", ".join(["%s"] * count)
+
+
+def acknowledge(execution_id: str, *, everything: bool = False, using: str = "default") -> int:
+    """Mark the execution's due intents done (all of them with ``everything``, for an
+    execution that finished); return how many. Call it when a run starts, after the
+    lease is held, or when the execution is finished: those intents took effect."""
+    now = _adapt(using, _now())
+    with connections[using].cursor() as cursor:
+        if everything:
+            cursor.execute(
+                f"UPDATE {INTENT_TABLE} SET delivered_at = %s "
+                "WHERE execution_id = %s AND delivered_at IS NULL",
+                [now, execution_id],
+            )
+        else:
+            cursor.execute(
+                f"UPDATE {INTENT_TABLE} SET delivered_at = %s WHERE {ACK_CONDITION}",
+                [now, execution_id, now],
+            )
+        return int(cursor.rowcount)
+
+
+def redelivery_delay(deliveries: int, *, failed: bool) -> float:
+    """Seconds before an intent delivered ``deliveries`` times before is delivered again:
+    ``RELAY_DELAY`` (``RELAY_INTERVAL`` after a failed delivery) doubled per earlier
+    delivery, at most ``MAX_RETRY_DELAY``."""
+    interval = float(yieldstar_settings.RELAY_INTERVAL)
+    base = interval if failed else max(float(yieldstar_settings.RELAY_DELAY), interval)
+    return float(min(MAX_RETRY_DELAY, base * 2 ** min(deliveries, 20)))
+
+
+def push_back(using: str, intent_ids: Sequence[int], error: str | None = None) -> None:
+    """Count a delivery on each intent and move its ``available_at`` to when the relay
+    should deliver it again if it has not been acknowledged by then (and record
+    ``error``, for a failed delivery). One statement per distinct delivery count."""
+    if not intent_ids:
+        return
+    now = _now()
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, attempts FROM {INTENT_TABLE} WHERE id IN ({in_clause(len(intent_ids))})",
+            list(intent_ids),
+        )
+        by_attempts: dict[int, list[int]] = {}
+        for intent_id, attempts in cursor.fetchall():
+            by_attempts.setdefault(int(attempts), []).append(int(intent_id))
+        for attempts, ids in by_attempts.items():
+            delay = redelivery_delay(attempts, failed=error is not None)
+            at = _adapt(using, now + timedelta(seconds=delay))
+            error_sql = ", last_error = %s" if error is not None else ""
+            params: list[Any] = [at, *([error] if error is not None else []), *ids]
+            cursor.execute(
+                f"UPDATE {INTENT_TABLE} SET attempts = attempts + 1, available_at = %s"
+                f"{error_sql} WHERE id IN ({in_clause(len(ids))}) AND delivered_at IS NULL",
+                params,
+            )
+
+
+def record_failure(using: str, intent_ids: Sequence[int], error: BaseException) -> None:
+    """Count a failed delivery on each intent and push its ``available_at`` back."""
+    push_back(using, intent_ids, f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH])
+
+
+def _insert_intents(
+    using: str,
+    wakes: Sequence[Wake],
+    reason: str,
+    available_at: datetime,
+    due_at: datetime | None = None,
+) -> list[PendingWake]:
+    now = _adapt(using, _now())
+    at = _adapt(using, available_at)
+    due = None if due_at is None else _adapt(using, due_at)
+    pending: list[PendingWake] = []
+    with connections[using].cursor() as cursor:
+        for wake in wakes:
+            cursor.execute(_INSERT, [wake.execution_id, wake.workflow_id, reason, at, due, now])
+            row = cursor.fetchone()
+            assert row is not None
+            pending.append(PendingWake(int(row[0]), wake))
+    return pending
+
+
+def write_intents(
+    wakes: Sequence[Wake], *, reason: str, using: str = "default"
+) -> list[PendingWake]:
+    """Write immediate wake intents in the current transaction (``available_at`` = now +
+    ``RELAY_DELAY``) and return them; the caller delivers them on commit."""
+    delay = timedelta(seconds=float(yieldstar_settings.RELAY_DELAY))
+    return _insert_intents(using, wakes, reason, _now() + delay)
+
+
+def schedule_wake(
+    execution_id: str,
+    workflow_id: str,
+    at: datetime,
+    *,
+    reason: str = "timer",
+    using: str = "default",
+) -> int:
+    """A durable timer: wake an execution at ``at`` (an aware datetime).
+
+    Written in the current transaction and delivered by the relay once due (within about
+    ``RELAY_INTERVAL`` of ``at``). Returns the intent id.
+    """
+    if timezone.is_naive(at):
+        raise ValueError("schedule_wake needs an aware datetime")
+    wake = Wake(execution_id, workflow_id)
+    return _insert_intents(using, [wake], reason, at, due_at=at)[0].intent_id
+
+
+def claim_due(using: str, limit: int) -> list[PendingWake]:
+    """Up to ``limit`` due, unacknowledged intents, oldest first; on PostgreSQL locked
+    (``FOR UPDATE SKIP LOCKED``) until the caller's transaction ends."""
+    lock = " FOR UPDATE SKIP LOCKED" if connections[using].vendor == "postgresql" else ""
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, execution_id, workflow_id FROM {INTENT_TABLE} "
+            "WHERE delivered_at IS NULL AND available_at <= %s "
+            f"ORDER BY available_at, id LIMIT %s{lock}",
+            [_adapt(using, _now()), limit],
+        )
+        return [PendingWake(int(i), Wake(e, w)) for i, e, w in cursor.fetchall()]
+
+
+def count_overdue(seconds: float, *, using: str = "default") -> int:
+    """Unacknowledged intents deliverable for more than ``seconds``."""
+    cutoff = _adapt(using, _now() - timedelta(seconds=seconds))
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*) FROM {INTENT_TABLE} WHERE delivered_at IS NULL AND available_at < %s",
+            [cutoff],
+        )
+        row = cursor.fetchone()
+        return int(row[0]) if row else 0
+
+
+def prune_delivered(*, older_than: float, using: str = "default") -> int:
+    """Delete intents acknowledged more than ``older_than`` seconds ago; return how many."""
+    cutoff = _adapt(using, _now() - timedelta(seconds=older_than))
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {INTENT_TABLE} WHERE delivered_at IS NOT NULL AND delivered_at < %s",
+            [cutoff],
+        )
+        return int(cursor.rowcount)

@@ -1,0 +1,114 @@
+"""The relay: delivers every due, unacknowledged wake intent.
+
+It runs as ``python manage.py yieldstar_relay`` (``run_relay``) or as the Celery beat task
+``yieldstar_django.relay_wakes`` (:mod:`yieldstar_django.tasks`). An intent is due at its
+``available_at``: ``RELAY_DELAY`` after the commit for an immediate wake that has not taken
+effect by then (broker down, process killed after the commit, a worker killed with the
+message prefetched), the due time for a durable timer. Each delivery pushes
+``available_at`` back (``outbox.redelivery_delay``), so an intent is delivered again only
+if no run acknowledged it meanwhile. Each round also hands back expired leased claims.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from contextlib import nullcontext
+from types import FrameType
+
+from django.db import connections, router, transaction
+
+from ..conf import yieldstar_settings
+from . import relay_log
+from .delivery import hand_over
+from .outbox import claim_due
+
+__all__ = ["expire_claim_leases", "relay_once", "run_relay", "stop_on_signals"]
+
+logger = logging.getLogger("yieldstar_django.wakes")
+
+
+def relay_once(*, using: str = "default", batch_size: int = 100) -> int:
+    """Deliver every due, unacknowledged wake intent; return how many were delivered.
+
+    On PostgreSQL each batch is claimed with ``FOR UPDATE SKIP LOCKED`` and held until it
+    is pushed back, so several relays share the work without delivering a batch twice. On
+    SQLite the batch is read and delivered outside a transaction (holding SQLite's write
+    lock during a broker call would stall every writer); two relays may then deliver an
+    intent twice, which is a spurious wake. A batch the backend refuses is recorded as
+    failed, pushed back, and retried later.
+    """
+    delivered = 0
+    postgres = connections[using].vendor == "postgresql"
+    while True:
+        with transaction.atomic(using=using) if postgres else nullcontext():
+            batch = claim_due(using, batch_size)
+            ok = bool(batch) and hand_over(batch, using=using, relay=True)
+        if ok:
+            delivered += len(batch)
+            logger.debug("relay: delivered %d wake(s)", len(batch))
+        if len(batch) < batch_size:
+            return delivered
+
+
+def expire_claim_leases(using: str) -> None:
+    """Hand back expired leased claims (``step.take(..., lease=)``) in each relay round
+    on the database that holds them (a relay of another database leaves them alone)."""
+    # Imported here: the models need the app registry, and this package must import
+    # without it (``WAKE_BACKEND`` paths and the connector import it early).
+    from ..models.claim_leases import ClaimLeaseRecord
+    from ..runtime.claim_leases import expire_due
+
+    if router.db_for_write(ClaimLeaseRecord) == using:
+        expire_due()
+
+
+def run_relay(
+    *,
+    using: str = "default",
+    interval: float | None = None,
+    stop: threading.Event | None = None,
+    once: bool = False,
+    on_error: Callable[[BaseException], None] | None = None,
+) -> int:
+    """Run ``relay_once`` every ``interval`` seconds (``RELAY_INTERVAL``) until ``stop`` is
+    set; return the number of intents delivered. Logs its database and Celery app at the
+    start and the counts once a minute (:mod:`.relay_log`).
+
+    A database error in one round is logged (and passed to ``on_error``), the connection
+    closed, and the loop goes on; the next round reconnects.
+    """
+    stop = stop or threading.Event()
+    total = 0
+    relay_log.log_startup(using)
+    relay_log.counts.using = using
+    while True:
+        try:
+            delivered = relay_once(using=using)
+            total += delivered
+            relay_log.counts.add(delivered=delivered)
+            relay_log.counts.maybe_report()
+            expire_claim_leases(using)
+        except Exception as exc:
+            logger.exception("relay round failed")
+            if on_error is not None:
+                on_error(exc)
+            connections[using].close()
+        if once:
+            return total
+        wait = yieldstar_settings.RELAY_INTERVAL if interval is None else interval
+        if stop.wait(wait):
+            return total
+
+
+def stop_on_signals(stop: threading.Event) -> None:
+    """Set ``stop`` on SIGINT and SIGTERM (in the main thread)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        logger.info("relay: received signal %d, stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
