@@ -12,9 +12,9 @@ run), ``leases`` (one run at a time), ``executions`` (start, cancel, resume), ``
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_exports
 from .errors import NonDeterminismError, RetryableError, StepKeyError, WorkflowStepError
 from .registry import Workflow, get_workflow, registered_workflows, workflow
 from .steps import Step
@@ -64,10 +64,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)

@@ -16,8 +16,9 @@ the pytest plugin imports neither Django nor Celery.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover
     from .cases import INLINE, YieldstarTestMixin, inline_settings
@@ -25,13 +26,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .runner import advance_time, inline, run_until_idle
 
 _LAZY: dict[str, str] = {
-    "INLINE": "cases",
-    "YieldstarTestMixin": "cases",
-    "inline_settings": "cases",
-    "BrokerInTestsError": "guard",
-    "advance_time": "runner",
-    "inline": "runner",
-    "run_until_idle": "runner",
+    "INLINE": ".cases",
+    "YieldstarTestMixin": ".cases",
+    "inline_settings": ".cases",
+    "BrokerInTestsError": ".guard",
+    "advance_time": ".runner",
+    "inline": ".runner",
+    "run_until_idle": ".runner",
 }
 
 __all__ = [
@@ -45,10 +46,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
