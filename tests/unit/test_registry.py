@@ -7,10 +7,10 @@ import sys
 import textwrap
 
 import pytest
-from django.core.exceptions import ImproperlyConfigured
 
 from yieldstar_django import StoreDefinition, define_store
 from yieldstar_django.core.definition import get_definition, unregister_store
+from yieldstar_django.core.errors import DuplicateStoreError
 
 
 def _define(name: str) -> StoreDefinition:
@@ -22,7 +22,7 @@ def test_same_place_re_registers_and_another_place_raises() -> None:
         first = _define("registry-a")
         second = _define("registry-a")  # same line: a module re-import
         assert get_definition("registry-a") is second is not first
-        with pytest.raises(ImproperlyConfigured, match="already defined"):
+        with pytest.raises(DuplicateStoreError, match="already defined"):
             define_store("registry-a", None, initial=lambda id: {})
     finally:
         unregister_store("registry-a")

@@ -8,8 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
-
+from .errors import DuplicateStoreError
 from .schema import Validator, compile_schema
 
 #: ``permission(request, action, store_id) -> bool``: narrows API access for one definition.
@@ -62,7 +61,7 @@ def define_store(
     ``release(draft, value)``, an updater, hands back a value claimed by a leased
     ``step.take(..., lease=seconds)`` when it is released or its lease expires.
     Registering the same name again from the same place (a module re-import) replaces the
-    definition; from another place it raises ``ImproperlyConfigured``.
+    definition; from another place it raises ``DuplicateStoreError``.
     """
     definition = StoreDefinition(name, schema, initial, permission, release)
     caller = sys._getframe(1)
@@ -71,7 +70,7 @@ def define_store(
         existing = _registry.get(name)
         if existing is not None and existing[1] != origin:
             where = f"{existing[1][0]}:{existing[1][1]}"
-            raise ImproperlyConfigured(
+            raise DuplicateStoreError(
                 f"A store named {name!r} is already defined at {where}; store names must be "
                 "unique across the project."
             )

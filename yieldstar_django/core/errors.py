@@ -19,6 +19,10 @@ class YieldstarError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
+class DuplicateStoreError(YieldstarError):
+    """A store name was defined twice, in two places; store names are unique."""
+
+
 class StoreValidationError(YieldstarError):
     """The store's schema rejected a state. Nothing was written.
 
@@ -112,6 +116,7 @@ for _cls in (StoreValidationError, WorkflowValueError, StoreContentionError):
     register_error_class(_cls.__name__, _cls)
 
 __all__ = [
+    "DuplicateStoreError",
     "StoreContentionError",
     "StoreIssue",
     "StoreValidationError",
