@@ -39,11 +39,15 @@ class YieldstarConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Register checks, connect the settings reload, import tasks and workflows."""
+        """Register checks, connect the settings reload, register the relay's upkeep, import
+        tasks and workflows."""
         from . import checks, conf
+        from .runtime.claim_leases import expire_for_relay
+        from .wakes.relay import every_round
 
         checks.register()
         conf.connect_signals()
+        every_round(expire_for_relay)
         for module in OPTIONAL_MODULES:
             if _module_exists(module):
                 import_module(module)

@@ -21,7 +21,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections
 from .conf import yieldstar_settings
 from .retention import prune_finished
 from .runtime.executions import run_execution
-from .wakes.relay import expire_claim_leases, relay_once
+from .wakes.relay import relay_once, run_round_tasks
 
 logger = logging.getLogger("yieldstar_django.tasks")
 
@@ -81,7 +81,7 @@ def relay_wakes(using: str = "default") -> int:
     close_old_connections()
     try:
         delivered = relay_once(using=using)
-        expire_claim_leases(using)
+        run_round_tasks(using)
         return delivered
     finally:
         close_old_connections()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from yieldstar_django.core.definition import StoreDefinition, define_store
 from yieldstar_django.models import ClaimLeaseRecord
 from yieldstar_django.runtime import ClaimLease, Step, get_execution, start_workflow
 from yieldstar_django.runtime.claim_leases import expire_due, release_now
+from yieldstar_django.wakes import run_relay
 
 from .conftest import Runtime
 
@@ -152,3 +154,25 @@ def test_racing_expiry_and_release_hand_back_exactly_once(rt: Runtime) -> None:
     assert sorted(state(rt, q)) == ["job-1", "job-2", "job-3"]
     assert rt.client.get_store(q, "q").version == version + 3
     assert len(eids) == 3
+
+
+def test_the_relay_hands_back_expired_leases_every_round(rt: Runtime) -> None:
+    """The runtime registers the sweep as the relay's upkeep (``AppConfig.ready``)."""
+    if rt.client.__class__.__name__ == "MemoryStoreClient":
+        pytest.skip("the relay sweeps the database's claim leases, not the memory client's")
+    q = queue(rt, ["job-1"])
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=0.2)
+        yield from step.sleep(3600)
+        return lease.value
+
+    start_workflow(wf)
+    rt.pump()
+    assert state(rt, q) == []
+    deadline = time.monotonic() + 10
+    while state(rt, q) == [] and time.monotonic() < deadline:
+        time.sleep(0.1)
+        run_relay(once=True, using=connection.alias)
+    assert state(rt, q) == ["job-1"]

@@ -29,9 +29,9 @@ from yieldstar_django.testing import (
     advance_time,
     run_until_idle,
 )
-from yieldstar_django.testing.guard import in_test_environment, refuse_in_tests
 from yieldstar_django.testing.pytest_plugin import YieldstarHelper, pytest_report_header
 from yieldstar_django.wakes import celery_backend, relay_once
+from yieldstar_django.wakes.guard import in_test_environment, refuse_in_tests
 
 from . import workflows
 from .example.workflows import remind_tomorrow

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .steps import StepCall
 
-__all__ = ["ClaimLease", "end_lease", "expire_due", "lease_id", "release_now"]
+__all__ = ["ClaimLease", "end_lease", "expire_due", "expire_for_relay", "lease_id", "release_now"]
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
@@ -203,6 +203,14 @@ def _client(client: StoreClient | None) -> StoreClient:
     if client is not None:
         return client
     return get_store_client()
+
+
+def expire_for_relay(using: str) -> None:
+    """The relay's upkeep (``wakes.relay.every_round``): hand back expired leased claims
+    when the relay runs on the database that holds them (a relay of another database
+    leaves them alone)."""
+    if router.db_for_write(ClaimLeaseRecord) == using:
+        expire_due()
 
 
 def release_now(

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..wakes.guard import BrokerInTestsError
     from .cases import INLINE, YieldstarTestMixin, inline_settings
-    from .guard import BrokerInTestsError
     from .runner import advance_time, inline, run_until_idle
 
 _LAZY: dict[str, str] = {
     "INLINE": ".cases",
     "YieldstarTestMixin": ".cases",
     "inline_settings": ".cases",
-    "BrokerInTestsError": ".guard",
+    "BrokerInTestsError": "..wakes.guard",
     "advance_time": ".runner",
     "inline": ".runner",
     "run_until_idle": ".runner",

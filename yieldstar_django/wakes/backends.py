@@ -9,7 +9,7 @@ from typing import Final
 
 from ..celery_app import require_configured_app
 from ..core.results import Wake
-from ..testing.guard import refuse_in_tests
+from .guard import refuse_in_tests
 
 __all__ = ["RESUME_TASK", "celery_backend"]
 

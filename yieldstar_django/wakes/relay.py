@@ -6,7 +6,8 @@ It runs as ``python manage.py yieldstar_relay`` (``run_relay``) or as the Celery
 effect by then (broker down, process killed after the commit, a worker killed with the
 message prefetched), the due time for a durable timer. Each delivery pushes
 ``available_at`` back (``outbox.redelivery_delay``), so an intent is delivered again only
-if no run acknowledged it meanwhile. Each round also hands back expired leased claims.
+if no run acknowledged it meanwhile. Each round then runs the upkeep registered with
+``every_round`` (the runtime hands back expired leased claims).
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from types import FrameType
 
-from django.db import connections, router, transaction
+from django.db import connections, transaction
 
 from ..conf import yieldstar_settings
 from . import relay_log
 from .delivery import hand_over
 from .outbox import claim_due
 
-__all__ = ["expire_claim_leases", "relay_once", "run_relay", "stop_on_signals"]
+__all__ = ["every_round", "relay_once", "run_relay", "run_round_tasks", "stop_on_signals"]
 
 logger = logging.getLogger("yieldstar_django.wakes")
 
@@ -53,16 +54,21 @@ def relay_once(*, using: str = "default", batch_size: int = 100) -> int:
             return delivered
 
 
-def expire_claim_leases(using: str) -> None:
-    """Hand back expired leased claims (``step.take(..., lease=)``) in each relay round
-    on the database that holds them (a relay of another database leaves them alone)."""
-    # Imported here: the models need the app registry, and this package must import
-    # without it (``WAKE_BACKEND`` paths and the connector import it early).
-    from ..models.claim_leases import ClaimLeaseRecord
-    from ..runtime.claim_leases import expire_due
+#: Upkeep run once per relay round, after the deliveries, with the relay's database alias
+#: (the runtime registers the sweep of expired leased claims from ``AppConfig.ready``).
+_round_tasks: list[Callable[[str], object]] = []
 
-    if router.db_for_write(ClaimLeaseRecord) == using:
-        expire_due()
+
+def every_round(task: Callable[[str], object]) -> None:
+    """Run ``task(using)`` in every relay round (idempotent)."""
+    if task not in _round_tasks:
+        _round_tasks.append(task)
+
+
+def run_round_tasks(using: str) -> None:
+    """Run the registered upkeep of one relay round on ``using``."""
+    for task in _round_tasks:
+        task(using)
 
 
 def run_relay(
@@ -90,7 +96,7 @@ def run_relay(
             total += delivered
             relay_log.counts.add(delivered=delivered)
             relay_log.counts.maybe_report()
-            expire_claim_leases(using)
+            run_round_tasks(using)
         except Exception as exc:
             logger.exception("relay round failed")
             if on_error is not None:

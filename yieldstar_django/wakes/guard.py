@@ -1,12 +1,17 @@
 """The guard that keeps tests from publishing wakes to a real Celery broker.
 
-Imports nothing of the app at import time, so :mod:`yieldstar_django.wakes` can call it on
-every publish.
+The Celery wake backend calls it on every publish; ``yieldstar_django.testing`` exports
+``BrokerInTestsError``.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from django.test import utils
+
+from ..celery_app import masked_broker_url
+from ..conf import yieldstar_settings
 
 __all__ = ["BrokerInTestsError", "in_test_environment", "refuse_in_tests"]
 
@@ -23,16 +28,11 @@ class BrokerInTestsError(RuntimeError):
 def in_test_environment() -> bool:
     """Whether Django's test environment is set up (``setup_test_environment()``, which
     ``manage.py test`` and pytest-django call)."""
-    from django.test import utils
-
     return hasattr(utils._TestState, "saved_data")
 
 
 def refuse_in_tests(app: Any) -> None:
     """Raise ``BrokerInTestsError`` if tests run and ``PUBLISH_IN_TESTS`` is not set."""
-    from ..celery_app import masked_broker_url
-    from ..conf import yieldstar_settings
-
     if yieldstar_settings.PUBLISH_IN_TESTS or not in_test_environment():
         return
     raise BrokerInTestsError(
