@@ -41,7 +41,6 @@ across the updater, selector or claim).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
@@ -56,9 +55,9 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from .conf import yieldstar_settings
+from .core.constants import MAX_INSTANCE_ID_LENGTH, MAX_KEY_LENGTH, WaiterKind
 from .core.definition import StoreDefinition
 from .core.durable import DurableLimits
-from .core.paths import changes_root
 from .core.results import StoreStepId, StoreWaiter, Wake
 from .core.store import (
     COMMITTED,
@@ -73,18 +72,11 @@ from .core.store import (
     conflict,
 )
 from .core.types import StorePath
+from .core.waiter_index import PathMatch, path_match, waiter_path_rows
 from .wakes.delivery import deliver_on_commit
 from .wakes.outbox import PendingWake, in_clause, write_intents
 
-__all__ = [
-    "CommitHook",
-    "DatabaseStoreClient",
-    "PathMatch",
-    "get_store_client",
-    "path_key",
-    "path_match",
-    "waiter_path_rows",
-]
+__all__ = ["CommitHook", "DatabaseStoreClient", "get_store_client"]
 
 STORE_TABLE: Final = "yieldstar_storeinstance"
 VERSION_TABLE: Final = "yieldstar_storeversion"
@@ -118,78 +110,7 @@ COMMIT_DELETION_CALL: Final = (
     "%s::text, %s::text, %s::text, %s::double precision)"
 )
 
-#: ``WaiterPath.kind`` values.
-READ, PREFIX, ALWAYS = 0, 1, 2
-
-#: Key and id lengths the tables hold (``models.MAX_KEY_LENGTH``; instance ids 64).
-MAX_KEY_LENGTH: Final = 255
-MAX_INSTANCE_ID_LENGTH: Final = 64
-#: Path keys longer than this are replaced by a digest, so any path fits a btree entry.
-MAX_PATH_KEY_LENGTH: Final = 200
-
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-# --- paths and their index keys ---------------------------------------------------------
-
-
-def path_key(path: Iterable[str | int]) -> str:
-    """The text a path is indexed by: equal paths, and only they, have equal keys.
-
-    Compact ASCII JSON of the segments (``["a",0]``), so a ``str`` segment never equals an
-    ``int`` one, and any character (``"\\x00"``, lone surrogates) is stored escaped. A key
-    longer than ``MAX_PATH_KEY_LENGTH`` becomes ``#`` + its SHA-256.
-    """
-    text = json.dumps(list(path), ensure_ascii=True, separators=(",", ":"))
-    if len(text) > MAX_PATH_KEY_LENGTH:
-        return "#" + hashlib.sha256(text.encode("ascii")).hexdigest()
-    return text
-
-
-def waiter_path_rows(
-    read_paths: Iterable[StorePath], *, same_instance: bool = True
-) -> list[tuple[int, str]]:
-    """The ``(kind, key)`` rows that index a waiter (see ``WaiterPath``).
-
-    ``READ`` for each read path, ``PREFIX`` for each of its non-empty proper prefixes; a
-    waiter registered against another instance than the store's gets one ``ALWAYS`` row
-    instead, so every later mutation wakes it.
-    """
-    if not same_instance:
-        return [(ALWAYS, "")]
-    rows: dict[tuple[int, str], None] = {}
-    for path in read_paths:
-        path = tuple(path)
-        rows[(READ, path_key(path))] = None
-        for n in range(1, len(path)):
-            rows[(PREFIX, path_key(path[:n]))] = None
-    return list(rows)
-
-
-@dataclass(frozen=True)
-class PathMatch:
-    """The index lookups that find the waiters a set of changed paths wakes."""
-
-    wake_all: bool
-    read_keys: list[str]
-    prefix_keys: list[str]
-
-
-def path_match(changed_paths: Iterable[StorePath]) -> PathMatch:
-    """A read path ``r`` and a changed path ``c`` intersect iff ``r`` is a prefix of ``c``
-    (``READ`` rows keyed by any prefix of ``c``, ``c`` and ``()`` included) or ``c`` a
-    proper prefix of ``r`` (``PREFIX`` rows keyed by ``c``). A change at ``()`` wakes
-    every waiter of the store (``core.paths.wakes_waiter``, the rule every client applies)."""
-    changed = [tuple(path) for path in changed_paths]
-    if changes_root(changed):
-        return PathMatch(True, [], [])
-    read: dict[str, None] = {}
-    prefix: dict[str, None] = {}
-    for path in changed:
-        prefix[path_key(path)] = None
-        for n in range(len(path) + 1):
-            read[path_key(path[:n])] = None
-    return PathMatch(False, list(read), list(prefix))
 
 
 def _paths_json(paths: Iterable[StorePath]) -> str:
@@ -916,13 +837,14 @@ def matching_waiters_sql(store_pk: int, match: PathMatch) -> tuple[str, list[Any
             "GROUP BY execution_id, workflow_id ORDER BY MIN(id)",
             [store_pk],
         )
-    parts = [f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND kind = {ALWAYS}"]
+    always = f"kind = {WaiterKind.ALWAYS:d}"
+    parts = [f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND {always}"]
     params: list[Any] = [store_pk]
-    for kind, keys in ((READ, match.read_keys), (PREFIX, match.prefix_keys)):
+    for kind, keys in ((WaiterKind.READ, match.read_keys), (WaiterKind.PREFIX, match.prefix_keys)):
         if keys:
             parts.append(
-                f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND kind = {kind} "
-                f"AND path IN ({in_clause(len(keys))})"
+                f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s "
+                f"AND kind = {kind:d} AND path IN ({in_clause(len(keys))})"
             )
             params += [store_pk, *keys]
     sql = (

@@ -10,16 +10,11 @@ import pytest
 from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from yieldstar_django.connector import (
-    DatabaseStoreClient,
-    get_store_client,
-    path_key,
-    path_match,
-    waiter_path_rows,
-)
+from yieldstar_django.connector import DatabaseStoreClient, get_store_client
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.errors import StoreValidationError, WorkflowValueError
 from yieldstar_django.core.results import StoreStepId, StoreWaiter, Wake
+from yieldstar_django.core.waiter_index import path_key, path_match, waiter_path_rows
 from yieldstar_django.models import (
     AppliedStep,
     StoreInstance,

@@ -15,14 +15,10 @@ from typing import Any
 import pytest
 from django.db import connections, transaction
 
-from yieldstar_django.connector import (
-    DatabaseStoreClient,
-    matching_waiters_sql,
-    path_key,
-    path_match,
-)
+from yieldstar_django.connector import DatabaseStoreClient, matching_waiters_sql
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.results import Wake
+from yieldstar_django.core.waiter_index import path_key, path_match
 
 from .conftest import POSTGRES, WakeCollector
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from yieldstar_django.connector import path_match
 from yieldstar_django.core.drafts import TrackedDict, TrackedList, WriteLog, build_draft
 from yieldstar_django.core.paths import (
     changes_root,
@@ -19,6 +18,7 @@ from yieldstar_django.core.paths import (
     wakes_waiter,
 )
 from yieldstar_django.core.selectors import SelectorMutationError, track_selector, unwrap_selected
+from yieldstar_django.core.waiter_index import path_match
 
 
 def draft_of(state: Any) -> tuple[Any, WriteLog]:

@@ -23,9 +23,9 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from ..core.constants import MAX_KEY_LENGTH
 from ..core.errors import WorkflowValueError
 from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
-from ..models.stores import MAX_KEY_LENGTH
 from . import idempotency
 from .openapi import IDEMPOTENCY_KEY, errors, extend_schema
 from .permissions import ExecutionPermission

@@ -26,8 +26,8 @@ from ..models.api import IdempotencyKey
 from .exceptions import IdempotencyKeyReused, InvalidHeader
 
 HEADER: Final = "Idempotency-Key"
-MAX_KEY_LENGTH: Final = 200
-_VALID_KEY: Final = re.compile(rf"[\x20-\x7e]{{1,{MAX_KEY_LENGTH}}}")
+MAX_IDEMPOTENCY_KEY_LENGTH: Final = 200
+_VALID_KEY: Final = re.compile(rf"[\x20-\x7e]{{1,{MAX_IDEMPOTENCY_KEY_LENGTH}}}")
 
 
 def principal_of(request: Request) -> str:
@@ -70,7 +70,9 @@ def read_key(request: Request) -> str | None:
     if key is None:
         return None
     if not _VALID_KEY.fullmatch(key) or not key.strip():
-        raise InvalidHeader(f"{HEADER} must be 1 to {MAX_KEY_LENGTH} printable ASCII characters.")
+        raise InvalidHeader(
+            f"{HEADER} must be 1 to {MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters."
+        )
     return key
 
 

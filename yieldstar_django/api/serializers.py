@@ -8,7 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from ..models.stores import MAX_KEY_LENGTH
+from ..core.constants import MAX_KEY_LENGTH
 
 
 class ErrorSerializer(serializers.Serializer[Any]):

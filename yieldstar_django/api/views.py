@@ -31,6 +31,7 @@ from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from ..conf import yieldstar_settings
+from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import StoreDefinition, get_definition, registered_definitions
 from ..core.durable import decode_durable
 from ..core.errors import StoreContentionError, StoreValidationError, WorkflowValueError
@@ -44,7 +45,7 @@ from ..core.results import (
     result_from_record,
 )
 from ..core.store import CasStoreClient, StoreClient
-from ..models.stores import MAX_KEY_LENGTH, AppliedStep, StoreInstance
+from ..models.stores import AppliedStep, StoreInstance
 from . import idempotency
 from .conditions import Condition, make_etag, parse_if_match
 from .exceptions import (

@@ -99,7 +99,7 @@ def wakes_waiter(read_paths: Iterable[StorePath], changed_paths: Iterable[StoreP
     that read nothing (its selector may have depended on the state's type or on the
     state being there at all): a lost wake is a bug, a spurious one only costs a re-run.
 
-    Every client applies this rule (the database ones through ``path_match``).
+    Every client applies this rule (the database ones through ``core.waiter_index.path_match``).
     """
     changed = [tuple(path) for path in changed_paths]
     return changes_root(changed) or paths_intersect(read_paths, changed)

@@ -17,11 +17,11 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
+from ..core.constants import MAX_KEY_LENGTH, WaiterKind
 from ..core.durable import decode_durable
 from ..core.types import StorePath
 
 __all__ = [
-    "MAX_KEY_LENGTH",
     "AppliedStep",
     "StoreInstance",
     "StoreVersion",
@@ -31,7 +31,6 @@ __all__ = [
 ]
 
 #: Longest store name, store id, execution id, workflow id or step key, in characters.
-MAX_KEY_LENGTH = 255
 
 
 def _decode_paths(text: str) -> list[StorePath]:
@@ -215,12 +214,12 @@ class WaiterPath(models.Model):
     some ``c``, or an ``ALWAYS`` row: equality lookups on ``(store, kind, key)`` only, so
     the cost does not grow with the number of waiters and no collation is involved. A
     change at the root ``()`` wakes every waiter of the store. ``key`` is
-    :func:`yieldstar_django.connector.path_key`.
+    :func:`yieldstar_django.core.waiter_index.path_key`.
     """
 
-    READ = 0
-    PREFIX = 1
-    ALWAYS = 2
+    READ = WaiterKind.READ
+    PREFIX = WaiterKind.PREFIX
+    ALWAYS = WaiterKind.ALWAYS
     KIND_CHOICES = [(READ, "read path"), (PREFIX, "prefix of a read path"), (ALWAYS, "always")]
 
     waiter = models.ForeignKey(

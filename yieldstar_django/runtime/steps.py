@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.results import StoreSnapshot, StoreUpdateResult
 from ..core.store import Claim, Selector, Updater
@@ -29,7 +30,6 @@ R = TypeVar("R")
 #: What every primitive returns: ``yield from`` it inside a workflow.
 StepGenerator = Generator["StepCall", Any, R]
 
-MAX_KEY_LENGTH: Final = 255
 MAX_FINGERPRINT_LENGTH: Final = 512
 
 

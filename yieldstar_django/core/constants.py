@@ -1,0 +1,31 @@
+"""The limits and codes the tables and the protocol share, written once.
+
+Key and id lengths are the column sizes of the tables (``models``) and what the store
+client, the runtime and the API refuse before any SQL; ``WaiterKind`` is the ``kind`` of a
+``WaiterPath`` row (the PL/pgSQL functions of migration ``0002`` spell the same numbers).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final
+
+__all__ = ["MAX_INSTANCE_ID_LENGTH", "MAX_KEY_LENGTH", "MAX_PATH_KEY_LENGTH", "WaiterKind"]
+
+#: Store names and ids, execution ids, step keys, workflow names.
+MAX_KEY_LENGTH: Final = 255
+#: A store instance id (a UUID in text, or an id the API was given).
+MAX_INSTANCE_ID_LENGTH: Final = 64
+#: Path keys longer than this are replaced by a digest, so any path fits a btree entry.
+MAX_PATH_KEY_LENGTH: Final = 200
+
+
+class WaiterKind(IntEnum):
+    """How a ``WaiterPath`` row matches a changed path ``c`` (see ``core.waiter_index``)."""
+
+    #: The key of a read path: woken by a change at it or below it.
+    READ = 0
+    #: The key of a non-empty proper prefix of a read path: woken by a change at it.
+    PREFIX = 1
+    #: Woken by every change (a waiter registered against another instance).
+    ALWAYS = 2
