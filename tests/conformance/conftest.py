@@ -15,7 +15,7 @@ from .harness import MemoryHarness
 
 HARNESSES = ["memory"]
 if importlib.util.find_spec("tests.conformance.db_harness") is not None:
-    HARNESSES += ["postgres", "sqlite"]
+    HARNESSES += ["postgres", "postgres-statements", "sqlite"]
 
 _names = itertools.count()
 

@@ -29,7 +29,9 @@ from yieldstar_django.core.results import StoreWaiter, Wake
 from yieldstar_django.core.types import StorePath
 
 #: Harness name -> database alias.
-ALIASES = {"postgres": "default", "sqlite": "sqlite"}
+#: Harness name -> database alias. ``postgres-statements`` runs the portable statements path
+#: (``use_functions=False``) on PostgreSQL, beside the one-call PL/pgSQL path of ``postgres``.
+ALIASES = {"postgres": "default", "postgres-statements": "default", "sqlite": "sqlite"}
 
 
 def _vendor(alias: str) -> str:
@@ -44,7 +46,7 @@ class DatabaseHarness:
         self.name = name
         self.alias = alias
         self.wakes: list[Wake] = []
-        self.client = DatabaseStoreClient(alias)
+        self.client = DatabaseStoreClient(alias, use_functions=name != "postgres-statements")
         self._settings: dict[str, Any] = {
             **getattr(settings, "YIELDSTAR", {}),
             "WAKE_BACKEND": self.collect,
@@ -117,9 +119,9 @@ def _create_missing_database(request: pytest.FixtureRequest, alias: str) -> None
 
 
 def make_harness(request: pytest.FixtureRequest, name: str) -> Iterator[DatabaseHarness]:
-    """Yield a harness for ``name`` (``"postgres"`` or ``"sqlite"``) for the current test."""
+    """Yield a harness for ``name`` (a key of ``ALIASES``) for the current test."""
     alias = ALIASES[name]
-    if name == "postgres" and _vendor(alias) != "postgresql":
+    if name.startswith("postgres") and _vendor(alias) != "postgresql":
         pytest.skip("needs PostgreSQL; DATABASE_URL points at SQLite")
     _mark_session(request)
     if request.node.get_closest_marker("django_db") is None:

@@ -19,32 +19,13 @@ under these names (see the database page of the docs), and this migration does n
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import migrations
 
-CREATE = (
-    "CREATE INDEX IF NOT EXISTS yieldstar_store_ids_c "
-    'ON yieldstar_storeinstance (name, store_id COLLATE "C")',
-    "CREATE INDEX IF NOT EXISTS yieldstar_store_id_prefix "
-    "ON yieldstar_storeinstance (store_id varchar_pattern_ops)",
+from yieldstar_django.sql import postgres_only, statements
+
+create_indexes, drop_indexes = postgres_only(
+    statements("0003_postgres_store_indexes"), statements("0003_postgres_store_indexes.down")
 )
-DROP = (
-    "DROP INDEX IF EXISTS yieldstar_store_ids_c",
-    "DROP INDEX IF EXISTS yieldstar_store_id_prefix",
-)
-
-
-def create_indexes(apps: Any, schema_editor: Any) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in CREATE:
-            schema_editor.execute(statement)
-
-
-def drop_indexes(apps: Any, schema_editor: Any) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in DROP:
-            schema_editor.execute(statement)
 
 
 class Migration(migrations.Migration):

@@ -1,0 +1,296 @@
+"""``DatabaseStoreClient``: the seed's compare-and-swap protocol on a Django database.
+
+``CasStoreClient`` (``core/store.py``) runs all user code (``initial``, updaters,
+selectors, claims, schemas) before any transaction and hands this client canonical JSON
+text; each primitive here commits in one database transaction, by one PL/pgSQL call on
+PostgreSQL (:mod:`.functions`) or as separate statements (:mod:`.portable`). See
+``docs/internals/architecture.md#lock-order`` for the order of the locks.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..conf import yieldstar_settings
+from ..core.constants import MAX_INSTANCE_ID_LENGTH
+from ..core.definition import StoreDefinition
+from ..core.durable import DurableLimits
+from ..core.results import StoreStepId, StoreWaiter
+from ..core.store import (
+    CasStoreClient,
+    CommitOutcome,
+    RetryPolicy,
+    StoreDeletion,
+    StoredState,
+    StoreMutation,
+)
+from ..wakes.delivery import deliver_on_commit
+from ..wakes.outbox import PendingWake
+from . import functions, portable, statements as sql, waiters as waiter_rows
+from .arguments import check_step, check_store, check_text
+from .cursors import fetchone
+from .hooks import CommitHook, NotCommitted, current_hook
+from .portable import Committed
+
+__all__ = ["DatabaseStoreClient", "get_store_client"]
+
+
+class DatabaseStoreClient(CasStoreClient):
+    """The ``CasStoreClient`` on a Django database alias (PostgreSQL or SQLite).
+
+    Limits and the retry policy are read from ``YIELDSTAR`` settings on each call unless
+    given here. ``use_functions`` picks the one-round-trip PL/pgSQL commit (default: on
+    PostgreSQL) or the portable statements. ``commit_attempts`` counts calls of
+    ``commit_mutation``/``commit_deletion`` (for contention figures).
+
+    Every primitive joins an enclosing ``transaction.atomic``: wakes go out only when the
+    outermost transaction commits, and a rollback wakes nobody. No application code runs
+    inside these transactions; work of a caller's that must commit with a mutation goes
+    through :meth:`commit_hook`.
+    """
+
+    def __init__(
+        self,
+        using: str = "default",
+        *,
+        limits: DurableLimits | None = None,
+        retry: RetryPolicy | None = None,
+        use_functions: bool | None = None,
+    ) -> None:
+        super().__init__(limits=limits, retry=retry)
+        self.using = using
+        self._explicit_limits = limits
+        self._explicit_retry = retry
+        self._use_functions = use_functions
+        self.commit_attempts = 0
+
+    def __repr__(self) -> str:
+        return f"<DatabaseStoreClient using={self.using!r}>"
+
+    # configuration
+
+    def durable_limits(self) -> DurableLimits:
+        if self._explicit_limits is not None:
+            return self._explicit_limits
+        return DurableLimits(
+            max_bytes=yieldstar_settings.MAX_STATE_BYTES, max_depth=yieldstar_settings.MAX_DEPTH
+        )
+
+    def retry_policy(self) -> RetryPolicy:
+        if self._explicit_retry is not None:
+            return self._explicit_retry
+        return RetryPolicy(
+            max_attempts=yieldstar_settings.CAS_MAX_ATTEMPTS,
+            base_delay=yieldstar_settings.CAS_BACKOFF_BASE,
+            max_delay=yieldstar_settings.CAS_BACKOFF_MAX,
+        )
+
+    @property
+    def connection(self) -> BaseDatabaseWrapper:
+        return connections[self.using]
+
+    def _functions(self) -> bool:
+        return self._use_functions is not False and self.connection.vendor == "postgresql"
+
+    def _committed(self) -> None:
+        """Called right after a primitive's own transaction committed, before the wakes are
+        handed over and before it returns (not called inside an enclosing ``atomic``).
+        A hook for fault-injection tests; does nothing."""
+
+    def _finish(self, pending: Sequence[PendingWake]) -> None:
+        if not self.connection.in_atomic_block:
+            self._committed()
+        deliver_on_commit(pending, using=self.using)
+
+    # reads
+
+    def read_store(self, definition: StoreDefinition, id: str) -> StoredState | None:
+        check_store(definition.name, id)
+        row = fetchone(self.connection, sql.READ_STORE, [definition.name, id])
+        return None if row is None else StoredState(row[0], int(row[1]), row[2])
+
+    def get_applied_step(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId
+    ) -> str | None:
+        check_store(definition.name, id)
+        check_step(step_id)
+        row = fetchone(
+            self.connection,
+            sql.LEDGER_LOOKUP,
+            [definition.name, id, step_id.execution_id, step_id.step_key],
+        )
+        return None if row is None else str(row[0])
+
+    def read_store_and_step(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId
+    ) -> tuple[str | None, StoredState | None]:
+        """``(get_applied_step(...), read_store(...))`` in one statement (one round trip).
+
+        For the start of an operation with a step id: a recorded result (the first item)
+        wins, and the row is used only when there is none. Both lookups read one snapshot,
+        as if the ledger were looked up just before the row was read.
+        """
+        check_store(definition.name, id)
+        check_step(step_id)
+        name = definition.name
+        row = fetchone(
+            self.connection,
+            sql.READ_STORE_AND_STEP,
+            [name, id, step_id.execution_id, step_id.step_key, name, id],
+        )
+        assert row is not None, "the query returns one row"
+        recorded, instance_id, version, state = row
+        stored = None if instance_id is None else StoredState(instance_id, int(version), state)
+        return (None if recorded is None else str(recorded)), stored
+
+    def list_stores(self, definition: StoreDefinition) -> list[str]:
+        """Ids in ascending code-point order: ``COLLATE "C"`` (UTF-8 byte order) on
+        PostgreSQL, SQLite's default ``BINARY`` collation elsewhere."""
+        check_text("store name", definition.name)
+        collate = ' COLLATE "C"' if self.connection.vendor == "postgresql" else ""
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql.LIST_STORE_IDS.format(collate=collate), [definition.name])
+            return [row[0] for row in cursor.fetchall()]
+
+    # creation
+
+    def insert_store(
+        self, definition: StoreDefinition, id: str, stored: StoredState
+    ) -> StoredState:
+        check_store(definition.name, id)
+        check_text("instance id", stored.instance_id, MAX_INSTANCE_ID_LENGTH)
+        connection = self.connection
+        name = definition.name
+        while True:
+            with transaction.atomic(using=self.using), connection.cursor() as cursor:
+                if portable.insert_store_row(cursor, connection, name, id, stored) is not None:
+                    portable.insert_version(
+                        cursor, connection, name, id, stored.instance_id, 0, "[]", None,
+                        stored.encoded,
+                    )  # fmt: skip
+                    return stored
+                existing = portable.read_locked(cursor, connection, name, id, None)
+                if existing is not None:
+                    return existing[1]
+            # The conflicting row was deleted before we could read it: try again.
+
+    # commits
+
+    @contextmanager
+    def commit_hook(self, hook: CommitHook) -> Iterator[None]:
+        """Run ``hook`` in the transaction of every ``commit_mutation`` made in this
+        context (this thread or task) on this client's database.
+
+        The store operation itself (``update_store``, ``take_from_store``, ...) runs its
+        user code outside any transaction as always; only the commit, the hook's statements
+        included, is one transaction. Nests: the innermost hook applies."""
+        token = current_hook.set((self.using, hook))
+        try:
+            yield
+        finally:
+            current_hook.reset(token)
+
+    def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
+        self.commit_attempts += 1
+        check_store(mutation.definition.name, mutation.id)
+        check_step(mutation.step_id)
+        check_text("instance id", mutation.expected.instance_id, MAX_INSTANCE_ID_LENGTH)
+        hooked = current_hook.get()
+        if hooked is not None and hooked[0] == self.using:
+            outcome, pending = self._commit_hooked(mutation, hooked[1])
+        else:
+            outcome, pending = self._commit(mutation)
+        if outcome.status == "committed":
+            self._finish(pending)
+        return outcome
+
+    def _commit(self, mutation: StoreMutation) -> Committed:
+        if self._functions():
+            return functions.commit_mutation(self.connection, mutation)
+        return portable.commit_mutation(self.connection, self.using, mutation)
+
+    def _commit_hooked(self, mutation: StoreMutation, hook: CommitHook) -> Committed:
+        """The commit and ``hook``'s statements in one transaction (on PostgreSQL still
+        one function call for the commit itself, between the hook's statements)."""
+        work = hook.prepare(mutation)
+        try:
+            with transaction.atomic(using=self.using):
+                if hook.before is not None:
+                    hook.before()
+                outcome, pending = self._commit(mutation)
+                if outcome.status != "committed":
+                    raise NotCommitted(outcome)
+                work()
+        except NotCommitted as not_committed:
+            return not_committed.outcome, []
+        return outcome, pending
+
+    def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
+        self.commit_attempts += 1
+        check_store(deletion.definition.name, deletion.id)
+        check_step(deletion.step_id)
+        outcome, pending = self._delete(
+            deletion.definition.name,
+            deletion.id,
+            deletion.expected,
+            deletion.step_id,
+            deletion.encoded_result,
+        )
+        if outcome.status == "committed":
+            self._finish(pending)
+        return outcome
+
+    def delete_store(self, definition: StoreDefinition, id: str) -> None:
+        check_store(definition.name, id)
+        outcome, pending = self._delete(definition.name, id, None, None, None)
+        if outcome.status == "committed":
+            self._finish(pending)
+
+    def _delete(
+        self,
+        name: str,
+        id: str,
+        expected: StoredState | None,
+        step_id: StoreStepId | None,
+        result: str | None,
+    ) -> Committed:
+        if self._functions():
+            return functions.commit_deletion(self.connection, name, id, expected, step_id, result)
+        return portable.commit_deletion(
+            self.connection, self.using, name, id, expected, step_id, result
+        )
+
+    # waiters
+
+    def register_waiter(self, waiter: StoreWaiter) -> None:
+        """Register ``waiter``, linearizably with every mutation of its store
+        (:func:`.waiters.register_waiter`); a stale or storeless waiter is woken on commit."""
+        self._finish(waiter_rows.register_waiter(self.connection, self.using, waiter))
+
+    def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
+        """Delete the waiters of an execution, or of one of its steps
+        (:func:`.waiters.remove_waiters`)."""
+        waiter_rows.remove_waiters(self.connection, self.using, execution_id, step_key)
+
+    def waiters(self, definition: StoreDefinition, id: str) -> list[StoreWaiter]:
+        """The waiters registered on a store, in registration order."""
+        return waiter_rows.list_waiters(self.connection, definition.name, id)
+
+
+_clients: dict[str, DatabaseStoreClient] = {}
+_clients_lock = threading.Lock()
+
+
+def get_store_client(using: str = "default") -> DatabaseStoreClient:
+    """The store client of a database alias (one per alias, shared by threads: it keeps no
+    connection, Django's connections are per thread)."""
+    client = _clients.get(using)
+    if client is None:
+        with _clients_lock:
+            client = _clients.setdefault(using, DatabaseStoreClient(using))
+    return client

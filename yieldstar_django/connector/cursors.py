@@ -1,0 +1,51 @@
+"""One statement of the hot path, one round trip: server-side binding on PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+__all__ = ["fetchone"]
+
+
+def fetchone(
+    connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]
+) -> tuple[Any, ...] | None:
+    """Run one statement and return its first row.
+
+    On PostgreSQL this binds the parameters on the server (the extended protocol, one round
+    trip, no quoting in Python), prepared only if the connection's
+    ``OPTIONS["prepare_threshold"]`` asks for it (Django's default keeps it off for
+    connection poolers); errors are Django's as usual. With query logging on (``DEBUG``,
+    ``CaptureQueriesContext``) or an ``execute_wrapper`` installed, it goes through Django's
+    cursor, so the statement is seen as any other.
+    """
+    if (
+        connection.vendor != "postgresql"
+        or connection.queries_logged
+        or connection.execute_wrappers
+    ):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cast(tuple[Any, ...] | None, cursor.fetchone())
+    connection.ensure_connection()
+    connection.validate_no_broken_transaction()
+    with connection.wrap_database_errors:
+        cursor = _server_cursor(connection)
+        cursor.execute(sql, params)
+        return cast(tuple[Any, ...] | None, cursor.fetchone())
+
+
+def _server_cursor(connection: BaseDatabaseWrapper) -> Any:
+    """A server-binding psycopg cursor on ``connection``'s current psycopg connection,
+    kept on the wrapper (which belongs to one thread) and replaced after a reconnection."""
+    import psycopg  # only PostgreSQL reaches here; SQLite installs need no psycopg
+
+    raw = connection.connection
+    cached = getattr(connection, "_yieldstar_cursor", None)
+    if cached is None or cached[0] is not raw or cached[1].closed:
+        cached = (raw, psycopg.Cursor(raw))
+        connection._yieldstar_cursor = cached  # type: ignore[attr-defined]
+    return cached[1]

@@ -1,0 +1,97 @@
+"""The commit as one call of a PL/pgSQL function (PostgreSQL): one round trip.
+
+The functions are ``yieldstar_django/sql/yieldstar_commit_mutation_v1.sql`` and
+``yieldstar_commit_deletion_v1.sql``, created by migration ``0002``; their steps are those
+of :mod:`.portable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..conf import yieldstar_settings
+from ..core.results import StoreStepId, Wake
+from ..core.store import COMMITTED, MISSING, StoredState, StoreMutation, already_applied, conflict
+from ..core.waiter_index import path_match
+from ..wakes.outbox import PendingWake
+from . import statements as sql
+from .arguments import paths_json
+from .cursors import fetchone
+from .portable import Committed
+
+__all__ = ["commit_deletion", "commit_mutation"]
+
+
+def commit_mutation(connection: BaseDatabaseWrapper, m: StoreMutation) -> Committed:
+    """Commit ``m`` with ``yieldstar_commit_mutation_v1``."""
+    match = path_match(m.changed_paths)
+    row = fetchone(
+        connection,
+        sql.COMMIT_MUTATION_CALL,
+        [
+            m.definition.name,
+            m.id,
+            m.expected.instance_id,
+            m.expected.version,
+            m.created,
+            m.expected.encoded,
+            m.encoded_state,
+            paths_json(m.changed_paths),
+            match.wake_all,
+            match.read_keys,
+            match.prefix_keys,
+            m.step_id.execution_id if m.step_id else None,
+            m.step_id.step_key if m.step_id else None,
+            m.encoded_result,
+            yieldstar_settings.VERSION_HISTORY_KEEP_STATE,
+            yieldstar_settings.VERSION_HISTORY_LIMIT,
+            float(yieldstar_settings.RELAY_DELAY),
+        ],
+    )
+    assert row is not None
+    return _outcome(row)
+
+
+def commit_deletion(
+    connection: BaseDatabaseWrapper,
+    name: str,
+    id: str,
+    expected: StoredState | None,
+    step_id: StoreStepId | None,
+    result: str | None,
+) -> Committed:
+    """Delete a store with ``yieldstar_commit_deletion_v1``."""
+    row = fetchone(
+        connection,
+        sql.COMMIT_DELETION_CALL,
+        [
+            name,
+            id,
+            expected.instance_id if expected else None,
+            expected.version if expected else None,
+            step_id.execution_id if step_id else None,
+            step_id.step_key if step_id else None,
+            result,
+            float(yieldstar_settings.RELAY_DELAY),
+        ],
+    )
+    assert row is not None
+    return _outcome(row)
+
+
+def _outcome(row: Sequence[Any]) -> Committed:
+    status, recorded, instance_id, version, state, ids, executions, workflows = row
+    if status == "committed":
+        pending = [
+            PendingWake(int(i), Wake(e, w))
+            for i, e, w in zip(ids or [], executions or [], workflows or [], strict=True)
+        ]
+        return COMMITTED, pending
+    if status == "already-applied":
+        return already_applied(recorded), []
+    if status == "conflict":
+        return conflict(StoredState(instance_id, int(version), state)), []
+    return MISSING, []

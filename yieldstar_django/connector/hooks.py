@@ -1,0 +1,41 @@
+"""Commit hooks: a caller's own database work committed in a store commit's transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from ..core.store import CommitOutcome, StoreMutation
+
+__all__ = ["CommitHook", "NotCommitted", "current_hook"]
+
+
+@dataclass(frozen=True)
+class CommitHook:
+    """Database work of a caller's to commit with a mutation, in the commit's transaction.
+
+    ``prepare(m)`` runs before the transaction opens, with the mutation about to be
+    committed; it does any encoding or checking (it must not write) and returns the work
+    to do once ``m`` is written, before the transaction commits. ``before()`` runs first in
+    the transaction, before the store row is locked. The transaction commits only if the
+    mutation committed and neither raised: a conflict (which the core retries, preparing
+    again), a recorded step or an exception rolls back the hook's writes too. An exception
+    propagates to the store call. No user code may run in ``before`` or the work.
+    """
+
+    prepare: Callable[[StoreMutation], Callable[[], None]]
+    before: Callable[[], None] | None = None
+
+
+#: The hook of the current context and the database alias it applies to.
+current_hook: ContextVar[tuple[str, CommitHook] | None] = ContextVar(
+    "yieldstar_commit_hook", default=None
+)
+
+
+class NotCommitted(Exception):
+    """Rolls back a hooked commit that did not apply, carrying what it found."""
+
+    def __init__(self, outcome: CommitOutcome) -> None:
+        self.outcome = outcome

@@ -1,0 +1,277 @@
+"""The commit as separate statements, in one transaction: SQLite, and PostgreSQL when the
+client is made with ``use_functions=False`` (the conformance suite runs both paths there).
+
+The steps and their order are those of the PL/pgSQL functions
+(``yieldstar_django/sql/yieldstar_commit_*_v1.sql``): the ledger first, the store row lock
+and comparison (or the insertion of a missing store), the ledger row, the new state and
+version row, history pruning, the matching waiters and their wake intents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
+
+from ..conf import yieldstar_settings
+from ..core.results import StoreStepId, Wake
+from ..core.store import (
+    COMMITTED,
+    MISSING,
+    CommitOutcome,
+    StoredState,
+    StoreMutation,
+    already_applied,
+    conflict,
+)
+from ..core.types import StorePath
+from ..core.waiter_index import path_match
+from ..wakes.outbox import PendingWake, write_intents
+from . import statements as sql
+from .arguments import paths_json
+
+__all__ = [
+    "commit_deletion",
+    "commit_mutation",
+    "compare_and_lock",
+    "insert_store_row",
+    "insert_version",
+    "ledger_result",
+    "lock",
+    "now",
+    "read_locked",
+]
+
+Committed = tuple[CommitOutcome, list[PendingWake]]
+
+
+class _StepRecordedMeanwhile(Exception):
+    """Rolls back a commit whose step was recorded by a concurrent commit."""
+
+
+def lock(connection: BaseDatabaseWrapper, mode: str) -> str:
+    """`` FOR <mode>`` on PostgreSQL; nothing on SQLite, whose IMMEDIATE transactions hold
+    the write lock from their first statement."""
+    return f" FOR {mode}" if connection.vendor == "postgresql" else ""
+
+
+def now(connection: BaseDatabaseWrapper) -> Any:
+    """The current time, adapted for ``connection``."""
+    return connection.ops.adapt_datetimefield_value(timezone.now())
+
+
+def ledger_result(cursor: Any, name: str, id: str, step_id: StoreStepId) -> str | None:
+    """The result recorded for ``step_id`` on the store, if any."""
+    cursor.execute(sql.LEDGER_LOOKUP, [name, id, step_id.execution_id, step_id.step_key])
+    row = cursor.fetchone()
+    return None if row is None else str(row[0])
+
+
+def insert_store_row(
+    cursor: Any, connection: BaseDatabaseWrapper, name: str, id: str, stored: StoredState
+) -> int | None:
+    """Insert a store row; its pk, or ``None`` if the store exists."""
+    at = now(connection)
+    cursor.execute(
+        sql.INSERT_STORE, [name, id, stored.instance_id, stored.version, stored.encoded, at, at]
+    )
+    row = cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+def read_locked(
+    cursor: Any, connection: BaseDatabaseWrapper, name: str, id: str, mode: str | None
+) -> tuple[int, StoredState] | None:
+    """The store row and its pk, locked ``FOR <mode>`` (no lock without ``mode``)."""
+    cursor.execute(
+        sql.READ_STORE_ROW.format(lock=lock(connection, mode) if mode else ""), [name, id]
+    )
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    return int(row[0]), StoredState(row[1], int(row[2]), row[3])
+
+
+def compare_and_lock(
+    cursor: Any, connection: BaseDatabaseWrapper, name: str, id: str, expected: StoredState
+) -> tuple[int, StoredState] | None:
+    """The store row, locked if it is at ``expected`` (compare the returned row).
+
+    On PostgreSQL the row is compared without a lock first, so the loser of a race learns
+    of it without locking the row (a row lock writes WAL: its commit would wait for a flush
+    while every other writer of the store queues on the lock)."""
+    if connection.vendor == "postgresql":
+        cursor.execute(sql.PEEK_STORE_VERSION, [name, id])
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        if (row[1], int(row[2])) != (expected.instance_id, expected.version):
+            return read_locked(cursor, connection, name, id, None)
+    return read_locked(cursor, connection, name, id, "NO KEY UPDATE")
+
+
+def insert_version(
+    cursor: Any,
+    connection: BaseDatabaseWrapper,
+    name: str,
+    id: str,
+    instance_id: str,
+    version: int,
+    paths: str,
+    step_id: StoreStepId | None,
+    encoded: str,
+) -> None:
+    """The version row of a commit (its state only if ``VERSION_HISTORY_KEEP_STATE``)."""
+    keep = yieldstar_settings.VERSION_HISTORY_KEEP_STATE
+    cursor.execute(
+        sql.INSERT_VERSION,
+        [
+            name,
+            id,
+            instance_id,
+            version,
+            paths,
+            step_id.execution_id if step_id else None,
+            step_id.step_key if step_id else None,
+            encoded if keep else None,
+            now(connection),
+        ],
+    )
+
+
+def _record_step(
+    cursor: Any,
+    connection: BaseDatabaseWrapper,
+    name: str,
+    id: str,
+    step_id: StoreStepId,
+    result: str | None,
+) -> bool:
+    """Insert the ledger row; False if the step is recorded already."""
+    assert result is not None, "a step id needs a result to record"
+    cursor.execute(
+        sql.RECORD_STEP,
+        [name, id, step_id.execution_id, step_id.step_key, result, now(connection)],
+    )
+    return cursor.fetchone() is not None
+
+
+def _prune_versions(cursor: Any, instance_id: str, version: int) -> None:
+    limit = yieldstar_settings.VERSION_HISTORY_LIMIT
+    if limit is not None and version >= limit:
+        cursor.execute(sql.PRUNE_VERSION, [instance_id, version - limit])
+
+
+def _matching_wakes(cursor: Any, store_pk: int, changed_paths: Sequence[StorePath]) -> list[Wake]:
+    """The executions whose waiters the changed paths wake, in registration order."""
+    query, params = sql.matching_waiters_sql(store_pk, path_match(changed_paths))
+    cursor.execute(query, params)
+    return [Wake(e, w) for e, w in cursor.fetchall()]
+
+
+def commit_mutation(connection: BaseDatabaseWrapper, using: str, m: StoreMutation) -> Committed:
+    """Commit ``m`` as separate statements in one transaction (joining an enclosing one)."""
+    name, id, expected = m.definition.name, m.id, m.expected
+    version = expected.version + 1
+    recorded: str | None = None
+    try:
+        with transaction.atomic(using=using), connection.cursor() as cursor:
+            if m.step_id is not None:
+                recorded = ledger_result(cursor, name, id, m.step_id)
+                if recorded is not None:
+                    return already_applied(recorded), []
+            if m.created:
+                pk = insert_store_row(
+                    cursor,
+                    connection,
+                    name,
+                    id,
+                    StoredState(expected.instance_id, version, m.encoded_state),
+                )
+                if pk is None:
+                    current = read_locked(cursor, connection, name, id, "NO KEY UPDATE")
+                    return (MISSING if current is None else conflict(current[1])), []
+            else:
+                found = compare_and_lock(cursor, connection, name, id, expected)
+                if found is None:
+                    return MISSING, []
+                pk, current_state = found
+                if (current_state.instance_id, current_state.version) != (
+                    expected.instance_id,
+                    expected.version,
+                ):
+                    return conflict(current_state), []
+            if m.step_id is not None and not _record_step(
+                cursor, connection, name, id, m.step_id, m.encoded_result
+            ):
+                recorded = ledger_result(cursor, name, id, m.step_id)
+                raise _StepRecordedMeanwhile
+            if m.created:
+                insert_version(
+                    cursor,
+                    connection,
+                    name,
+                    id,
+                    expected.instance_id,
+                    0,
+                    "[]",
+                    None,
+                    expected.encoded,
+                )
+            else:
+                cursor.execute(sql.UPDATE_STORE, [version, m.encoded_state, now(connection), pk])
+            insert_version(
+                cursor,
+                connection,
+                name,
+                id,
+                expected.instance_id,
+                version,
+                paths_json(m.changed_paths),
+                m.step_id,
+                m.encoded_state,
+            )
+            _prune_versions(cursor, expected.instance_id, version)
+            wakes = _matching_wakes(cursor, pk, m.changed_paths)
+            return COMMITTED, write_intents(wakes, reason="store", using=using)
+    except _StepRecordedMeanwhile:
+        assert recorded is not None
+        return already_applied(recorded), []
+
+
+def commit_deletion(
+    connection: BaseDatabaseWrapper,
+    using: str,
+    name: str,
+    id: str,
+    expected: StoredState | None,
+    step_id: StoreStepId | None,
+    result: str | None,
+) -> Committed:
+    """Delete a store (if at ``expected``, when given) with its waiters, waking them all."""
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        if step_id is not None:
+            recorded = ledger_result(cursor, name, id, step_id)
+            if recorded is not None:
+                return already_applied(recorded), []
+        found = read_locked(cursor, connection, name, id, "UPDATE")
+        if found is None:
+            return MISSING, []
+        pk, current = found
+        if expected is not None and (current.instance_id, current.version) != (
+            expected.instance_id,
+            expected.version,
+        ):
+            return conflict(current), []
+        if step_id is not None and not _record_step(cursor, connection, name, id, step_id, result):
+            recorded = ledger_result(cursor, name, id, step_id)
+            assert recorded is not None
+            return already_applied(recorded), []
+        wakes = _matching_wakes(cursor, pk, [()])  # a change at the root: all waiters
+        cursor.execute(sql.DELETE_STORE_WAITER_PATHS, [pk])
+        cursor.execute(sql.DELETE_STORE_WAITERS, [pk])
+        cursor.execute(sql.DELETE_STORE, [pk])
+        return COMMITTED, write_intents(wakes, reason="delete", using=using)

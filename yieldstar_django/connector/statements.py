@@ -1,0 +1,154 @@
+"""Every SQL statement of the store client, written once.
+
+Placeholders are ``%s`` (Django's paramstyle, both databases). ``{lock}`` slots take
+``lock(...)`` of the connection: a row lock clause on PostgreSQL, nothing on SQLite, whose
+``BEGIN IMMEDIATE`` transactions hold the database write lock from their first statement.
+The PostgreSQL functions the commit calls are in ``yieldstar_django/sql/``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ..core.constants import WaiterKind
+from ..core.waiter_index import PathMatch
+from ..wakes.outbox import in_clause
+
+STORE_TABLE: Final = "yieldstar_storeinstance"
+VERSION_TABLE: Final = "yieldstar_storeversion"
+LEDGER_TABLE: Final = "yieldstar_appliedstep"
+WAITER_TABLE: Final = "yieldstar_waiter"
+WAITER_PATH_TABLE: Final = "yieldstar_waiterpath"
+
+# --- reads -------------------------------------------------------------------------------
+
+READ_STORE: Final = (
+    f"SELECT instance_id, version, state FROM {STORE_TABLE} WHERE name = %s AND store_id = %s"
+)
+#: The store row by key, with its pk; ``{lock}`` may lock it.
+READ_STORE_ROW: Final = (
+    f"SELECT id, instance_id, version, state FROM {STORE_TABLE} "
+    "WHERE name = %s AND store_id = %s{lock}"
+)
+#: The store row's pk and (instance_id, version), unlocked: the comparison before a lock.
+PEEK_STORE_VERSION: Final = (
+    f"SELECT id, instance_id, version FROM {STORE_TABLE} WHERE name = %s AND store_id = %s"
+)
+LEDGER_LOOKUP: Final = (
+    f"SELECT result FROM {LEDGER_TABLE} WHERE store_name = %s AND store_id = %s "
+    "AND execution_id = %s AND step_key = %s"
+)
+#: The ledger lookup and the store read at once: exactly one row (NULLs where missing).
+READ_STORE_AND_STEP: Final = (
+    f"SELECT l.result, s.instance_id, s.version, s.state FROM (SELECT 1 AS one) k "
+    f"LEFT JOIN {LEDGER_TABLE} l ON l.store_name = %s AND l.store_id = %s "
+    "AND l.execution_id = %s AND l.step_key = %s "
+    f"LEFT JOIN {STORE_TABLE} s ON s.name = %s AND s.store_id = %s"
+)
+#: Ids of one store name in code-point order (``{collate}``: ``COLLATE "C"`` on PostgreSQL).
+LIST_STORE_IDS: Final = (
+    f"SELECT store_id FROM {STORE_TABLE} WHERE name = %s ORDER BY store_id{{collate}}"
+)
+
+# --- the commit as statements (SQLite; PostgreSQL with use_functions=False) --------------
+
+INSERT_STORE: Final = (
+    f"INSERT INTO {STORE_TABLE} "
+    "(name, store_id, instance_id, version, state, created_at, updated_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (name, store_id) DO NOTHING RETURNING id"
+)
+UPDATE_STORE: Final = (
+    f"UPDATE {STORE_TABLE} SET version = %s, state = %s, updated_at = %s WHERE id = %s"
+)
+DELETE_STORE: Final = f"DELETE FROM {STORE_TABLE} WHERE id = %s"
+INSERT_VERSION: Final = (
+    f"INSERT INTO {VERSION_TABLE} (store_name, store_id, instance_id, version, "
+    "changed_paths, step_execution_id, step_key, state, created_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+PRUNE_VERSION: Final = f"DELETE FROM {VERSION_TABLE} WHERE instance_id = %s AND version = %s"
+#: The ledger row; no row returned when the step is recorded already.
+RECORD_STEP: Final = (
+    f"INSERT INTO {LEDGER_TABLE} "
+    "(store_name, store_id, execution_id, step_key, result, created_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (store_name, store_id, execution_id, step_key) DO NOTHING RETURNING id"
+)
+
+# --- the commit as one call (PostgreSQL) --------------------------------------------------
+
+COMMIT_MUTATION_FUNCTION: Final = "yieldstar_commit_mutation_v1"
+COMMIT_DELETION_FUNCTION: Final = "yieldstar_commit_deletion_v1"
+COMMIT_MUTATION_CALL: Final = (
+    f"SELECT * FROM {COMMIT_MUTATION_FUNCTION}(%s::text, %s::text, %s::text, %s::bigint, "
+    "%s::boolean, %s::text, %s::text, %s::text, %s::boolean, %s::text[], %s::text[], "
+    "%s::text, %s::text, %s::text, %s::boolean, %s::bigint, %s::double precision)"
+)
+COMMIT_DELETION_CALL: Final = (
+    f"SELECT * FROM {COMMIT_DELETION_FUNCTION}(%s::text, %s::text, %s::text, %s::bigint, "
+    "%s::text, %s::text, %s::text, %s::double precision)"
+)
+
+# --- waiters ------------------------------------------------------------------------------
+
+#: The store row under ``{lock}`` (a share lock): a registration's linearization point.
+READ_STORE_FOR_WAITER: Final = (
+    f"SELECT id, instance_id, version FROM {STORE_TABLE} WHERE name = %s AND store_id = %s{{lock}}"
+)
+UPSERT_WAITER: Final = (
+    f"INSERT INTO {WAITER_TABLE} (workflow_id, execution_id, step_key, store_pk, "
+    "instance_id, since_version, read_paths, created_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+    "ON CONFLICT (execution_id, step_key, store_pk) DO UPDATE SET "
+    "workflow_id = excluded.workflow_id, instance_id = excluded.instance_id, "
+    "since_version = excluded.since_version, read_paths = excluded.read_paths, "
+    "created_at = excluded.created_at RETURNING id"
+)
+DELETE_WAITER_PATHS: Final = f"DELETE FROM {WAITER_PATH_TABLE} WHERE waiter_id = %s"
+#: The start of a multi-row insert of path rows: append ``(%s, %s, %s, %s)`` per row.
+INSERT_WAITER_PATHS: Final = (
+    f"INSERT INTO {WAITER_PATH_TABLE} (waiter_id, store_pk, kind, path) VALUES "
+)
+#: The waiters of an execution (``{where}``: ``execution_id = %s`` [``AND step_key = %s``]).
+REMOVE_WAITER_PATHS: Final = (
+    f"DELETE FROM {WAITER_PATH_TABLE} WHERE waiter_id IN "
+    f"(SELECT id FROM {WAITER_TABLE} WHERE {{where}})"
+)
+REMOVE_WAITERS: Final = f"DELETE FROM {WAITER_TABLE} WHERE {{where}}"
+DELETE_STORE_WAITER_PATHS: Final = f"DELETE FROM {WAITER_PATH_TABLE} WHERE store_pk = %s"
+DELETE_STORE_WAITERS: Final = f"DELETE FROM {WAITER_TABLE} WHERE store_pk = %s"
+LIST_WAITERS: Final = (
+    "SELECT w.workflow_id, w.execution_id, w.step_key, w.instance_id, "
+    f"w.since_version, w.read_paths FROM {WAITER_TABLE} w "
+    f"JOIN {STORE_TABLE} s ON s.id = w.store_pk "
+    "WHERE s.name = %s AND s.store_id = %s ORDER BY w.id"
+)
+
+
+def matching_waiters_sql(store_pk: int, match: PathMatch) -> tuple[str, list[Any]]:
+    """The portable query for the (execution_id, workflow_id) pairs a change wakes, in
+    registration order. Every lookup is an equality on the ``(store_pk, kind, path)``
+    index."""
+    if match.wake_all:
+        return (
+            f"SELECT execution_id, workflow_id FROM {WAITER_TABLE} WHERE store_pk = %s "
+            "GROUP BY execution_id, workflow_id ORDER BY MIN(id)",
+            [store_pk],
+        )
+    always = f"kind = {WaiterKind.ALWAYS:d}"
+    parts = [f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND {always}"]
+    params: list[Any] = [store_pk]
+    for kind, keys in ((WaiterKind.READ, match.read_keys), (WaiterKind.PREFIX, match.prefix_keys)):
+        if keys:
+            parts.append(
+                f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s "
+                f"AND kind = {kind:d} AND path IN ({in_clause(len(keys))})"
+            )
+            params += [store_pk, *keys]
+    sql = (
+        f"SELECT execution_id, workflow_id FROM {WAITER_TABLE} WHERE id IN ("
+        + " UNION ALL ".join(parts)
+        + ") GROUP BY execution_id, workflow_id ORDER BY MIN(id)"
+    )
+    return sql, params

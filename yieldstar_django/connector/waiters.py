@@ -1,0 +1,121 @@
+"""Waiter registration, removal and listing on the database, linearizable with commits."""
+
+from __future__ import annotations
+
+import json
+
+from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from ..core.constants import MAX_INSTANCE_ID_LENGTH
+from ..core.results import StoreWaiter, Wake
+from ..core.waiter_index import waiter_path_rows
+from ..wakes.outbox import PendingWake, write_intents
+from . import statements as sql
+from .arguments import check_store, check_text, paths_json
+from .portable import lock, now
+
+__all__ = ["list_waiters", "register_waiter", "remove_waiters"]
+
+#: Path rows per multi-row insert.
+PATH_ROWS_PER_INSERT = 500
+
+
+def register_waiter(
+    connection: BaseDatabaseWrapper, using: str, waiter: StoreWaiter
+) -> list[PendingWake]:
+    """Register ``waiter``, linearizably with every mutation of its store; return the wake
+    intents written (the waiter is stale, or its store missing), to deliver on commit.
+
+    In one transaction: read the store row under a share lock (``FOR SHARE`` on
+    PostgreSQL, which conflicts with the ``FOR NO KEY UPDATE`` a commit takes; SQLite's
+    ``BEGIN IMMEDIATE`` serializes all writers), compare its (instance_id, version)
+    with the waiter's, upsert the waiter and its path rows, and, if the observation is
+    stale, write a wake intent in the same transaction. A mutation therefore either
+    committed before the lock was granted (the version moved: the waiter is woken at
+    once) or takes the row lock after this transaction committed, and its waiter
+    lookup, a later statement at READ COMMITTED, sees the new waiter. A missing store
+    wakes the waiter at once and registers nothing.
+
+    Registering again for the same (execution, step, store) replaces the observation.
+
+    Inside a caller's ``transaction.atomic()`` it joins that transaction without a
+    savepoint (two round trips fewer): the registration commits or rolls back with the
+    caller's work, and a database error here dooms the caller's transaction (Django's
+    ``savepoint=False``). Arguments are checked before the first statement, so a
+    rejected waiter leaves the caller's transaction usable.
+    """
+    w = waiter
+    check_store(w.store_name, w.store_id)
+    check_text("workflow id", w.workflow_id)
+    check_text("execution id", w.execution_id)
+    check_text("step key", w.step_key)
+    check_text("instance id", w.instance_id, MAX_INSTANCE_ID_LENGTH)
+    read_paths = [tuple(p) for p in w.read_paths]
+    wake = Wake(w.execution_id, w.workflow_id)
+    with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
+        cursor.execute(
+            sql.READ_STORE_FOR_WAITER.format(lock=lock(connection, "SHARE")),
+            [w.store_name, w.store_id],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return write_intents([wake], reason="missing", using=using)
+        store_pk, instance_id, version = int(row[0]), row[1], int(row[2])
+        same_instance = instance_id == w.instance_id
+        cursor.execute(
+            sql.UPSERT_WAITER,
+            [
+                w.workflow_id,
+                w.execution_id,
+                w.step_key,
+                store_pk,
+                w.instance_id,
+                w.since_version,
+                paths_json(read_paths),
+                now(connection),
+            ],
+        )
+        fetched = cursor.fetchone()
+        assert fetched is not None
+        waiter_pk = int(fetched[0])
+        cursor.execute(sql.DELETE_WAITER_PATHS, [waiter_pk])
+        rows = waiter_path_rows(read_paths, same_instance=same_instance)
+        for start in range(0, len(rows), PATH_ROWS_PER_INSERT):
+            chunk = rows[start : start + PATH_ROWS_PER_INSERT]
+            cursor.execute(
+                sql.INSERT_WAITER_PATHS + ", ".join(["(%s, %s, %s, %s)"] * len(chunk)),
+                [v for kind, key in chunk for v in (waiter_pk, store_pk, kind, key)],
+            )
+        stale = not same_instance or version != w.since_version
+        return write_intents([wake], reason="stale", using=using) if stale else []
+
+
+def remove_waiters(
+    connection: BaseDatabaseWrapper, using: str, execution_id: str, step_key: str | None
+) -> None:
+    """Delete the waiters (and their path rows) of an execution, or of one of its steps.
+
+    Joins a caller's ``transaction.atomic()`` without a savepoint, as ``register_waiter``
+    does."""
+    check_text("execution id", execution_id)
+    where, params = "execution_id = %s", [execution_id]
+    if step_key is not None:
+        check_text("step key", step_key)
+        where, params = where + " AND step_key = %s", [execution_id, step_key]
+    with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
+        cursor.execute(sql.REMOVE_WAITER_PATHS.format(where=where), params)
+        cursor.execute(sql.REMOVE_WAITERS.format(where=where), params)
+
+
+def list_waiters(connection: BaseDatabaseWrapper, name: str, id: str) -> list[StoreWaiter]:
+    """The waiters registered on a store, in registration order."""
+    check_store(name, id)
+    with connection.cursor() as cursor:
+        cursor.execute(sql.LIST_WAITERS, [name, id])
+        return [
+            StoreWaiter(
+                wf, ex, key, name, id, inst, int(since), tuple(tuple(p) for p in json.loads(paths))
+            )
+            for wf, ex, key, inst, since, paths in cursor.fetchall()
+        ]

@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS yieldstar_store_ids_c;
+DROP INDEX IF EXISTS yieldstar_store_id_prefix;

@@ -1,0 +1,43 @@
+"""SQL as data: the PostgreSQL functions and schema changes the migrations apply, one
+``.sql`` file each, read by their migration.
+
+Function names carry a version (``_v1``): a change of a function's contract is a new file
+and a new migration, so a rolling deploy never calls a body it does not expect, and a file
+a migration has applied never changes. Statement files hold statements separated by
+``;`` at the end of a line; a function file is one statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from importlib.resources import files
+from typing import Any
+
+__all__ = ["load", "postgres_only", "statements"]
+
+
+def load(name: str) -> str:
+    """The text of ``yieldstar_django/sql/<name>.sql``."""
+    return files(__package__).joinpath(f"{name}.sql").read_text(encoding="utf-8")
+
+
+def statements(name: str) -> list[str]:
+    """The statements of a file of plain statements (not of a function body)."""
+    return [part.strip() for part in load(name).split(";\n") if part.strip()]
+
+
+def postgres_only(
+    forward: Sequence[str], backward: Sequence[str]
+) -> tuple[Callable[[Any, Any], None], Callable[[Any, Any], None]]:
+    """``RunPython`` callables that execute the given SQL texts in order on PostgreSQL and
+    do nothing elsewhere (the portable path needs no functions)."""
+
+    def run(texts: Sequence[str]) -> Callable[[Any, Any], None]:
+        def apply(apps: Any, schema_editor: Any) -> None:
+            if schema_editor.connection.vendor == "postgresql":
+                for text in texts:
+                    schema_editor.execute(text)
+
+        return apply
+
+    return run(forward), run(backward)
