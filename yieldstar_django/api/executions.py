@@ -26,6 +26,8 @@ from rest_framework.response import Response
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.errors import WorkflowValueError
 from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
+from ..runtime.executions import cancel_execution, start_execution
+from ..runtime.registry import get_workflow
 from . import idempotency
 from .openapi import IDEMPOTENCY_KEY, errors, extend_schema
 from .permissions import ExecutionPermission
@@ -231,9 +233,6 @@ class ExecutionStartView(YieldstarAPIView):
         tags=["executions"],
     )
     def post(self, request: Request) -> Response:
-        from ..runtime.executions import start_execution
-        from ..runtime.registry import get_workflow
-
         serializer = ExecutionStartSerializer(data=self.body(request))
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -319,8 +318,6 @@ class ExecutionCancelView(YieldstarAPIView):
         tags=["executions"],
     )
     def post(self, request: Request, execution_id: str) -> Response:
-        from ..runtime import cancel_execution
-
         execution = execution_or_404(execution_id)
         cancelled = cancel_execution(execution.id)
         execution.refresh_from_db()

@@ -18,7 +18,10 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from .permissions import SchemaPermission
+from ..core.definition import registered_definitions
+from ..runtime.registry import registered_workflows
+from .exceptions import exception_handler
+from .permissions import SchemaPermission, hook_allows
 from .serializers import ErrorSerializer
 
 ETAG_HEADER = OpenApiParameter(
@@ -146,10 +149,6 @@ def document_registered_names(
     """drf-spectacular postprocessing hook: list the store definitions the requesting user
     may view as the ``enum`` of the ``name`` path parameter, and the registered workflows
     as the ``enum`` of ``workflow`` in a start request."""
-    from ..core.definition import registered_definitions
-    from ..runtime.registry import registered_workflows
-    from .permissions import hook_allows
-
     names = [
         d.name
         for d in registered_definitions()
@@ -177,8 +176,6 @@ class YieldstarSchemaView(SpectacularAPIView):
     renderer_classes = [OpenApiJsonRenderer]
 
     def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
-        from .exceptions import exception_handler
-
         return exception_handler
 
     def handle_exception(self, exc: Exception) -> Response:

@@ -14,6 +14,11 @@ from django.db import router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field
 
+from ..core.results import Wake
+from ..models.stores import WakeIntent
+from ..wakes.delivery import deliver_on_commit
+from ..wakes.outbox import INTENT_COLUMNS, schedule_wake, write_intents
+
 __all__ = [
     "cancel_sql",
     "cancel_timer",
@@ -26,8 +31,6 @@ __all__ = [
 
 
 def _alias() -> str:
-    from ..models.stores import WakeIntent
-
     return router.db_for_write(WakeIntent)
 
 
@@ -37,9 +40,6 @@ def request_run(execution_id: str, workflow_id: str, *, reason: str) -> int:
     ``wakes.wake_now`` without its savepoint: the intent is written in the caller's
     transaction (or at once in autocommit mode) and handed over on commit.
     """
-    from ..core.results import Wake
-    from ..wakes import deliver_on_commit, write_intents
-
     alias = _alias()
     pending = write_intents([Wake(execution_id, workflow_id)], reason=reason, using=alias)
     deliver_on_commit(pending, using=alias)
@@ -48,15 +48,11 @@ def request_run(execution_id: str, workflow_id: str, *, reason: str) -> int:
 
 def schedule_timer(execution_id: str, workflow_id: str, at: datetime, *, reason: str) -> int:
     """Durably request a run of the execution at ``at``; returns the intent id."""
-    from ..wakes import schedule_wake
-
     return schedule_wake(execution_id, workflow_id, at, reason=reason, using=_alias())
 
 
 def rearm_timer(intent_id: int, at: datetime) -> None:
     """Move a timer to ``at`` as a new, unacknowledged intent (``rearm_sql``)."""
-    from ..models.stores import WakeIntent
-
     WakeIntent.objects.filter(pk=intent_id).update(
         available_at=at, due_at=at, delivered_at=None, attempts=0
     )
@@ -67,8 +63,6 @@ def cancel_timer(intent_id: int) -> None:
 
     A timer that fires anyway (deleted too late) is a spurious wake, which is harmless.
     """
-    from ..models.stores import WakeIntent
-
     WakeIntent.objects.filter(pk=intent_id, delivered_at__isnull=True).delete()
 
 
@@ -83,8 +77,6 @@ def intent_insert(
     a timer written in the statement that needs it (the PostgreSQL fast paths of the
     leases). Its parameters are the reason, ``available_at``, ``due_at`` (the same time)
     and ``created_at`` (adapted for the connection). Mirrors ``wakes.schedule_wake``."""
-    from ..models.stores import WakeIntent
-
     quote = connection.ops.quote_name
     meta = WakeIntent._meta
 
@@ -93,13 +85,7 @@ def intent_insert(
         assert isinstance(field, Field) and field.column is not None
         return quote(field.column)
 
-    columns = ", ".join(
-        column(name)
-        for name in (
-            "execution_id", "workflow_id", "reason", "available_at", "due_at",
-            "delivered_at", "attempts", "last_error", "created_at",
-        )
-    )  # fmt: skip
+    columns = ", ".join(column(name) for name in INTENT_COLUMNS)
     return (
         f"INSERT INTO {quote(meta.db_table)} ({columns}) "
         f"SELECT {quote(execution_column)}, {quote(workflow_column)}, %s, %s, %s, NULL, 0, '', %s"
@@ -110,8 +96,6 @@ def rearm_sql(connection: BaseDatabaseWrapper) -> str:
     """``UPDATE`` of one timer (the last ``%s``) to fire at the first two ``%s``
     (``available_at``, ``due_at``) as a new, unacknowledged intent, to append conditions
     to: a renewed lease moves its takeover timer."""
-    from ..models.stores import WakeIntent
-
     quote = connection.ops.quote_name
     return (
         f"UPDATE {quote(WakeIntent._meta.db_table)} SET {quote('available_at')} = %s, "
@@ -122,8 +106,6 @@ def rearm_sql(connection: BaseDatabaseWrapper) -> str:
 
 def cancel_sql(connection: BaseDatabaseWrapper) -> str:
     """``DELETE`` of one undelivered intent by id (``%s``), to append conditions to."""
-    from ..models.stores import WakeIntent
-
     quote = connection.ops.quote_name
     return (
         f"DELETE FROM {quote(WakeIntent._meta.db_table)} WHERE {quote('id')} = %s "

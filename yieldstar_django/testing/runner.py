@@ -19,6 +19,8 @@ from django.db import connections, router
 
 from .. import clock
 from ..core.results import Wake
+from ..models.stores import WakeIntent
+from ..runtime.executions import run_execution
 from ..wakes import OnCommitDelivery, PendingWake
 
 __all__ = ["advance_time", "inline", "run_until_idle"]
@@ -41,8 +43,6 @@ def _drain() -> None:
     """Run every queued execution (and what those runs wake) unless already draining."""
     if _queue.draining:
         return
-    from ..runtime import run_execution
-
     _queue.draining = True
     try:
         while _queue.ids:
@@ -83,8 +83,6 @@ def advance_time(seconds: float | timedelta) -> None:
 
 
 def _alias() -> str:
-    from ..models.stores import WakeIntent
-
     return router.db_for_write(WakeIntent)
 
 
@@ -107,8 +105,6 @@ def _held_back(alias: str) -> list[PendingWake]:
 
 
 def _due(alias: str, now: datetime) -> list[PendingWake]:
-    from ..models.stores import WakeIntent
-
     rows = WakeIntent.objects.using(alias).filter(delivered_at__isnull=True, available_at__lte=now)
     return [
         PendingWake(pk, Wake(execution_id, workflow_id))
@@ -119,8 +115,6 @@ def _due(alias: str, now: datetime) -> list[PendingWake]:
 
 
 def _mark_delivered(alias: str, pending: Sequence[PendingWake]) -> None:
-    from ..models.stores import WakeIntent
-
     WakeIntent.objects.using(alias).filter(
         pk__in=[p.intent_id for p in pending], delivered_at__isnull=True
     ).update(delivered_at=clock.now())
