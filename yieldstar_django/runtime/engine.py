@@ -30,7 +30,6 @@ from typing import Any, Final, NoReturn
 
 from celery.exceptions import SoftTimeLimitExceeded, Terminated
 from django.db import DatabaseError, connections, router, transaction
-from django.db.models import Field
 
 from .. import clock
 from ..connector import CommitHook, DatabaseStoreClient
@@ -45,7 +44,6 @@ from ..core.results import (
 )
 from ..core.store import StoreClient, StoreMutation
 from ..models.runtime import (
-    Execution,
     ExecutionStatus,
     ExecutionStep,
     StepKind,
@@ -58,7 +56,7 @@ from .errors import (
     StepKeyError,
     error_from_record,
 )
-from .leases import Lease, LeaseLost, set_clause
+from .leases import Lease, LeaseLost
 from .outcomes import (
     RunOutcome,
     StepError,
@@ -72,6 +70,7 @@ from .outcomes import (
     recorded_result,
 )
 from .registry import Workflow
+from .statements import fenced_insert_sql, fenced_update_sql, field, set_clause
 from .steps import Step, StepCall
 
 logger = logging.getLogger("yieldstar_django.runtime")
@@ -565,17 +564,10 @@ class Engine:
     def _fenced_update(self, row: ExecutionStep, changes: dict[str, Any]) -> None:
         """``UPDATE`` a pending heap row if nobody moved it on and the lease is ours."""
         connection = connections[self.alias]
-        quote = connection.ops.quote_name
         assignments, params = set_clause(ExecutionStep, changes, connection)
-        fence, fence_params = self.lease.fence(connection)
-        sql = (
-            f"UPDATE {quote(ExecutionStep._meta.db_table)} SET {assignments} "
-            f"WHERE {quote('id')} = %s AND {quote('status')} = %s AND {quote('attempts')} = %s "
-            f"AND EXISTS (SELECT 1 FROM {quote(Execution._meta.db_table)} WHERE {fence})"
-        )
-        params += [row.pk, StepStatus.PENDING.value, row.attempts, *fence_params]
+        params += [row.pk, StepStatus.PENDING.value, row.attempts, *self.lease.fence(connection)[1]]
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(fenced_update_sql(connection, assignments), params)
             written = cursor.rowcount
         if written != 1:
             raise LeaseLost(self.execution.id)
@@ -583,42 +575,19 @@ class Engine:
     def _fenced_insert(self, values: dict[str, Any]) -> None:
         """``INSERT ... SELECT ... WHERE EXISTS (the lease is ours)`` in one statement."""
         connection = connections[self.alias]
-        quote = connection.ops.quote_name
-        meta = ExecutionStep._meta
-        columns: list[str] = []
-        params: list[Any] = []
-        for name, value in values.items():
-            field = _concrete(name)
-            columns.append(quote(_column(field)))
-            params.append(field.get_db_prep_save(value, connection=connection))
-        placeholders = ", ".join(["%s"] * len(params))
-        fence, fence_params = self.lease.fence(connection)
-        unique = ", ".join(quote(_column(_concrete(name))) for name in ("execution", "step_key"))
-        sql = (
-            f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) "
-            f"SELECT {placeholders} WHERE EXISTS (SELECT 1 FROM "
-            f"{quote(Execution._meta.db_table)} WHERE {fence}) "
-            f"ON CONFLICT ({unique}) DO NOTHING"
-        )
-        params += fence_params
+        names = list(values)
+        params = [
+            field(ExecutionStep, name).get_db_prep_save(value, connection=connection)
+            for name, value in values.items()
+        ]
+        params += self.lease.fence(connection)[1]
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(fenced_insert_sql(connection, names), params)
             inserted = cursor.rowcount
         if inserted != 1:
             # The lease is gone, or another run recorded this step first (and so holds
             # the lease now): this run records nothing more.
             raise LeaseLost(self.execution.id)
-
-
-def _concrete(name: str) -> Field[Any, Any]:
-    field = ExecutionStep._meta.get_field(name)
-    assert isinstance(field, Field)
-    return field
-
-
-def _column(field: Field[Any, Any]) -> str:
-    assert field.column is not None
-    return field.column
 
 
 def _revive_value(kind: str, value_json: str) -> Any:

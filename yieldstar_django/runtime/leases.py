@@ -27,14 +27,20 @@ from typing import Any
 
 from django.db import connections, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import F, Field, Model, Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from .. import clock, wakes
 from ..conf import yieldstar_settings
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus, ExecutionStep
-from ..wakes import ACK_CONDITION, INTENT_TABLE
 from . import timers
+from .statements import (
+    acquire_lease_sql,
+    lease_fence_sql,
+    release_lease_sql,
+    renew_lease_sql,
+    set_clause,
+)
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
@@ -88,13 +94,11 @@ class Lease:
 
     def fence(self, connection: BaseDatabaseWrapper) -> tuple[str, list[Any]]:
         """``owned()`` as SQL on the execution table: the condition and its parameters."""
-        quote = connection.ops.quote_name
-        terminal = ", ".join(["%s"] * len(TERMINAL_STATUSES))
-        condition = (
-            f"{quote('id')} = %s AND {quote('lease_owner')} = %s AND "
-            f"{quote('status')} NOT IN ({terminal})"
-        )
-        return condition, [self.execution.id, self.token, *sorted(TERMINAL_STATUSES)]
+        return lease_fence_sql(connection), [
+            self.execution.id,
+            self.token,
+            *sorted(TERMINAL_STATUSES),
+        ]
 
     def take_heap(self) -> list[ExecutionStep] | None:
         """The heap read at acquisition, once (later runs read it again)."""
@@ -114,18 +118,11 @@ class Lease:
         alias = router.db_for_write(Execution)
         connection = connections[alias]
         if connection.vendor == "postgresql" and self.timer is not None:
-            quote = connection.ops.quote_name
             adapt = connection.ops.adapt_datetimefield_value
-            condition, fence_params = self.fence(connection)
-            sql = (
-                f"WITH renewed AS (UPDATE {quote(Execution._meta.db_table)} SET "
-                f"{quote('lease_expires_at')} = %s WHERE {condition} RETURNING 1), "
-                f"moved AS ({timers.rearm_sql(connection)} AND EXISTS "
-                "(SELECT 1 FROM renewed) RETURNING 1) SELECT count(*) FROM renewed"
-            )
+            _, fence_params = self.fence(connection)
             params = [adapt(expires), *fence_params, adapt(takeover), adapt(takeover), self.timer]
             with connection.cursor() as cursor:
-                cursor.execute(sql, params)
+                cursor.execute(renew_lease_sql(connection), params)
                 row = cursor.fetchone()
             renewed = bool(row and row[0])
         else:
@@ -158,23 +155,16 @@ class Lease:
             if released and self.timer is not None:
                 timers.cancel_timer(self.timer)
             return released
-        quote = connection.ops.quote_name
         assignments, params = set_clause(Execution, changes, connection)
-        condition, fence_params = self.fence(connection)
-        if unless_wake_pending:
-            condition += f" AND NOT {quote('wake_pending')}"
-        params += fence_params
-        sql = (
-            f"WITH released AS (UPDATE {quote(Execution._meta.db_table)} SET "
-            f"{assignments} WHERE {condition} RETURNING 1)"
-        )
+        params += self.fence(connection)[1]
         if self.timer is not None:
-            sql += (
-                f", dropped AS ({timers.cancel_sql(connection)} AND EXISTS "
-                "(SELECT 1 FROM released) RETURNING 1)"
-            )
             params.append(self.timer)
-        sql += " SELECT count(*) FROM released"
+        sql = release_lease_sql(
+            connection,
+            assignments,
+            unless_wake_pending=unless_wake_pending,
+            with_timer=self.timer is not None,
+        )
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             row = cursor.fetchone()
@@ -295,33 +285,8 @@ def _acquire_postgres(
     """``acquire_lease`` in one round trip: UPDATE ... RETURNING, acknowledge the due
     intents, INSERT the timer."""
     connection = connections[alias]
-    quote = connection.ops.quote_name
-    table = quote(Execution._meta.db_table)
     fields = [f for f in Execution._meta.concrete_fields]
-    returning = ", ".join(quote(_column(f)) for f in fields)
-    intent = timers.intent_insert(connection)
-    terminal = ", ".join(["%s"] * len(TERMINAL_STATUSES))
-    step_fields = [ExecutionStep._meta.get_field(name) for name in HEAP_FIELDS]
-    heap = (
-        "SELECT COALESCE(json_agg(json_build_array("
-        + ", ".join(f"s.{quote(_column(f))}" for f in step_fields)
-        + f") ORDER BY s.{quote('position')}), '[]'::json) FROM "
-        f"{quote(ExecutionStep._meta.db_table)} s "
-        f"WHERE s.{quote('execution_id')} = acquired.{quote('id')}"
-    )
-    sql = (
-        f"WITH acquired AS (UPDATE {table} SET {quote('lease_owner')} = %s, "
-        f"{quote('lease_expires_at')} = %s, {quote('wake_pending')} = false, "
-        f"{quote('status')} = %s, {quote('runs')} = {quote('runs')} + 1, "
-        f"{quote('updated_at')} = %s "
-        f"WHERE {quote('id')} = %s AND {quote('status')} NOT IN ({terminal}) AND "
-        f"({quote('lease_owner')} = '' OR {quote('lease_expires_at')} < %s) "
-        f"RETURNING {returning}), "
-        f"acked AS (UPDATE {quote(INTENT_TABLE)} SET {quote('delivered_at')} = %s "
-        f"WHERE {ACK_CONDITION} AND EXISTS (SELECT 1 FROM acquired)), "
-        f"timer AS ({intent} FROM acquired RETURNING {quote('id')}) "
-        f"SELECT acquired.*, timer.{quote('id')}, ({heap}) FROM acquired, timer"
-    )
+    sql = acquire_lease_sql(connection, fields, HEAP_FIELDS)
     adapt = connection.ops.adapt_datetimefield_value
     params: list[Any] = [
         token,
@@ -364,27 +329,6 @@ def _step_from_json(alias: str, values: list[Any]) -> ExecutionStep:
     ]
     attnames = [ExecutionStep._meta.get_field(name).attname for name in HEAP_FIELDS]  # type: ignore[union-attr]
     return ExecutionStep.from_db(alias, attnames, parsed)
-
-
-def set_clause(
-    model: type[Model], changes: dict[str, Any], connection: BaseDatabaseWrapper
-) -> tuple[str, list[Any]]:
-    """``col = %s, ...`` for ``changes`` (field name: value), and the values prepared."""
-    quote = connection.ops.quote_name
-    assignments: list[str] = []
-    params: list[Any] = []
-    for name, value in changes.items():
-        model_field = model._meta.get_field(name)
-        assert isinstance(model_field, Field)
-        assignments.append(f"{quote(_column(model_field))} = %s")
-        params.append(model_field.get_db_prep_save(value, connection=connection))
-    return ", ".join(assignments), params
-
-
-def _column(field: Any) -> str:
-    column = field.column
-    assert isinstance(column, str)
-    return column
 
 
 def mark_wake_pending(execution_id: str) -> bool:

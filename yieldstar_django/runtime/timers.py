@@ -11,19 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import router
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Field
 
 from ..core.results import Wake
 from ..models.stores import WakeIntent
 from ..wakes.delivery import deliver_on_commit
-from ..wakes.outbox import INTENT_COLUMNS, schedule_wake, write_intents
+from ..wakes.outbox import schedule_wake, write_intents
 
 __all__ = [
-    "cancel_sql",
     "cancel_timer",
-    "intent_insert",
-    "rearm_sql",
     "rearm_timer",
     "request_run",
     "schedule_timer",
@@ -52,7 +47,8 @@ def schedule_timer(execution_id: str, workflow_id: str, at: datetime, *, reason:
 
 
 def rearm_timer(intent_id: int, at: datetime) -> None:
-    """Move a timer to ``at`` as a new, unacknowledged intent (``rearm_sql``)."""
+    """Move a timer to ``at`` as a new, unacknowledged intent (``statements.rearm_timer_sql``
+    in one statement on PostgreSQL)."""
     WakeIntent.objects.filter(pk=intent_id).update(
         available_at=at, due_at=at, delivered_at=None, attempts=0
     )
@@ -64,50 +60,3 @@ def cancel_timer(intent_id: int) -> None:
     A timer that fires anyway (deleted too late) is a spurious wake, which is harmless.
     """
     WakeIntent.objects.filter(pk=intent_id, delivered_at__isnull=True).delete()
-
-
-def intent_insert(
-    connection: BaseDatabaseWrapper,
-    *,
-    execution_column: str = "id",
-    workflow_column: str = "workflow_name",
-) -> str:
-    """``INSERT INTO <wake intents> (...) SELECT <execution id>, <workflow id>, %s, %s, ...``
-    to follow with ``FROM <a relation>``: one pending wake intent per row of the relation,
-    a timer written in the statement that needs it (the PostgreSQL fast paths of the
-    leases). Its parameters are the reason, ``available_at``, ``due_at`` (the same time)
-    and ``created_at`` (adapted for the connection). Mirrors ``wakes.schedule_wake``."""
-    quote = connection.ops.quote_name
-    meta = WakeIntent._meta
-
-    def column(name: str) -> str:
-        field = meta.get_field(name)
-        assert isinstance(field, Field) and field.column is not None
-        return quote(field.column)
-
-    columns = ", ".join(column(name) for name in INTENT_COLUMNS)
-    return (
-        f"INSERT INTO {quote(meta.db_table)} ({columns}) "
-        f"SELECT {quote(execution_column)}, {quote(workflow_column)}, %s, %s, %s, NULL, 0, '', %s"
-    )
-
-
-def rearm_sql(connection: BaseDatabaseWrapper) -> str:
-    """``UPDATE`` of one timer (the last ``%s``) to fire at the first two ``%s``
-    (``available_at``, ``due_at``) as a new, unacknowledged intent, to append conditions
-    to: a renewed lease moves its takeover timer."""
-    quote = connection.ops.quote_name
-    return (
-        f"UPDATE {quote(WakeIntent._meta.db_table)} SET {quote('available_at')} = %s, "
-        f"{quote('due_at')} = %s, {quote('delivered_at')} = NULL, {quote('attempts')} = 0 "
-        f"WHERE {quote('id')} = %s"
-    )
-
-
-def cancel_sql(connection: BaseDatabaseWrapper) -> str:
-    """``DELETE`` of one undelivered intent by id (``%s``), to append conditions to."""
-    quote = connection.ops.quote_name
-    return (
-        f"DELETE FROM {quote(WakeIntent._meta.db_table)} WHERE {quote('id')} = %s "
-        f"AND {quote('delivered_at')} IS NULL"
-    )

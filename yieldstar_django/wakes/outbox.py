@@ -50,7 +50,7 @@ __all__ = [
 #: The table of :class:`yieldstar_django.models.WakeIntent`.
 INTENT_TABLE: Final = "yieldstar_wakeintent"
 #: The columns an intent is inserted with, in the order of ``_INSERT_VALUES`` and of the
-#: runtime's ``INSERT ... SELECT`` (``runtime.timers.intent_insert``).
+#: runtime.
 INTENT_COLUMNS: Final = (
     "execution_id", "workflow_id", "reason", "available_at", "due_at",
     "delivered_at", "attempts", "last_error", "created_at",
