@@ -49,8 +49,8 @@ __all__ = [
 
 #: The table of :class:`yieldstar_django.models.WakeIntent`.
 INTENT_TABLE: Final = "yieldstar_wakeintent"
-#: The columns an intent is inserted with, in the order of ``_INSERT_VALUES`` and of the
-#: runtime.
+#: The columns an intent is inserted with: in this order by ``_INSERT`` here and by the
+#: runtime's ``INSERT ... SELECT`` (``runtime.statements.intent_insert_sql``).
 INTENT_COLUMNS: Final = (
     "execution_id", "workflow_id", "reason", "available_at", "due_at",
     "delivered_at", "attempts", "last_error", "created_at",
