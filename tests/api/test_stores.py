@@ -193,16 +193,18 @@ def test_json_patch_applies_to_the_state_it_commits_over(
     """A patch that lost a race is applied again to the newer state (CAS-safe)."""
     write(api, "PUT", {"count": 0, "items": []})
     client = get_store_client()
-    original = type(client).update_store_from
+    original = type(client).commit_mutation
     raced = []
 
-    def racing(self: Any, definition: Any, id: str, **kwargs: Any) -> Any:
+    def racing(self: Any, mutation: Any) -> Any:
         if not raced:  # someone else commits between our read and our write
             raced.append(True)
-            self.update_store(definition, id, updater=lambda d: d["items"].append("other"))
-        return original(self, definition, id, **kwargs)
+            self.update_store(
+                mutation.definition, mutation.id, updater=lambda d: d["items"].append("other")
+            )
+        return original(self, mutation)
 
-    monkeypatch.setattr(type(client), "update_store_from", racing)
+    monkeypatch.setattr(type(client), "commit_mutation", racing)
     response = write(api, "PATCH", [{"op": "add", "path": "/items/-", "value": "mine"}], PATCH)
     assert response.status_code == 200, response.content
     assert response.json()["state"]["items"] == ["other", "mine"]
@@ -354,13 +356,23 @@ def test_contention_is_409(
     """A writer that loses every race gives up after CAS_MAX_ATTEMPTS; nothing of it lands."""
     settings.YIELDSTAR = {**settings.YIELDSTAR, "CAS_MAX_ATTEMPTS": 3}
     client = get_store_client()
-    original = type(client).update_store_from
+    original = type(client).commit_mutation
+    beating = []
 
-    def always_beaten(self: Any, definition: Any, id: str, **kwargs: Any) -> Any:
-        self.update_store(definition, id, updater=lambda d: d.update(count=d["count"] + 1))
-        return original(self, definition, id, **kwargs)
+    def always_beaten(self: Any, mutation: Any) -> Any:
+        if mutation.step_id is not None and not beating:  # our write, not the rival's
+            beating.append(True)
+            try:
+                self.update_store(
+                    mutation.definition,
+                    mutation.id,
+                    updater=lambda d: d.update(count=d["count"] + 1),
+                )
+            finally:
+                beating.clear()
+        return original(self, mutation)
 
-    monkeypatch.setattr(type(client), "update_store_from", always_beaten)
+    monkeypatch.setattr(type(client), "commit_mutation", always_beaten)
     response = write(api, "PATCH", {"items": ["mine"]}, MERGE, **{"Idempotency-Key": "busy"})
     assert response.status_code == 409
     assert response.json()["code"] == "contention"

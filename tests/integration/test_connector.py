@@ -425,7 +425,7 @@ def test_an_update_is_two_statements_on_postgres(alias: str, wakes: WakeCollecto
     with CaptureQueriesContext(connections[alias]) as queries:
         client.update_store(d, "q", updater=lambda s: s.update(other=1))
     assert len(queries) == 2
-    assert "yieldstar_commit_mutation_v1" in queries[1]["sql"]
+    assert "yieldstar_commit_mutation_v2" in queries[1]["sql"]
 
     seen: list[str] = []
 
@@ -439,7 +439,7 @@ def test_an_update_is_two_statements_on_postgres(alias: str, wakes: WakeCollecto
         )
     assert len(seen) == 2
     assert "yieldstar_appliedstep" in seen[0] and "yieldstar_storeinstance" in seen[0]
-    assert "yieldstar_commit_mutation_v1" in seen[1]
+    assert "yieldstar_commit_mutation_v2" in seen[1]
 
 
 def test_waiters_join_the_callers_transaction_without_a_savepoint(

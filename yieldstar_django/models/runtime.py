@@ -73,7 +73,7 @@ class Execution(models.Model):
     """
 
     id = models.CharField(primary_key=True, max_length=255)
-    workflow_name = models.CharField(max_length=255, db_index=True)
+    workflow_id = models.CharField(max_length=255, db_index=True)
     status = models.CharField(
         max_length=16, choices=ExecutionStatus.choices, default=ExecutionStatus.PENDING
     )
@@ -104,7 +104,7 @@ class Execution(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.workflow_name} {self.id} ({self.status})"
+        return f"{self.workflow_id} {self.id} ({self.status})"
 
     @property
     def input(self) -> dict[str, Any]:
