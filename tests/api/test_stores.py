@@ -420,3 +420,67 @@ def test_concurrent_retries_apply_once(counter: StoreDefinition, django_user_mod
     snapshot = get_store_client().get_store(counter, "race")
     assert snapshot.state["items"] == ["once"]
     assert snapshot.version == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_patches_all_apply_and_a_stale_if_match_changes_nothing(
+    counter: StoreDefinition, django_user_model: Any
+) -> None:
+    """PATCHes without If-Match racing from several threads (each its own database
+    connection) all land: the core's loop recomputes each patch over the state it commits
+    over. A PATCH with an If-Match that was current before the race gets 412 with the
+    current ETag and changes nothing."""
+    import threading
+
+    from django.db import connections
+
+    django_user_model.objects.create_superuser("patcher", password="pw")
+    before = get_store_client().get_store(counter, "many")
+    stale = f'"{before.instance_id}:{before.version}"'
+    writers = 6
+    barrier = threading.Barrier(writers + 1)
+    results: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def send(label: str, body: Any, content_type: str, **headers: str) -> None:
+        try:
+            client = Client()
+            client.login(username="patcher", password="pw")
+            barrier.wait()
+            response = write(client, "PATCH", body, content_type, target=url("many"), **headers)
+            with lock:
+                results[label] = response
+        finally:
+            connections.close_all()
+
+    threads = [
+        threading.Thread(
+            target=send,
+            args=(f"w{i}", [{"op": "add", "path": "/items/-", "value": f"w{i}"}], PATCH),
+        )
+        for i in range(writers)
+    ]
+    threads.append(
+        threading.Thread(
+            target=send, args=("stale", {"count": 99}, MERGE), kwargs={"If-Match": stale}
+        )
+    )
+    # The stale writer must lose: commit one write before the race starts.
+    get_store_client().update_store(counter, "many", updater=lambda d: d["items"].append("first"))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {label: r.status_code for label, r in results.items() if label != "stale"} == {
+        f"w{i}": 200 for i in range(writers)
+    }
+    after = get_store_client().get_store(counter, "many")
+    assert sorted(after.state["items"]) == sorted(["first", *(f"w{i}" for i in range(writers))])
+    assert after.version == before.version + 1 + writers
+    assert after.state["count"] == 0, "the stale write changed nothing"
+    stale_response = results["stale"]
+    assert stale_response.status_code == 412
+    assert stale_response.json()["code"] == "precondition_failed"
+    etag = stale_response["ETag"]
+    assert etag.startswith(f'"{after.instance_id}:')
+    assert etag != stale

@@ -1,9 +1,10 @@
 """Runtime models: workflow executions and their heap of recorded steps.
 
 Durable values (arguments, step results, workflow results, errors) are stored as their
-canonical JSON text (design §4) in ``TextField`` columns, never as ``jsonb``, so numbers
-read back exactly. The ``*_json`` columns hold that text; the properties without the
-suffix decode them (``""`` stands for "none"; a recorded ``None`` is the text ``null``).
+canonical JSON text (see ``core/durable.py``) in ``TextField`` columns, never as
+``jsonb``, so numbers read back exactly. The ``*_json`` columns hold that text; the
+properties without the suffix decode them (``""`` stands for "none"; a recorded ``None``
+is the text ``null``).
 """
 
 from __future__ import annotations

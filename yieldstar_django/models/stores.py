@@ -6,7 +6,7 @@ ORM bypasses the compare-and-swap and the wakes: change stores through a store c
 
 States, results and paths are kept as ``TEXT`` holding canonical JSON, never ``jsonb``:
 ``jsonb`` rewrites numbers (``1e20`` reads back as an integer) and durable values must read
-back unchanged (design §4).
+back unchanged (see ``core/durable.py``).
 """
 
 from __future__ import annotations
