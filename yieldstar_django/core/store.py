@@ -434,16 +434,6 @@ class CasStoreClient(StoreClient):
     def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
         """Atomically: a recorded step result wins; else compare, delete, record, wake."""
 
-    def preview_update(self, definition: StoreDefinition, id: str, updater: Updater) -> Any:
-        """The state ``update_store`` would commit if it ran now, validated and checked
-        for durability, without writing anything (a missing store starts from
-        ``initial``, which is not inserted). Raises what ``update_store`` would for a bad
-        updater or state; a caller uses it so that a refused write creates nothing."""
-        _require_sync(updater, "updater")
-        stored, _ = self._read_or_initialize(definition, id, "")
-        encoded, _ = self._prepare_update(definition, stored, updater, "")
-        return decode_durable(encoded)
-
     # shared machinery
 
     def validate_state(
