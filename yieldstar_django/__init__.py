@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "StoreValidationError": "yieldstar_django.core.errors",
     "WorkflowValueError": "yieldstar_django.core.errors",
     "StoreContentionError": "yieldstar_django.core.errors",
+    "StoreStepMismatchError": "yieldstar_django.core.errors",
     "register_error_class": "yieldstar_django.core.errors",
     "StoreClient": "yieldstar_django.core.store",
     "CasStoreClient": "yieldstar_django.core.store",
@@ -63,6 +64,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from .core.errors import (
         StoreContentionError as StoreContentionError,
+        StoreStepMismatchError as StoreStepMismatchError,
         StoreValidationError as StoreValidationError,
         WorkflowValueError as WorkflowValueError,
         register_error_class as register_error_class,

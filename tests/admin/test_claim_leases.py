@@ -27,7 +27,7 @@ def held() -> Any:
         release=lambda draft, value: draft["items"].append(value),
     )
     Execution.objects.create(
-        id="holder-1", workflow_name="picker", input_json='{"args":[],"kwargs":{}}'
+        id="holder-1", workflow_id="picker", input_json='{"args":[],"kwargs":{}}'
     )
     record = ClaimLeaseRecord.objects.create(
         id="holder-1/0",

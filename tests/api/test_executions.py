@@ -107,7 +107,7 @@ def test_bad_starts(api: Client, body: Any, status: int, code: str) -> None:
 
 
 def test_start_existing_id_of_another_workflow_is_409(api: Client) -> None:
-    Execution.objects.create(id="taken", workflow_name="something-else", input_json="{}")
+    Execution.objects.create(id="taken", workflow_id="something-else", input_json="{}")
     body = {"workflow": "api-test-greet", "execution_id": "taken", "args": ["x"]}
     response = start(api, body)
     assert response.status_code == 409

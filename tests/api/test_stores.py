@@ -193,16 +193,18 @@ def test_json_patch_applies_to_the_state_it_commits_over(
     """A patch that lost a race is applied again to the newer state (CAS-safe)."""
     write(api, "PUT", {"count": 0, "items": []})
     client = get_store_client()
-    original = type(client).update_store_from
+    original = type(client).commit_mutation
     raced = []
 
-    def racing(self: Any, definition: Any, id: str, **kwargs: Any) -> Any:
+    def racing(self: Any, mutation: Any) -> Any:
         if not raced:  # someone else commits between our read and our write
             raced.append(True)
-            self.update_store(definition, id, updater=lambda d: d["items"].append("other"))
-        return original(self, definition, id, **kwargs)
+            self.update_store(
+                mutation.definition, mutation.id, updater=lambda d: d["items"].append("other")
+            )
+        return original(self, mutation)
 
-    monkeypatch.setattr(type(client), "update_store_from", racing)
+    monkeypatch.setattr(type(client), "commit_mutation", racing)
     response = write(api, "PATCH", [{"op": "add", "path": "/items/-", "value": "mine"}], PATCH)
     assert response.status_code == 200, response.content
     assert response.json()["state"]["items"] == ["other", "mine"]
@@ -354,13 +356,23 @@ def test_contention_is_409(
     """A writer that loses every race gives up after CAS_MAX_ATTEMPTS; nothing of it lands."""
     settings.YIELDSTAR = {**settings.YIELDSTAR, "CAS_MAX_ATTEMPTS": 3}
     client = get_store_client()
-    original = type(client).update_store_from
+    original = type(client).commit_mutation
+    beating = []
 
-    def always_beaten(self: Any, definition: Any, id: str, **kwargs: Any) -> Any:
-        self.update_store(definition, id, updater=lambda d: d.update(count=d["count"] + 1))
-        return original(self, definition, id, **kwargs)
+    def always_beaten(self: Any, mutation: Any) -> Any:
+        if mutation.step_id is not None and not beating:  # our write, not the rival's
+            beating.append(True)
+            try:
+                self.update_store(
+                    mutation.definition,
+                    mutation.id,
+                    updater=lambda d: d.update(count=d["count"] + 1),
+                )
+            finally:
+                beating.clear()
+        return original(self, mutation)
 
-    monkeypatch.setattr(type(client), "update_store_from", always_beaten)
+    monkeypatch.setattr(type(client), "commit_mutation", always_beaten)
     response = write(api, "PATCH", {"items": ["mine"]}, MERGE, **{"Idempotency-Key": "busy"})
     assert response.status_code == 409
     assert response.json()["code"] == "contention"
@@ -408,3 +420,67 @@ def test_concurrent_retries_apply_once(counter: StoreDefinition, django_user_mod
     snapshot = get_store_client().get_store(counter, "race")
     assert snapshot.state["items"] == ["once"]
     assert snapshot.version == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_patches_all_apply_and_a_stale_if_match_changes_nothing(
+    counter: StoreDefinition, django_user_model: Any
+) -> None:
+    """PATCHes without If-Match racing from several threads (each its own database
+    connection) all land: the core's loop recomputes each patch over the state it commits
+    over. A PATCH with an If-Match that was current before the race gets 412 with the
+    current ETag and changes nothing."""
+    import threading
+
+    from django.db import connections
+
+    django_user_model.objects.create_superuser("patcher", password="pw")
+    before = get_store_client().get_store(counter, "many")
+    stale = f'"{before.instance_id}:{before.version}"'
+    writers = 6
+    barrier = threading.Barrier(writers + 1)
+    results: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def send(label: str, body: Any, content_type: str, **headers: str) -> None:
+        try:
+            client = Client()
+            client.login(username="patcher", password="pw")
+            barrier.wait()
+            response = write(client, "PATCH", body, content_type, target=url("many"), **headers)
+            with lock:
+                results[label] = response
+        finally:
+            connections.close_all()
+
+    threads = [
+        threading.Thread(
+            target=send,
+            args=(f"w{i}", [{"op": "add", "path": "/items/-", "value": f"w{i}"}], PATCH),
+        )
+        for i in range(writers)
+    ]
+    threads.append(
+        threading.Thread(
+            target=send, args=("stale", {"count": 99}, MERGE), kwargs={"If-Match": stale}
+        )
+    )
+    # The stale writer must lose: commit one write before the race starts.
+    get_store_client().update_store(counter, "many", updater=lambda d: d["items"].append("first"))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {label: r.status_code for label, r in results.items() if label != "stale"} == {
+        f"w{i}": 200 for i in range(writers)
+    }
+    after = get_store_client().get_store(counter, "many")
+    assert sorted(after.state["items"]) == sorted(["first", *(f"w{i}" for i in range(writers))])
+    assert after.version == before.version + 1 + writers
+    assert after.state["count"] == 0, "the stale write changed nothing"
+    stale_response = results["stale"]
+    assert stale_response.status_code == 412
+    assert stale_response.json()["code"] == "precondition_failed"
+    etag = stale_response["ETag"]
+    assert etag.startswith(f'"{after.instance_id}:')
+    assert etag != stale

@@ -195,7 +195,7 @@ def test_execution_page(
 
     execution = Execution.objects.create(
         id="checkout-91c2",
-        workflow_name="shop.checkout",
+        workflow_id="shop.checkout",
         status="waiting",
         input_json='{"args":["A-17"],"kwargs":{}}',
         waiting_on="3",

@@ -1,4 +1,7 @@
-"""``update_store_from`` and ``delete_store_from``: snapshot comparisons (design §3)."""
+"""``update_store_from`` and ``delete_store_from``: snapshot comparisons.
+
+See docs/internals/architecture.md#stores.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Creation from ``initial``, updates, the CAS loop and its retry cap (design §3)."""
+"""Creation from ``initial``, updates, the CAS loop and its retry cap.
+
+See docs/internals/architecture.md#stores.
+"""
 
 from __future__ import annotations
 

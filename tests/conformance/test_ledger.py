@@ -1,11 +1,21 @@
-"""The applied-steps ledger: exactly once per (store, step) (design §3)."""
+"""The applied-steps ledger: exactly once per (store, step), and a step replays only to
+its own kind of operation (docs/internals/architecture.md#ledger)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from yieldstar_django import StoreSnapshot, StoreStepId
-from yieldstar_django.core.results import StoreDeleted, StoreTakeMatched, StoreUpdated
+from yieldstar_django.core.errors import StoreStepMismatchError
+from yieldstar_django.core.results import (
+    StoreDeleted,
+    StoreTakeMatched,
+    StoreUpdated,
+    StoreUpdateResult,
+)
+from yieldstar_django.core.store import StoreDeletion, StoreMutation
 
 
 def counting(calls: list[int], change: Any) -> Any:
@@ -138,3 +148,123 @@ def test_unmatched_take_is_not_recorded(harness: Any, define: Any) -> None:
     result = c.take_from_store(d, "q", selector=pick, claim=remove, step_id=step)
     assert result.matched is True and result.selected == "job"
     assert c.take_from_store(d, "q", selector=pick, claim=remove, step_id=step) == result
+
+
+# --- the operation kind: a step id replayed by another kind of operation ----------------
+
+
+def _record_each(c: Any, d: Any) -> dict[str, StoreStepId]:
+    """One step id per operation kind, each recorded on store "a"."""
+    steps = {kind: StoreStepId("exec-kinds", kind) for kind in ("update", "take", "delete")}
+    c.update_store(d, "a", updater=lambda s: s["items"].append("x"), step_id=steps["update"])
+    c.take_from_store(
+        d,
+        "a",
+        selector=lambda s: s["items"][0] if s["items"] else None,
+        claim=lambda s, _: s["items"].pop(0),
+        step_id=steps["take"],
+    )
+    c.delete_store_from(d, "a", snapshot=c.get_store(d, "a"), step_id=steps["delete"])
+    return steps
+
+
+def _operations(c: Any, d: Any) -> dict[str, Any]:
+    """Each operation kind, as a call taking a step id (on store "a")."""
+
+    def fail(*args: Any) -> Any:
+        raise AssertionError("user code ran for a recorded step")
+
+    return {
+        "update": lambda step: c.update_store(d, "a", updater=fail, step_id=step),
+        "update_from": lambda step: c.update_store_from(
+            d, "a", snapshot=c.get_store(d, "a"), updater=fail, step_id=step
+        ),
+        "update_if": lambda step: (
+            c.update_store_if(d, "a", updater=fail, condition=None, step_id=step).result
+        ),
+        "take": lambda step: c.take_from_store(d, "a", selector=fail, claim=fail, step_id=step),
+        "delete": lambda step: c.delete_store_from(
+            d, "a", snapshot=c.get_store(d, "a"), step_id=step
+        ),
+    }
+
+
+KIND_OF = {"update": "update", "update_from": "update", "update_if": "update", "take": "take"}
+KIND_OF["delete"] = "delete"
+
+
+def test_a_step_replayed_by_another_kind_of_operation_raises(harness: Any, define: Any) -> None:
+    """The recorded result of one kind never comes back typed as another (and nothing
+    changes): update, take and delete are three kinds; update, update_from and update_if
+    are one."""
+    d = define()
+    c = harness.client
+    steps = _record_each(c, d)
+    before = c.get_store(d, "a")
+    for name, call in _operations(c, d).items():
+        for recorded, step in steps.items():
+            if KIND_OF[name] == recorded:
+                result = call(step)
+                assert (
+                    type(result).__name__
+                    in {
+                        "update": ("StoreUpdateResult",),
+                        "take": ("StoreTakeMatched",),
+                        "delete": ("StoreDeleted",),
+                    }[recorded]
+                )
+                continue
+            with pytest.raises(StoreStepMismatchError) as caught:
+                call(step)
+            assert (caught.value.recorded, caught.value.requested) == (recorded, KIND_OF[name])
+            assert caught.value.step_id == step
+            assert step.step_key in str(caught.value)
+    after = c.get_store(d, "a")
+    assert (after.instance_id, after.version, after.state) == (
+        before.instance_id,
+        before.version,
+        before.state,
+    )
+
+
+def test_update_and_update_from_replay_one_result_type(harness: Any, define: Any) -> None:
+    d = define()
+    c = harness.client
+    step = StoreStepId("exec", "one-kind")
+    first = c.update_store(d, "a", updater=lambda s: s.update(count=7), step_id=step)
+    assert isinstance(first, StoreUpdateResult) and first.updated is True
+    again = c.update_store_from(d, "a", snapshot=c.get_store(d, "a"), updater=None, step_id=step)
+    assert again == first
+    assert StoreUpdated is StoreUpdateResult
+
+
+def test_the_commit_reports_a_step_recorded_by_another_kind(harness: Any, define: Any) -> None:
+    """The commit path itself (the PL/pgSQL function, the statements, memory) checks the
+    kind: a step recorded as a delete between an update's read and its commit is a
+    ``step-mismatch``, and the update is not written."""
+    d = define()
+    c = harness.client
+    step = StoreStepId("exec", "raced")
+    c.delete_store_from(d, "a", snapshot=c.get_store(d, "a"), step_id=step)
+    row = c.read_store(d, "a")
+    assert row is None
+    stored = c.get_store(d, "a")
+    current = c.read_store(d, "a")
+    assert current is not None
+    mutation = StoreMutation(
+        d, "a", current, False, '{"count":99,"items":[]}', [("count",)], step,
+        '{"kind":"update","previous_version":0,"state":{"count":99,"items":[]},"version":1}',
+        "update",
+    )  # fmt: skip
+    outcome = c.commit_mutation(mutation)
+    assert outcome.status == "step-mismatch"
+    assert outcome.recorded is not None and '"delete"' in outcome.recorded
+    deletion = StoreDeletion(d, "a", current, step, '{"kind":"delete"}')
+    assert c.commit_deletion(deletion).status == "already-applied"
+    assert c.get_store(d, "a") == stored
+    take = StoreMutation(
+        d, "a", current, False, current.encoded, [], step,
+        '{"instance_id":"i","kind":"take","selected":1,"version":1}', "take",
+    )  # fmt: skip
+    assert c.commit_mutation(take).status == "step-mismatch"
+    assert c.get_store(d, "a") == stored

@@ -1,4 +1,4 @@
-"""``take_from_store``: select and claim atomically (design §3, §5)."""
+"""``take_from_store``: select and claim atomically (docs/internals/architecture.md#stores)."""
 
 from __future__ import annotations
 

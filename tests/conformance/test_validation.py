@@ -1,4 +1,7 @@
-"""Schemas and durable values: bad states raise typed errors and change nothing (design §3-§4)."""
+"""Schemas and durable values: bad states raise typed errors and change nothing.
+
+See docs/concepts/stores.md.
+"""
 
 from __future__ import annotations
 

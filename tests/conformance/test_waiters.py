@@ -1,4 +1,7 @@
-"""Waiters and wakes: registration is linearizable with mutations (design §3)."""
+"""Waiters and wakes: registration is linearizable with mutations.
+
+See docs/internals/architecture.md#waiters.
+"""
 
 from __future__ import annotations
 

@@ -43,16 +43,16 @@ def runtime_on(alias: str) -> Iterator[None]:
         ALIAS = None
 
 
-def start(alias: str, workflow_name: str, execution_id: str) -> None:
+def start(alias: str, workflow_id: str, execution_id: str) -> None:
     """Create a pending execution on ``alias`` (no wake: the test runs it itself)."""
     from yieldstar_django.models import Execution
 
     Execution.objects.using(alias).create(
-        id=execution_id, workflow_name=workflow_name, input_json='{"args":[],"kwargs":{}}'
+        id=execution_id, workflow_id=workflow_id, input_json='{"args":[],"kwargs":{}}'
     )
 
 
-def run_once(alias: str, workflow_name: str, execution_id: str) -> Any:
+def run_once(alias: str, workflow_id: str, execution_id: str) -> Any:
     """Take the lease and run the execution's workflow once in this thread; the outcome."""
     from yieldstar_django.connector import get_store_client
     from yieldstar_django.runtime.engine import Engine
@@ -61,10 +61,10 @@ def run_once(alias: str, workflow_name: str, execution_id: str) -> Any:
 
     lease = acquire_lease(execution_id)
     assert lease is not None, "the lease is free"
-    return Engine(get_workflow(workflow_name), lease, get_store_client(alias)).run()
+    return Engine(get_workflow(workflow_id), lease, get_store_client(alias)).run()
 
 
-def define_counter(store_name: str, workflow_name: str) -> Callable[..., Any]:
+def define_counter(store_name: str, workflow_id: str) -> Callable[..., Any]:
     """A store ``{"n": 0}`` and a workflow that increments it once by a step."""
     from yieldstar_django.core.definition import define_store, get_definition
     from yieldstar_django.runtime.registry import workflow
@@ -77,11 +77,11 @@ def define_counter(store_name: str, workflow_name: str) -> Callable[..., Any]:
         result = yield from step.update(store, "s", lambda d: d.update(n=d["n"] + 1), key="inc")
         return result.version
 
-    return workflow(workflow_name)(counter)
+    return workflow(workflow_id)(counter)
 
 
 def die_in_commit(
-    db_names: dict[str, str], alias: str, store_name: str, workflow_name: str, execution_id: str
+    db_names: dict[str, str], alias: str, store_name: str, workflow_id: str, execution_id: str
 ) -> None:
     """Child process: run the counter workflow and ``os._exit(17)`` inside the step's
     commit, after the store's statements and before the heap row."""
@@ -91,7 +91,7 @@ def die_in_commit(
     with runtime_on(alias):
         from yieldstar_django.runtime import engine
 
-        define_counter(store_name, workflow_name)
+        define_counter(store_name, workflow_id)
         original = engine.Engine._write
 
         def write_then_die(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -102,5 +102,5 @@ def die_in_commit(
             original(self, *args, **kwargs)  # pragma: no cover
 
         engine.Engine._write = write_then_die  # type: ignore[method-assign]
-        run_once(alias, workflow_name, execution_id)
+        run_once(alias, workflow_id, execution_id)
     os._exit(0)  # the step did not reach its heap row

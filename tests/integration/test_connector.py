@@ -12,8 +12,13 @@ from django.test.utils import CaptureQueriesContext
 
 from yieldstar_django.connector import DatabaseStoreClient, get_store_client
 from yieldstar_django.core.definition import StoreDefinition
-from yieldstar_django.core.errors import StoreValidationError, WorkflowValueError
+from yieldstar_django.core.errors import (
+    StoreStepMismatchError,
+    StoreValidationError,
+    WorkflowValueError,
+)
 from yieldstar_django.core.results import StoreStepId, StoreWaiter, Wake
+from yieldstar_django.core.store import StoreMutation
 from yieldstar_django.core.waiter_index import path_key, path_match, waiter_path_rows
 from yieldstar_django.models import (
     AppliedStep,
@@ -425,7 +430,7 @@ def test_an_update_is_two_statements_on_postgres(alias: str, wakes: WakeCollecto
     with CaptureQueriesContext(connections[alias]) as queries:
         client.update_store(d, "q", updater=lambda s: s.update(other=1))
     assert len(queries) == 2
-    assert "yieldstar_commit_mutation_v1" in queries[1]["sql"]
+    assert "yieldstar_commit_mutation_v2" in queries[1]["sql"]
 
     seen: list[str] = []
 
@@ -439,7 +444,7 @@ def test_an_update_is_two_statements_on_postgres(alias: str, wakes: WakeCollecto
         )
     assert len(seen) == 2
     assert "yieldstar_appliedstep" in seen[0] and "yieldstar_storeinstance" in seen[0]
-    assert "yieldstar_commit_mutation_v1" in seen[1]
+    assert "yieldstar_commit_mutation_v2" in seen[1]
 
 
 def test_waiters_join_the_callers_transaction_without_a_savepoint(
@@ -496,3 +501,51 @@ def test_read_store_and_step_is_both_lookups_at_once(alias: str) -> None:
     assert len(queries) == 1
     with pytest.raises(ValueError):
         client.read_store_and_step(d, "q", StoreStepId("e", "k\x00"))
+
+
+def test_the_ledger_records_each_operation_kind(alias: str) -> None:
+    """Every commit path writes ``AppliedStep.operation`` (the PL/pgSQL functions on
+    PostgreSQL, the statements on SQLite)."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    client.update_store(
+        d, "k", updater=lambda s: s["jobs"].append(1), step_id=StoreStepId("e", "u")
+    )
+    client.take_from_store(
+        d,
+        "k",
+        selector=first_job,
+        claim=lambda s, _: s["jobs"].pop(),
+        step_id=StoreStepId("e", "t"),
+    )
+    snap = client.get_store(d, "k")
+    client.delete_store_from(d, "k", snapshot=snap, step_id=StoreStepId("e", "d"))
+    rows = AppliedStep.objects.using(alias).filter(store_name=d.name).order_by("step_key")
+    assert [(r.step_key, r.operation) for r in rows] == [
+        ("d", "delete"),
+        ("t", "take"),
+        ("u", "update"),
+    ]
+
+
+def test_a_ledger_row_older_than_the_operation_column_still_replays(alias: str) -> None:
+    """An empty ``operation`` (a row recorded before migration 0007) is accepted by the
+    commit paths; its result text still names its kind, so a replay by another kind raises
+    all the same and one by its own kind returns the recorded result."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    step = StoreStepId("e", "old")
+    first = client.update_store(d, "k", updater=lambda s: s.update(other=5), step_id=step)
+    AppliedStep.objects.using(alias).filter(store_name=d.name).update(operation="")
+    current = client.read_store(d, "k")
+    assert current is not None
+    take = StoreMutation(
+        d, "k", current, False, current.encoded, [], step,
+        '{"instance_id":"i","kind":"take","selected":1,"version":1}', "take",
+    )  # fmt: skip
+    outcome = client.commit_mutation(take)
+    assert outcome.status == "already-applied"
+    assert client.update_store(d, "k", updater=lambda s: None, step_id=step) == first
+    with pytest.raises(StoreStepMismatchError):
+        client.take_from_store(d, "k", selector=first_job, claim=None, step_id=step)
+    assert client.read_store(d, "k") == current

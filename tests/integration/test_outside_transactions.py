@@ -377,7 +377,7 @@ def test_a_commit_hook_runs_in_the_commit_transaction_and_user_code_outside(
     assert all(atomic for _, atomic in seen[1 : end + 1]), "one transaction from before"
     assert not any(atomic for _, atomic in seen[end + 1 :]), "wakes go out after the commit"
     if connection.vendor == "postgresql" and use_functions is None:
-        calls = [s for s, _ in seen if "yieldstar_commit_mutation_v1" in s]
+        calls = [s for s, _ in seen if "yieldstar_commit_mutation_v2" in s]
         assert len(calls) == 1, "still one function call for the commit"
         assert end == 4  # the read; then 2 deletes (before), the call, the work
     assert [w.execution_id for w in wakes] == ["other"]

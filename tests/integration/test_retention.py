@@ -38,7 +38,7 @@ def execution(alias: str, id: str, status: str, age_days: float | None) -> Execu
     created = now - timedelta(days=60)
     row = Execution.objects.using(alias).create(
         id=id,
-        workflow_name="wf",
+        workflow_id="wf",
         status=status,
         input_json='{"args":[],"kwargs":{}}',
         created_at=created,

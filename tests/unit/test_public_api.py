@@ -1,4 +1,4 @@
-"""The pinned public names (design §2) are importable from ``yieldstar_django``."""
+"""The pinned public names (docs/reference/api.md) are importable from ``yieldstar_django``."""
 
 from __future__ import annotations
 

@@ -43,13 +43,13 @@ class WorkflowNameFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
-        return queryset.filter(workflow_name=value) if value else queryset
+        return queryset.filter(workflow_id=value) if value else queryset
 
 
 #: The fields of the (read-only) change page.
 FIELDS: tuple[str, ...] = (
     "id",
-    "workflow_name",
+    "workflow_id",
     "pretty_status",
     "waiting_on",
     "wake_at",
@@ -77,7 +77,7 @@ class ExecutionAdmin(
     its heap steps (paginated). Actions: resume (request a run through the wake outbox),
     cancel. Both need the change permission; nothing else is editable."""
 
-    list_display = ["id", "workflow_name", "pretty_status", "runs", "created_at", "finished_at"]
+    list_display = ["id", "workflow_id", "pretty_status", "runs", "created_at", "finished_at"]
     list_filter = ["status", WorkflowNameFilter]
     search_fields = ["id"]
     search_help_text = "Executions whose id starts with the text."
@@ -113,12 +113,12 @@ class ExecutionAdmin(
     @admin.action(description="Resume selected executions", permissions=["operate"])
     def resume_executions(self, request: HttpRequest, queryset: QuerySet[Execution]) -> None:
         count = 0
-        for execution_id, workflow_name in (
+        for execution_id, workflow_id in (
             queryset.exclude(status__in=TERMINAL_STATUSES)
-            .values_list("id", "workflow_name")
+            .values_list("id", "workflow_id")
             .iterator()
         ):
-            wake_now(execution_id, workflow_name, reason="admin")
+            wake_now(execution_id, workflow_id, reason="admin")
             count += 1
         self.message_user(
             request,

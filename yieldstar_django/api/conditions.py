@@ -10,7 +10,6 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from ..core.results import StoreSnapshot
 from .exceptions import InvalidHeader
 
 _ENTITY_TAG: Final = re.compile(r'\s*(W/)?"([\x21\x23-\x7e\x80-\xff]*)"\s*(?:,|$)')
@@ -21,24 +20,23 @@ def make_etag(instance_id: str, version: int) -> str:
     return f'"{instance_id}:{version}"'
 
 
+def parse_etag(tag: str) -> tuple[str, int] | None:
+    """The (instance_id, version) an unquoted ETag names, or ``None`` for a tag that is not
+    one this API gives (``make_etag`` never writes a leading zero)."""
+    instance_id, sep, version = tag.rpartition(":")
+    if not sep or not instance_id or not version.isdigit() or not version.isascii():
+        return None
+    if len(version) > 18 or str(int(version)) != version:
+        return None
+    return instance_id, int(version)
+
+
 @dataclass(frozen=True)
 class Condition:
     """A parsed ``If-Match``: ``any`` for ``*``, else the strong tags it lists (unquoted)."""
 
     any: bool
     tags: tuple[str, ...]
-
-    def single_snapshot(self) -> StoreSnapshot | None:
-        """The (instance_id, version) of a lone ``"<instance_id>:<version>"`` tag, else
-        ``None``. The snapshot has no state: a conditional write only compares versions."""
-        if self.any or len(self.tags) != 1:
-            return None
-        instance_id, sep, version = self.tags[0].rpartition(":")
-        if not sep or not instance_id or not version.isdigit() or not version.isascii():
-            return None
-        if len(version) > 18:
-            return None
-        return StoreSnapshot(None, instance_id, int(version))
 
     def matches(self, etag: str) -> bool:
         """Whether the quoted ``etag`` satisfies the condition."""
@@ -70,4 +68,4 @@ def parse_if_match(header: str | None, name: str = "If-Match") -> Condition | No
     return Condition(False, tuple(tags))
 
 
-__all__ = ["Condition", "make_etag", "parse_if_match"]
+__all__ = ["Condition", "make_etag", "parse_etag", "parse_if_match"]

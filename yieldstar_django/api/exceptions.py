@@ -20,7 +20,12 @@ from rest_framework.exceptions import (
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from ..core.errors import StoreContentionError, StoreValidationError, WorkflowValueError
+from ..core.errors import (
+    StoreContentionError,
+    StoreStepMismatchError,
+    StoreValidationError,
+    WorkflowValueError,
+)
 from .json_patch import InvalidPatch, PatchConflict, PatchTestFailed
 
 
@@ -120,6 +125,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return _error(400, "not_durable", str(exc), path=_path(exc.path))
     if isinstance(exc, StoreContentionError):
         exc = Contention()
+    if isinstance(exc, StoreStepMismatchError):
+        # The key's ledger entry records another kind of write (e.g. a DELETE's).
+        exc = IdempotencyKeyReused()
     if isinstance(exc, InvalidPatch):
         return _error(400, "invalid_patch", str(exc), operation=exc.index)
     if isinstance(exc, PatchTestFailed):

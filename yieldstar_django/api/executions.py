@@ -58,7 +58,7 @@ def execution_body(execution: Execution) -> dict[str, Any]:
     steps = ExecutionStep.objects.filter(execution=execution).order_by("position", "pk")
     return {
         "id": execution.id,
-        "workflow": execution.workflow_name,
+        "workflow": execution.workflow_id,
         "status": execution.status,
         "input": execution.input,
         "result": execution.result,
@@ -136,7 +136,7 @@ def list_filters(request: Request) -> dict[str, str] | None:
     if workflow is not None:
         if len(workflow) > MAX_KEY_LENGTH or "\x00" in workflow:
             return None
-        filters["workflow_name"] = workflow
+        filters["workflow_id"] = workflow
     wanted = request.query_params.get("status")
     if wanted is not None:
         if wanted not in ExecutionStatus.values:
@@ -192,14 +192,14 @@ class ExecutionStartView(YieldstarAPIView):
             Execution.objects.none() if filters is None else Execution.objects.filter(**filters)
         )
         queryset = queryset.only(
-            "id", "workflow_name", "status", "created_at", "updated_at", "finished_at"
+            "id", "workflow_id", "status", "created_at", "updated_at", "finished_at"
         )
         paginator = ExecutionPagination()
         page = paginator.paginate_queryset(queryset, request, view=self) or []
         results = [
             {
                 "id": execution.id,
-                "workflow": execution.workflow_name,
+                "workflow": execution.workflow_id,
                 "status": execution.status,
                 "created_at": execution.created_at,
                 "updated_at": execution.updated_at,

@@ -1,4 +1,4 @@
-"""DRF views of the HTTP API (design §7).
+"""DRF views of the HTTP API (see ``docs/internals/architecture.md#api``).
 
 Every view refuses anonymous requests and checks model permissions itself (see
 :mod:`~yieldstar_django.api.permissions`), renders every error as JSON through
@@ -22,7 +22,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound, ParseError, ValidationError
+from rest_framework.exceptions import APIException, NotFound, ParseError
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -35,19 +35,11 @@ from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import StoreDefinition, get_definition, registered_definitions
 from ..core.durable import decode_durable
 from ..core.errors import StoreContentionError, StoreValidationError, WorkflowValueError
-from ..core.results import (
-    RecordedResult,
-    StoreDeleted,
-    StoreSnapshot,
-    StoreStepId,
-    StoreUpdated,
-    StoreUpdateResult,
-    result_from_record,
-)
-from ..core.store import CasStoreClient, StoreClient
-from ..models.stores import AppliedStep, StoreInstance
+from ..core.results import StoreSnapshot, StoreUpdateResult
+from ..core.store import CasStoreClient, VersionCondition
+from ..models.stores import StoreInstance
 from . import idempotency
-from .conditions import Condition, make_etag, parse_if_match
+from .conditions import Condition, make_etag, parse_etag, parse_if_match
 from .exceptions import (
     BodyRequired,
     NullState,
@@ -287,6 +279,17 @@ def snapshot_body(
     }
 
 
+def version_condition(condition: Condition | None) -> VersionCondition | None:
+    """The core's condition for an ``If-Match``: ``*`` accepts any version; a list of
+    ETags the (instance_id, version) pairs they name (a tag that names none matches
+    nothing, as it matches no ETag this API gives)."""
+    if condition is None:
+        return None
+    if condition.any:
+        return VersionCondition(any_version=True)
+    return VersionCondition(tuple(v for v in map(parse_etag, condition.tags) if v is not None))
+
+
 class StoreDetailView(YieldstarAPIView):
     """``stores/<name>/<id>/``: read, replace, patch or delete one store.
 
@@ -423,27 +426,22 @@ class StoreDetailView(YieldstarAPIView):
         if claim is None and (condition is None or condition.any):
             client.delete_store(definition, id)
             return Response(status=status.HTTP_204_NO_CONTENT)
-        step_id = claim.step_id if claim else None
-        if claim is not None and self.recorded(definition, id, step_id) is not None:
-            return Response(status=status.HTTP_204_NO_CONTENT)
         try:
-            attempts = 0
-            while True:
-                attempts += 1
-                snapshot = self.target_snapshot(client, definition, id, condition)
-                result = client.delete_store_from(
-                    definition, id, snapshot=snapshot, step_id=step_id
+            result = client.delete_store_if(
+                definition,
+                id,
+                condition=version_condition(condition) or VersionCondition(any_version=True),
+                step_id=claim.step_id if claim else None,
+            )
+            if not result.deleted:
+                raise PreconditionFailed(
+                    make_etag(result.actual_instance_id, result.actual_version)
                 )
-                if result.deleted:
-                    return Response(status=status.HTTP_204_NO_CONTENT)
-                current = make_etag(result.actual_instance_id, result.actual_version)
-                if condition is not None and not condition.any:
-                    raise PreconditionFailed(current)
-                self.check_attempts(definition, id, attempts)
         except BaseException as exc:
             if claim is not None and self.not_committed(exc):
                 claim.release()
             raise
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     # helpers
 
@@ -482,26 +480,6 @@ class StoreDetailView(YieldstarAPIView):
         )
 
     @staticmethod
-    def recorded(
-        definition: StoreDefinition, id: str, step_id: StoreStepId | None
-    ) -> RecordedResult | None:
-        if step_id is None:
-            return None
-        text = (
-            AppliedStep.objects.filter(
-                store_name=definition.name,
-                store_id=id,
-                execution_id=step_id.execution_id,
-                step_key=step_id.step_key,
-            )
-            .values_list("result", flat=True)
-            .first()
-        )
-        if text is None:
-            return None
-        return result_from_record(decode_durable(text))
-
-    @staticmethod
     def not_committed(exc: BaseException) -> bool:
         """Whether ``exc`` proves the write did not commit (so a claim may be released)."""
         return isinstance(
@@ -513,31 +491,6 @@ class StoreDetailView(YieldstarAPIView):
             | APIException,
         )
 
-    @staticmethod
-    def check_attempts(definition: StoreDefinition, id: str, attempts: int) -> None:
-        if attempts >= max(1, yieldstar_settings.CAS_MAX_ATTEMPTS):
-            raise StoreContentionError(definition.name, id, attempts)
-
-    @staticmethod
-    def target_snapshot(
-        client: StoreClient,
-        definition: StoreDefinition,
-        id: str,
-        condition: Condition | None,
-    ) -> StoreSnapshot:
-        """The snapshot a conditional write compares with: the one ``If-Match`` names, or
-        the current one (for no condition, ``*``, or a list of tags that holds it)."""
-        if condition is not None:
-            named = condition.single_snapshot()
-            if named is not None:
-                return named
-        current = client.get_store(definition, id)
-        if condition is not None:
-            etag = make_etag(current.instance_id, current.version)
-            if not condition.matches(etag):
-                raise PreconditionFailed(etag)
-        return current
-
     def update(
         self,
         request: Request,
@@ -548,59 +501,38 @@ class StoreDetailView(YieldstarAPIView):
         body: Any,
     ) -> Response:
         claim = self.claim(request, definition, id, condition, body)
-        step_id = claim.step_id if claim else None
-        if claim is not None and not claim.created:
-            recorded = self.recorded(definition, id, step_id)
-            if recorded is not None:
-                return self.replay(definition, id, recorded, claim.record.instance_id or None)
-        client = store_client()
         try:
-            if condition is None and client.read_store(definition, id) is None:
-                # The write creates the store: check it first, so that a refused body
-                # (schema, durability, patch) leaves no store behind.
-                client.preview_update(definition, id, updater)
-            attempts = 0
-            while True:
-                attempts += 1
-                snapshot = self.target_snapshot(client, definition, id, condition)
-                result = client.update_store_from(
-                    definition, id, snapshot=snapshot, updater=updater, step_id=step_id
+            # One core operation: the ledger first, then read/compute/compare-and-swap with
+            # the client's backoff; the updater runs on the state each attempt read.
+            write = store_client().update_store_if(
+                definition,
+                id,
+                updater=updater,
+                condition=version_condition(condition),
+                step_id=claim.step_id if claim else None,
+            )
+            result = write.result
+            if not result.updated:
+                raise PreconditionFailed(
+                    make_etag(result.actual_instance_id, result.actual_version)
                 )
-                if result.updated:
-                    break
-                current = make_etag(result.actual_instance_id, result.actual_version)
-                if condition is not None and not condition.any:
-                    raise PreconditionFailed(current)
-                self.check_attempts(definition, id, attempts)
         except BaseException as exc:
             if claim is not None and self.not_committed(exc):
                 claim.release()
             raise
-        # A result recorded by a concurrent twin request may start from another version.
-        fresh = result.previous_version == snapshot.version
-        instance_id = snapshot.instance_id if fresh else (claim.record.instance_id if claim else "")
-        if claim is not None and fresh:
+        # A replayed result (recorded by an earlier or a concurrent twin request) does not
+        # name its instance: the idempotency record remembers it.
+        replayed = write.instance_id is None
+        instance_id = write.instance_id or (claim.record.instance_id if claim else "")
+        if claim is not None and not replayed:
             claim.remember_instance(instance_id)
-        return self.write_response(definition, id, result, instance_id or None, not fresh)
-
-    def replay(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        recorded: RecordedResult,
-        instance_id: str | None,
-    ) -> Response:
-        if isinstance(recorded, StoreDeleted):
-            return Response(status=status.HTTP_204_NO_CONTENT)
-        if not isinstance(recorded, StoreUpdated | StoreUpdateResult):  # pragma: no cover
-            raise ValidationError("The Idempotency-Key names an operation of another kind.")
-        return self.write_response(definition, id, recorded, instance_id, True)
+        return self.write_response(definition, id, result, instance_id or None, replayed)
 
     @staticmethod
     def write_response(
         definition: StoreDefinition,
         id: str,
-        result: StoreUpdated | StoreUpdateResult,
+        result: StoreUpdateResult,
         instance_id: str | None,
         replayed: bool,
     ) -> Response:

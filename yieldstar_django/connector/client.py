@@ -20,7 +20,7 @@ from ..conf import yieldstar_settings
 from ..core.constants import MAX_INSTANCE_ID_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.durable import DurableLimits
-from ..core.results import StoreStepId, StoreWaiter
+from ..core.results import LedgerOperation, StoreStepId, StoreWaiter
 from ..core.store import (
     CasStoreClient,
     CommitOutcome,
@@ -240,6 +240,7 @@ class DatabaseStoreClient(CasStoreClient):
             deletion.expected,
             deletion.step_id,
             deletion.encoded_result,
+            deletion.operation,
         )
         if outcome.status == "committed":
             self._finish(pending)
@@ -258,11 +259,14 @@ class DatabaseStoreClient(CasStoreClient):
         expected: StoredState | None,
         step_id: StoreStepId | None,
         result: str | None,
+        operation: LedgerOperation = "delete",
     ) -> Committed:
         if self._functions():
-            return functions.commit_deletion(self.connection, name, id, expected, step_id, result)
+            return functions.commit_deletion(
+                self.connection, name, id, expected, step_id, result, operation
+            )
         return portable.commit_deletion(
-            self.connection, self.using, name, id, expected, step_id, result
+            self.connection, self.using, name, id, expected, step_id, result, operation
         )
 
     # waiters

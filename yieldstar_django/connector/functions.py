@@ -1,7 +1,7 @@
 """The commit as one call of a PL/pgSQL function (PostgreSQL): one round trip.
 
-The functions are ``yieldstar_django/sql/yieldstar_commit_mutation_v1.sql`` and
-``yieldstar_commit_deletion_v1.sql``, created by migration ``0002``; their steps are those
+The functions are ``yieldstar_django/sql/yieldstar_commit_mutation_v2.sql`` and
+``yieldstar_commit_deletion_v2.sql``, created by migration ``0007``; their steps are those
 of :mod:`.portable`.
 """
 
@@ -13,8 +13,16 @@ from typing import Any
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import yieldstar_settings
-from ..core.results import StoreStepId, Wake
-from ..core.store import COMMITTED, MISSING, StoredState, StoreMutation, already_applied, conflict
+from ..core.results import LedgerOperation, StoreStepId, Wake
+from ..core.store import (
+    COMMITTED,
+    MISSING,
+    StoredState,
+    StoreMutation,
+    already_applied,
+    conflict,
+    step_mismatch,
+)
 from ..core.waiter_index import path_match
 from ..wakes.outbox import PendingWake
 from . import statements as sql
@@ -26,7 +34,7 @@ __all__ = ["commit_deletion", "commit_mutation"]
 
 
 def commit_mutation(connection: BaseDatabaseWrapper, m: StoreMutation) -> Committed:
-    """Commit ``m`` with ``yieldstar_commit_mutation_v1``."""
+    """Commit ``m`` with ``yieldstar_commit_mutation_v2``."""
     match = path_match(m.changed_paths)
     row = fetchone(
         connection,
@@ -46,6 +54,7 @@ def commit_mutation(connection: BaseDatabaseWrapper, m: StoreMutation) -> Commit
             m.step_id.execution_id if m.step_id else None,
             m.step_id.step_key if m.step_id else None,
             m.encoded_result,
+            m.operation,
             yieldstar_settings.VERSION_HISTORY_KEEP_STATE,
             yieldstar_settings.VERSION_HISTORY_LIMIT,
             float(yieldstar_settings.RELAY_DELAY),
@@ -62,8 +71,9 @@ def commit_deletion(
     expected: StoredState | None,
     step_id: StoreStepId | None,
     result: str | None,
+    operation: LedgerOperation = "delete",
 ) -> Committed:
-    """Delete a store with ``yieldstar_commit_deletion_v1``."""
+    """Delete a store with ``yieldstar_commit_deletion_v2``."""
     row = fetchone(
         connection,
         sql.COMMIT_DELETION_CALL,
@@ -75,6 +85,7 @@ def commit_deletion(
             step_id.execution_id if step_id else None,
             step_id.step_key if step_id else None,
             result,
+            operation,
             float(yieldstar_settings.RELAY_DELAY),
         ],
     )
@@ -92,6 +103,8 @@ def _outcome(row: Sequence[Any]) -> Committed:
         return COMMITTED, pending
     if status == "already-applied":
         return already_applied(recorded), []
+    if status == "step-mismatch":
+        return step_mismatch(recorded), []
     if status == "conflict":
         return conflict(StoredState(instance_id, int(version), state)), []
     return MISSING, []

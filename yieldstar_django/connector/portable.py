@@ -2,7 +2,7 @@
 client is made with ``use_functions=False`` (the conformance suite runs both paths there).
 
 The steps and their order are those of the PL/pgSQL functions
-(``yieldstar_django/sql/yieldstar_commit_*_v1.sql``): the ledger first, the store row lock
+(``yieldstar_django/sql/yieldstar_commit_*_v2.sql``): the ledger first, the store row lock
 and comparison (or the insertion of a missing store), the ledger row, the new state and
 version row, history pruning, the matching waiters and their wake intents.
 """
@@ -17,15 +17,15 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from ..conf import yieldstar_settings
-from ..core.results import StoreStepId, Wake
+from ..core.results import LedgerOperation, StoreStepId, Wake
 from ..core.store import (
     COMMITTED,
     MISSING,
     CommitOutcome,
     StoredState,
     StoreMutation,
-    already_applied,
     conflict,
+    recorded_outcome,
 )
 from ..core.types import StorePath
 from ..core.waiter_index import path_match
@@ -63,11 +63,15 @@ def now(connection: BaseDatabaseWrapper) -> Any:
     return connection.ops.adapt_datetimefield_value(timezone.now())
 
 
-def ledger_result(cursor: Any, name: str, id: str, step_id: StoreStepId) -> str | None:
-    """The result recorded for ``step_id`` on the store, if any."""
+def ledger_result(
+    cursor: Any, name: str, id: str, step_id: StoreStepId, operation: LedgerOperation
+) -> CommitOutcome | None:
+    """The outcome for an ``operation`` whose ``step_id`` is recorded on the store:
+    ``already-applied``, or ``step-mismatch`` if another kind of operation recorded it;
+    ``None`` if the step is not recorded."""
     cursor.execute(sql.LEDGER_LOOKUP, [name, id, step_id.execution_id, step_id.step_key])
     row = cursor.fetchone()
-    return None if row is None else str(row[0])
+    return None if row is None else recorded_outcome(str(row[0]), row[1], operation)
 
 
 def insert_store_row(
@@ -149,12 +153,13 @@ def _record_step(
     id: str,
     step_id: StoreStepId,
     result: str | None,
+    operation: LedgerOperation,
 ) -> bool:
     """Insert the ledger row; False if the step is recorded already."""
     assert result is not None, "a step id needs a result to record"
     cursor.execute(
         sql.RECORD_STEP,
-        [name, id, step_id.execution_id, step_id.step_key, result, now(connection)],
+        [name, id, step_id.execution_id, step_id.step_key, result, operation, now(connection)],
     )
     return cursor.fetchone() is not None
 
@@ -176,13 +181,13 @@ def commit_mutation(connection: BaseDatabaseWrapper, using: str, m: StoreMutatio
     """Commit ``m`` as separate statements in one transaction (joining an enclosing one)."""
     name, id, expected = m.definition.name, m.id, m.expected
     version = expected.version + 1
-    recorded: str | None = None
+    recorded: CommitOutcome | None = None
     try:
         with transaction.atomic(using=using), connection.cursor() as cursor:
             if m.step_id is not None:
-                recorded = ledger_result(cursor, name, id, m.step_id)
+                recorded = ledger_result(cursor, name, id, m.step_id, m.operation)
                 if recorded is not None:
-                    return already_applied(recorded), []
+                    return recorded, []
             if m.created:
                 pk = insert_store_row(
                     cursor,
@@ -205,9 +210,9 @@ def commit_mutation(connection: BaseDatabaseWrapper, using: str, m: StoreMutatio
                 ):
                     return conflict(current_state), []
             if m.step_id is not None and not _record_step(
-                cursor, connection, name, id, m.step_id, m.encoded_result
+                cursor, connection, name, id, m.step_id, m.encoded_result, m.operation
             ):
-                recorded = ledger_result(cursor, name, id, m.step_id)
+                recorded = ledger_result(cursor, name, id, m.step_id, m.operation)
                 raise _StepRecordedMeanwhile
             if m.created:
                 insert_version(
@@ -239,7 +244,7 @@ def commit_mutation(connection: BaseDatabaseWrapper, using: str, m: StoreMutatio
             return COMMITTED, write_intents(wakes, reason="store", using=using)
     except _StepRecordedMeanwhile:
         assert recorded is not None
-        return already_applied(recorded), []
+        return recorded, []
 
 
 def commit_deletion(
@@ -250,13 +255,14 @@ def commit_deletion(
     expected: StoredState | None,
     step_id: StoreStepId | None,
     result: str | None,
+    operation: LedgerOperation = "delete",
 ) -> Committed:
     """Delete a store (if at ``expected``, when given) with its waiters, waking them all."""
     with transaction.atomic(using=using), connection.cursor() as cursor:
         if step_id is not None:
-            recorded = ledger_result(cursor, name, id, step_id)
+            recorded = ledger_result(cursor, name, id, step_id, operation)
             if recorded is not None:
-                return already_applied(recorded), []
+                return recorded, []
         found = read_locked(cursor, connection, name, id, "UPDATE")
         if found is None:
             return MISSING, []
@@ -266,10 +272,12 @@ def commit_deletion(
             expected.version,
         ):
             return conflict(current), []
-        if step_id is not None and not _record_step(cursor, connection, name, id, step_id, result):
-            recorded = ledger_result(cursor, name, id, step_id)
+        if step_id is not None and not _record_step(
+            cursor, connection, name, id, step_id, result, operation
+        ):
+            recorded = ledger_result(cursor, name, id, step_id, operation)
             assert recorded is not None
-            return already_applied(recorded), []
+            return recorded, []
         wakes = _matching_wakes(cursor, pk, [()])  # a change at the root: all waiters
         cursor.execute(sql.DELETE_STORE_WAITER_PATHS, [pk])
         cursor.execute(sql.DELETE_STORE_WAITERS, [pk])

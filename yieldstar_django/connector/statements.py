@@ -34,8 +34,9 @@ READ_STORE_ROW: Final = (
 PEEK_STORE_VERSION: Final = (
     f"SELECT id, instance_id, version FROM {STORE_TABLE} WHERE name = %s AND store_id = %s"
 )
+#: A step's recorded result and the kind of operation that recorded it (NULL: unknown).
 LEDGER_LOOKUP: Final = (
-    f"SELECT result FROM {LEDGER_TABLE} WHERE store_name = %s AND store_id = %s "
+    f"SELECT result, operation FROM {LEDGER_TABLE} WHERE store_name = %s AND store_id = %s "
     "AND execution_id = %s AND step_key = %s"
 )
 #: The ledger lookup and the store read at once: exactly one row (NULLs where missing).
@@ -71,23 +72,23 @@ PRUNE_VERSION: Final = f"DELETE FROM {VERSION_TABLE} WHERE instance_id = %s AND 
 #: The ledger row; no row returned when the step is recorded already.
 RECORD_STEP: Final = (
     f"INSERT INTO {LEDGER_TABLE} "
-    "(store_name, store_id, execution_id, step_key, result, created_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s) "
+    "(store_name, store_id, execution_id, step_key, result, operation, created_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s) "
     "ON CONFLICT (store_name, store_id, execution_id, step_key) DO NOTHING RETURNING id"
 )
 
 # --- the commit as one call (PostgreSQL) --------------------------------------------------
 
-COMMIT_MUTATION_FUNCTION: Final = "yieldstar_commit_mutation_v1"
-COMMIT_DELETION_FUNCTION: Final = "yieldstar_commit_deletion_v1"
+COMMIT_MUTATION_FUNCTION: Final = "yieldstar_commit_mutation_v2"
+COMMIT_DELETION_FUNCTION: Final = "yieldstar_commit_deletion_v2"
 COMMIT_MUTATION_CALL: Final = (
     f"SELECT * FROM {COMMIT_MUTATION_FUNCTION}(%s::text, %s::text, %s::text, %s::bigint, "
     "%s::boolean, %s::text, %s::text, %s::text, %s::boolean, %s::text[], %s::text[], "
-    "%s::text, %s::text, %s::text, %s::boolean, %s::bigint, %s::double precision)"
+    "%s::text, %s::text, %s::text, %s::text, %s::boolean, %s::bigint, %s::double precision)"
 )
 COMMIT_DELETION_CALL: Final = (
     f"SELECT * FROM {COMMIT_DELETION_FUNCTION}(%s::text, %s::text, %s::text, %s::bigint, "
-    "%s::text, %s::text, %s::text, %s::double precision)"
+    "%s::text, %s::text, %s::text, %s::text, %s::double precision)"
 )
 
 # --- waiters ------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Durable values (design §4): what may be stored, and its canonical encoding.
+"""Durable values (``docs/concepts/stores.md``): what may be stored, and its canonical encoding.
 
 A durable value is ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list`` or
 ``tuple`` (read back as ``list``), or ``dict`` with ``str`` keys, nested at most

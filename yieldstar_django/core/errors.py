@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from .types import StorePath
+
+if TYPE_CHECKING:
+    from .results import StoreStepId
 
 
 class StoreIssue(TypedDict):
@@ -45,7 +48,8 @@ def _describe_issue(issue: StoreIssue) -> str:
 
 
 class WorkflowValueError(YieldstarError):
-    """A value is not durable (design §4), so it cannot be stored or recorded.
+    """A value is not durable, so it cannot be stored or recorded (see
+    ``docs/concepts/stores.md``).
 
     ``code`` is machine-readable (``"INVALID_STEP_VALUE"``); ``step_key`` names the step,
     ``""`` outside a workflow; ``path`` locates the offending part of the value.
@@ -71,6 +75,26 @@ class StoreContentionError(YieldstarError):
         super().__init__(
             f'Gave up on store "{store_name}" id {store_id!r} after {attempts} '
             "conflicting compare-and-swap attempts"
+        )
+
+
+class StoreStepMismatchError(YieldstarError):
+    """A step id was replayed by an operation of another kind than the one it recorded.
+
+    The applied-steps ledger holds the result of ``recorded`` (``"update"``, ``"take"`` or
+    ``"delete"``) under ``step_id``; the call was a ``requested`` operation, whose result
+    type the recorded one is not. Nothing was changed. It means two different store
+    operations share a step key (a workflow changed the operation at a step without
+    ``step.patched``, or two Idempotency-Keys collide).
+    """
+
+    def __init__(self, step_id: StoreStepId, recorded: str, requested: str) -> None:
+        self.step_id = step_id
+        self.recorded = recorded
+        self.requested = requested
+        super().__init__(
+            f"Step {step_id.step_key!r} of execution {step_id.execution_id!r} recorded a "
+            f"{recorded!r} store operation and cannot be replayed as {requested!r}"
         )
 
 
@@ -112,13 +136,19 @@ def registered_error_name(cls: type[BaseException]) -> str | None:
     return None
 
 
-for _cls in (StoreValidationError, WorkflowValueError, StoreContentionError):
+for _cls in (
+    StoreValidationError,
+    WorkflowValueError,
+    StoreContentionError,
+    StoreStepMismatchError,
+):
     register_error_class(_cls.__name__, _cls)
 
 __all__ = [
     "DuplicateStoreError",
     "StoreContentionError",
     "StoreIssue",
+    "StoreStepMismatchError",
     "StoreValidationError",
     "WorkflowValueError",
     "YieldstarError",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from .definition import StoreDefinition
 from .durable import DurableLimits
 from .paths import wakes_waiter
-from .results import StoreStepId, StoreWaiter, Wake
+from .results import LedgerOperation, StoreStepId, StoreWaiter, Wake
 from .store import (
     COMMITTED,
     MISSING,
@@ -20,8 +20,8 @@ from .store import (
     StoreDeletion,
     StoredState,
     StoreMutation,
-    already_applied,
     conflict,
+    recorded_outcome,
 )
 from .types import StorePath
 
@@ -60,7 +60,8 @@ class MemoryStoreClient(CasStoreClient):
         self.on_wake = on_wake
         self._lock = threading.RLock()
         self._stores: dict[_Key, StoredState] = {}
-        self._ledger: dict[tuple[str, str, str, str], str] = {}
+        # The applied-steps ledger: (operation, recorded text) by (store, id, step).
+        self._ledger: dict[tuple[str, str, str, str], tuple[LedgerOperation, str]] = {}
         self._waiters: dict[_Key, dict[tuple[str, str], StoreWaiter]] = {}
         self.versions: list[MemoryVersion] = []
         self.commit_attempts = 0
@@ -86,16 +87,17 @@ class MemoryStoreClient(CasStoreClient):
         self, definition: StoreDefinition, id: str, step_id: StoreStepId
     ) -> str | None:
         with self._lock:
-            return self._ledger.get((definition.name, id, step_id.execution_id, step_id.step_key))
+            entry = self._ledger.get((definition.name, id, step_id.execution_id, step_id.step_key))
+            return None if entry is None else entry[1]
 
     def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
         key = (mutation.definition.name, mutation.id)
         with self._lock:
             self.commit_attempts += 1
             if mutation.step_id is not None:
-                recorded = self._ledger.get(self._ledger_key(key, mutation.step_id))
-                if recorded is not None:
-                    return already_applied(recorded)
+                entry = self._ledger.get(self._ledger_key(key, mutation.step_id))
+                if entry is not None:
+                    return recorded_outcome(entry[1], entry[0], mutation.operation)
             current = self._stores.get(key)
             expected = mutation.expected
             if mutation.created:
@@ -112,7 +114,10 @@ class MemoryStoreClient(CasStoreClient):
             self._stores[key] = written
             if mutation.step_id is not None:
                 assert mutation.encoded_result is not None
-                self._ledger[self._ledger_key(key, mutation.step_id)] = mutation.encoded_result
+                self._ledger[self._ledger_key(key, mutation.step_id)] = (
+                    mutation.operation,
+                    mutation.encoded_result,
+                )
             self._log_version(*key, written, tuple(mutation.changed_paths), mutation.step_id)
             wakes = self._matching_wakes(key, written, mutation.changed_paths)
         self._deliver(wakes)
@@ -123,9 +128,9 @@ class MemoryStoreClient(CasStoreClient):
         with self._lock:
             self.commit_attempts += 1
             if deletion.step_id is not None:
-                recorded = self._ledger.get(self._ledger_key(key, deletion.step_id))
-                if recorded is not None:
-                    return already_applied(recorded)
+                entry = self._ledger.get(self._ledger_key(key, deletion.step_id))
+                if entry is not None:
+                    return recorded_outcome(entry[1], entry[0], deletion.operation)
             current = self._stores.get(key)
             if current is None:
                 return MISSING
@@ -135,7 +140,10 @@ class MemoryStoreClient(CasStoreClient):
             del self._stores[key]
             if deletion.step_id is not None:
                 assert deletion.encoded_result is not None
-                self._ledger[self._ledger_key(key, deletion.step_id)] = deletion.encoded_result
+                self._ledger[self._ledger_key(key, deletion.step_id)] = (
+                    deletion.operation,
+                    deletion.encoded_result,
+                )
             wakes = self._drop_waiters(key)
         self._deliver(wakes)
         return COMMITTED

@@ -1,4 +1,7 @@
-"""Value types of the store protocol (design §2): frozen dataclasses compared by value."""
+"""Value types of the store protocol: frozen dataclasses compared by value.
+
+See ``docs/internals/architecture.md#stores`` and ``#ledger``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from .errors import StoreStepMismatchError
 from .types import StorePath, StoreVersion
 
 
@@ -28,21 +32,21 @@ class StoreSnapshot:
 
 @dataclass(frozen=True)
 class StoreUpdateResult:
-    """A committed update: the new state and the version it moved from and to."""
+    """A committed update: the new state and the version it moved from and to.
 
-    state: Any
-    previous_version: StoreVersion
-    version: StoreVersion
-
-
-@dataclass(frozen=True)
-class StoreUpdated:
-    """``update_store_from`` committed (``updated`` is True)."""
+    The result of ``update_store``, and of ``update_store_from`` when it committed
+    (``updated`` is always True, telling it apart from a ``StoreUpdateConflict``).
+    """
 
     state: Any
     previous_version: StoreVersion
     version: StoreVersion
     updated: Literal[True] = field(default=True, init=False)
+
+
+#: The former name of the committed branch of ``StoreUpdateFromResult``: one type, since
+#: ``update_store`` and ``update_store_from`` commit the same result.
+StoreUpdated = StoreUpdateResult
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,20 @@ class Wake:
     workflow_id: str
 
 
-RecordedResult: TypeAlias = StoreUpdateResult | StoreUpdated | StoreTakeMatched | StoreDeleted
+RecordedResult: TypeAlias = StoreUpdateResult | StoreTakeMatched | StoreDeleted
+
+#: The kind of operation a ledger row records. A step id replayed by an operation of another
+#: kind raises ``StoreStepMismatchError``; ``update_store`` and ``update_store_from`` are one
+#: kind (they record the same result).
+LedgerOperation: TypeAlias = Literal["update", "take", "delete"]
+LEDGER_OPERATIONS: tuple[LedgerOperation, ...] = ("update", "take", "delete")
+
+_RECORD_OPERATIONS: dict[str, LedgerOperation] = {
+    "update": "update",
+    "update_from": "update",
+    "take": "take",
+    "delete": "delete",
+}
 
 
 # The ledger holds a committed result as canonical JSON. The builders splice in texts that
@@ -144,8 +161,8 @@ DELETE_RECORD = '{"kind":"delete"}'
 
 
 def update_record(kind: str, encoded_state: str, previous_version: int, version: int) -> str:
-    """The ledger text of an ``update`` (``StoreUpdateResult``) or ``update_from``
-    (``StoreUpdated``) result."""
+    """The ledger text of a ``StoreUpdateResult``; ``kind`` is ``"update"`` or
+    ``"update_from"`` (which call recorded it; both replay as the same result)."""
     return (
         f'{{"kind":"{kind}","previous_version":{previous_version},'
         f'"state":{encoded_state},"version":{version}}}'
@@ -160,22 +177,55 @@ def take_record(instance_id: str, encoded_selected: str, version: int) -> str:
     )
 
 
+def record_operation(record: dict[str, Any]) -> LedgerOperation:
+    """The operation kind of a decoded ledger text (rows older than the ``operation``
+    column carry it in their ``kind``)."""
+    kind = record.get("kind")
+    operation = _RECORD_OPERATIONS.get(kind) if isinstance(kind, str) else None
+    if operation is None:
+        raise ValueError(f"unknown ledger record kind {kind!r}")
+    return operation
+
+
 def result_from_record(record: dict[str, Any]) -> RecordedResult:
     """Rebuild the typed result from its decoded ledger text (see the builders above)."""
-    kind = record["kind"]
-    if kind == "update":
+    operation = record_operation(record)
+    if operation == "update":
         return StoreUpdateResult(record["state"], record["previous_version"], record["version"])
-    if kind == "update_from":
-        return StoreUpdated(record["state"], record["previous_version"], record["version"])
-    if kind == "take":
+    if operation == "take":
         return StoreTakeMatched(record["selected"], record["instance_id"], record["version"])
-    if kind == "delete":
-        return StoreDeleted()
-    raise ValueError(f"unknown ledger record kind {kind!r}")
+    return StoreDeleted()
+
+
+def update_from_record(record: dict[str, Any], step_id: StoreStepId) -> StoreUpdateResult:
+    """The recorded result of an update step; ``StoreStepMismatchError`` if ``step_id``
+    recorded another kind of operation."""
+    result = result_from_record(record)
+    if not isinstance(result, StoreUpdateResult):
+        raise StoreStepMismatchError(step_id, record_operation(record), "update")
+    return result
+
+
+def take_from_record(record: dict[str, Any], step_id: StoreStepId) -> StoreTakeMatched:
+    """The recorded result of a take step; ``StoreStepMismatchError`` otherwise."""
+    result = result_from_record(record)
+    if not isinstance(result, StoreTakeMatched):
+        raise StoreStepMismatchError(step_id, record_operation(record), "take")
+    return result
+
+
+def delete_from_record(record: dict[str, Any], step_id: StoreStepId) -> StoreDeleted:
+    """The recorded result of a delete step; ``StoreStepMismatchError`` otherwise."""
+    result = result_from_record(record)
+    if not isinstance(result, StoreDeleted):
+        raise StoreStepMismatchError(step_id, record_operation(record), "delete")
+    return result
 
 
 __all__ = [
     "DELETE_RECORD",
+    "LEDGER_OPERATIONS",
+    "LedgerOperation",
     "RecordedResult",
     "StoreDeleteConflict",
     "StoreDeleteFromResult",
@@ -191,7 +241,11 @@ __all__ = [
     "StoreUpdated",
     "StoreWaiter",
     "Wake",
+    "delete_from_record",
+    "record_operation",
     "result_from_record",
+    "take_from_record",
     "take_record",
+    "update_from_record",
     "update_record",
 ]

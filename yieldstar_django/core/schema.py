@@ -1,4 +1,6 @@
-"""Schemas (design §2): turn any supported schema into one ``validate(value) -> value``.
+"""Schemas: turn any supported schema into one ``validate(value) -> value``.
+
+See ``docs/concepts/stores.md``.
 
 Supported: a callable ``validate(value)`` (returning ``None`` accepts its input unchanged;
 ``ValueError``/``TypeError`` or Django's ``ValidationError`` reject), a DRF ``Serializer``

@@ -1,4 +1,6 @@
-"""The store clients (design §2-§3): ``StoreClient`` and the read/compute/CAS ``CasStoreClient``.
+"""The store clients: ``StoreClient`` and the read/compute/CAS ``CasStoreClient``.
+
+See ``docs/internals/architecture.md#stores`` and ``#ledger``.
 
 ``CasStoreClient`` runs all application code (``initial``, updaters, selectors, claims,
 schemas) outside any storage transaction and hands a connector only canonical text to commit.
@@ -33,7 +35,7 @@ from .errors import StoreContentionError, StoreValidationError
 from .paths import diff_paths
 from .results import (
     DELETE_RECORD,
-    RecordedResult,
+    LedgerOperation,
     StoreDeleteConflict,
     StoreDeleted,
     StoreDeleteFromResult,
@@ -43,12 +45,13 @@ from .results import (
     StoreTakeResult,
     StoreTakeUnmatched,
     StoreUpdateConflict,
-    StoreUpdated,
     StoreUpdateFromResult,
     StoreUpdateResult,
     StoreWaiter,
-    result_from_record,
+    delete_from_record,
+    take_from_record,
     take_record,
+    update_from_record,
     update_record,
 )
 from .selectors import track_selector, unwrap_selected
@@ -76,9 +79,10 @@ class StoreMutation:
     """A computed change to commit atomically.
 
     Compare (``expected.instance_id``, ``expected.version``), write ``encoded_state`` at
-    ``expected.version + 1``, record ``encoded_result`` under ``step_id`` and the wakes that
-    ``changed_paths`` require. With ``created`` the store must still be missing and the
-    commit first inserts ``expected`` as version 0.
+    ``expected.version + 1``, record ``encoded_result`` under ``step_id`` as an
+    ``operation`` (a ledger row of ``step_id`` of another operation is a
+    ``step-mismatch``) and the wakes that ``changed_paths`` require. With ``created`` the
+    store must still be missing and the commit first inserts ``expected`` as version 0.
     """
 
     definition: StoreDefinition
@@ -89,6 +93,7 @@ class StoreMutation:
     changed_paths: list[StorePath]
     step_id: StoreStepId | None
     encoded_result: str | None
+    operation: LedgerOperation
 
 
 @dataclass(frozen=True)
@@ -101,13 +106,17 @@ class StoreDeletion:
     step_id: StoreStepId | None
     encoded_result: str | None
 
+    #: The ledger records a deletion as this kind of operation.
+    operation: LedgerOperation = "delete"
+
 
 @dataclass(frozen=True)
 class CommitOutcome:
     """What a commit found: ``committed``, ``already-applied`` (with the ``recorded`` ledger
-    text), ``conflict`` (with the ``current`` row) or ``missing``."""
+    text), ``step-mismatch`` (the step id recorded the ``recorded`` text of an operation of
+    another kind), ``conflict`` (with the ``current`` row) or ``missing``."""
 
-    status: Literal["committed", "already-applied", "conflict", "missing"]
+    status: Literal["committed", "already-applied", "step-mismatch", "conflict", "missing"]
     recorded: str | None = None
     current: StoredState | None = None
 
@@ -118,6 +127,21 @@ MISSING = CommitOutcome("missing")
 
 def already_applied(recorded: str) -> CommitOutcome:
     return CommitOutcome("already-applied", recorded=recorded)
+
+
+def step_mismatch(recorded: str) -> CommitOutcome:
+    return CommitOutcome("step-mismatch", recorded=recorded)
+
+
+def recorded_outcome(
+    recorded: str, recorded_operation: str | None, operation: LedgerOperation
+) -> CommitOutcome:
+    """The outcome of a commit that found ``recorded`` in the ledger under its step id:
+    ``already-applied``, or ``step-mismatch`` when the row names another operation
+    (``""`` or ``None``, a row older than the ``operation`` column, matches any)."""
+    if recorded_operation and recorded_operation != operation:
+        return step_mismatch(recorded)
+    return already_applied(recorded)
 
 
 def conflict(current: StoredState) -> CommitOutcome:
@@ -138,6 +162,50 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** min(attempt - 1, 30)))
+
+
+@dataclass(frozen=True)
+class VersionCondition:
+    """The store versions a conditional write accepts: one of ``versions``, pairs of
+    (instance_id, version), or any version at all with ``any_version`` (``If-Match: *``)."""
+
+    versions: tuple[tuple[str, StoreVersion], ...] = ()
+    any_version: bool = False
+
+    @classmethod
+    def exactly(cls, instance_id: str, version: StoreVersion) -> VersionCondition:
+        return cls(((instance_id, version),))
+
+    def check(self) -> None:
+        """Raise ``ValueError`` for a condition naming an empty instance id (the caller
+        must read a fresh snapshot). A condition of no versions accepts none."""
+        if any(not instance_id for instance_id, _ in self.versions):
+            raise ValueError("Store snapshot is missing instance_id; read a fresh snapshot")
+
+    def accepts(self, stored: StoredState) -> bool:
+        return self.any_version or (stored.instance_id, stored.version) in self.versions
+
+    def _expected(self, stored: StoredState) -> tuple[str, StoreVersion]:
+        # The conflict names the version asked for: the first one listed.
+        return self.versions[0] if self.versions else (stored.instance_id, stored.version)
+
+    def update_conflict(self, stored: StoredState) -> StoreUpdateConflict:
+        instance_id, version = self._expected(stored)
+        return StoreUpdateConflict(instance_id, stored.instance_id, version, stored.version)
+
+    def delete_conflict(self, stored: StoredState) -> StoreDeleteConflict:
+        instance_id, version = self._expected(stored)
+        return StoreDeleteConflict(instance_id, stored.instance_id, version, stored.version)
+
+
+@dataclass(frozen=True)
+class StoreWrite:
+    """What ``update_store_if`` did: its ``result`` and the ``instance_id`` it committed
+    to, or ``None`` when the result was replayed from the ledger (which does not record
+    the instance of an update)."""
+
+    result: StoreUpdateFromResult
+    instance_id: str | None
 
 
 # --- user code guards ---------------------------------------------------------------------
@@ -161,10 +229,6 @@ def _call_sync(fn: Callable[..., Any], role: str, *args: Any) -> Any:
 def is_selector_match(value: Any) -> bool:
     """A selector matches with any result but ``None`` and ``False`` (``0`` and ``""`` match)."""
     return value is not None and value is not False
-
-
-def _same_version(left: StoredState, right: StoreSnapshot | StoredState) -> bool:
-    return left.instance_id == right.instance_id and left.version == right.version
 
 
 # --- clients -------------------------------------------------------------------------------
@@ -370,16 +434,6 @@ class CasStoreClient(StoreClient):
     def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
         """Atomically: a recorded step result wins; else compare, delete, record, wake."""
 
-    def preview_update(self, definition: StoreDefinition, id: str, updater: Updater) -> Any:
-        """The state ``update_store`` would commit if it ran now, validated and checked
-        for durability, without writing anything (a missing store starts from
-        ``initial``, which is not inserted). Raises what ``update_store`` would for a bad
-        updater or state; a caller uses it so that a refused write creates nothing."""
-        _require_sync(updater, "updater")
-        stored, _ = self._read_or_initialize(definition, id, "")
-        encoded, _ = self._prepare_update(definition, stored, updater, "")
-        return decode_durable(encoded)
-
     # shared machinery
 
     def validate_state(
@@ -424,24 +478,16 @@ class CasStoreClient(StoreClient):
     def _get_or_insert(self, definition: StoreDefinition, id: str, step_key: str) -> StoredState:
         return self._row_or_insert(definition, id, step_key, self.read_store(definition, id))
 
-    def _applied(
-        self, definition: StoreDefinition, id: str, step_id: StoreStepId | None
-    ) -> RecordedResult | None:
-        if step_id is None:
-            return None
-        recorded = self.get_applied_step(definition, id, step_id)
-        return None if recorded is None else result_from_record(decode_durable(recorded))
-
     def _begin(
         self, definition: StoreDefinition, id: str, step_id: StoreStepId | None
-    ) -> tuple[RecordedResult | None, StoredState | None]:
-        """The first reads of an operation: a recorded result of ``step_id`` (which wins
-        over everything, so it comes before any argument check), else the store row."""
+    ) -> tuple[dict[str, Any] | None, StoredState | None]:
+        """The first reads of an operation: the decoded ledger text of ``step_id`` (which
+        wins over everything, so it comes before any argument check), else the store row."""
         if step_id is None:
             return None, self.read_store(definition, id)
         recorded, row = self.read_store_and_step(definition, id, step_id)
         if recorded is not None:
-            return result_from_record(decode_durable(recorded)), None
+            return _decode_record(recorded), None
         return None, row
 
     def _row_or_initial(
@@ -523,29 +569,9 @@ class CasStoreClient(StoreClient):
         updater: Updater,
         step_id: StoreStepId | None = None,
     ) -> StoreUpdateResult:
-        applied, row = self._begin(definition, id, step_id)
-        if applied is not None:
-            return applied  # type: ignore[return-value]
-        _require_sync(updater, "updater")
-        step_key = step_id.step_key if step_id else ""
-        stored, created = self._row_or_initial(definition, id, step_key, row)
-        attempts = 0
-        while True:
-            attempts += 1
-            outcome, encoded = self._commit_update(
-                definition, id, stored, created, updater, step_id, "update"
-            )
-            if outcome.status == "committed":
-                return StoreUpdateResult(
-                    decode_durable(encoded), stored.version, stored.version + 1
-                )
-            recorded = self._settled(outcome, definition, id, step_id)
-            if recorded is not None:
-                return recorded  # type: ignore[return-value]
-            if self._wait_before_retry(definition, id, attempts) or outcome.current is None:
-                stored, created = self._read_or_initialize(definition, id, step_key)
-            else:
-                stored, created = outcome.current, False
+        result, _ = self._update_loop(definition, id, updater, step_id, None)
+        assert isinstance(result, StoreUpdateResult), "no condition, no conflict"
+        return result
 
     def update_store_from(
         self,
@@ -556,25 +582,28 @@ class CasStoreClient(StoreClient):
         updater: Updater,
         step_id: StoreStepId | None = None,
     ) -> StoreUpdateFromResult:
-        applied, row = self._begin(definition, id, step_id)
-        if applied is not None:
-            return applied  # type: ignore[return-value]
-        _require_instance_id(snapshot)
-        _require_sync(updater, "updater")
-        step_key = step_id.step_key if step_id else ""
-        current = self._row_or_insert(definition, id, step_key, row)
-        if not _same_version(current, snapshot):
-            return _update_conflict(snapshot, current)
-        outcome, encoded = self._commit_update(
-            definition, id, current, False, updater, step_id, "update_from"
-        )
-        if outcome.status == "committed":
-            return StoreUpdated(decode_durable(encoded), current.version, current.version + 1)
-        recorded = self._settled(outcome, definition, id, step_id)
-        if recorded is not None:
-            return recorded  # type: ignore[return-value]
-        latest = outcome.current or self._get_or_insert(definition, id, step_key)
-        return _update_conflict(snapshot, latest)
+        condition = VersionCondition.exactly(snapshot.instance_id, snapshot.version)
+        return self._update_loop(definition, id, updater, step_id, condition)[0]
+
+    def update_store_if(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        updater: Updater,
+        condition: VersionCondition | None,
+        step_id: StoreStepId | None = None,
+    ) -> StoreWrite:
+        """``update_store`` (no ``condition``) or a compare-and-swap that commits only over
+        a version ``condition`` accepts (the HTTP API's ``If-Match``).
+
+        Either way the updater runs on the state read inside the retry loop, so a lost race
+        recomputes from the newer state, with the client's backoff and retry cap. With a
+        condition a missing store is created first (as ``update_store_from`` does) and a
+        version the condition refuses is a ``StoreUpdateConflict``; nothing changes.
+        """
+        result, instance_id = self._update_loop(definition, id, updater, step_id, condition)
+        return StoreWrite(result, instance_id)
 
     def delete_store_from(
         self,
@@ -584,14 +613,99 @@ class CasStoreClient(StoreClient):
         snapshot: StoreSnapshot,
         step_id: StoreStepId | None = None,
     ) -> StoreDeleteFromResult:
+        condition = VersionCondition.exactly(snapshot.instance_id, snapshot.version)
+        return self._delete_loop(definition, id, condition, step_id)
+
+    def delete_store_if(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        condition: VersionCondition,
+        step_id: StoreStepId | None = None,
+    ) -> StoreDeleteFromResult:
+        """Delete the store at a version ``condition`` accepts, retrying a lost race with
+        backoff while the newer version is still accepted. A missing store is created
+        first (as ``delete_store_from`` does); a refused version is a conflict."""
+        return self._delete_loop(definition, id, condition, step_id)
+
+    def _update_loop(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        updater: Updater,
+        step_id: StoreStepId | None,
+        condition: VersionCondition | None,
+    ) -> tuple[StoreUpdateResult | StoreUpdateConflict, str | None]:
+        """The one update loop: (result, instance it committed to or ``None`` if replayed)."""
         applied, row = self._begin(definition, id, step_id)
         if applied is not None:
-            return applied  # type: ignore[return-value]
-        _require_instance_id(snapshot)
+            assert step_id is not None
+            return update_from_record(applied, step_id), None
+        if condition is not None:
+            condition.check()
+        _require_sync(updater, "updater")
+        step_key = step_id.step_key if step_id else ""
+        kind = "update" if condition is None else "update_from"
+        if condition is None:
+            stored, created = self._row_or_initial(definition, id, step_key, row)
+        else:
+            stored, created = self._row_or_insert(definition, id, step_key, row), False
+        attempts = 0
+        while True:
+            if condition is not None and not condition.accepts(stored):
+                return condition.update_conflict(stored), None
+            attempts += 1
+            outcome, encoded = self._commit_update(
+                definition, id, stored, created, updater, step_id, kind
+            )
+            if outcome.status == "committed":
+                result = StoreUpdateResult(
+                    decode_durable(encoded), stored.version, stored.version + 1
+                )
+                return result, stored.instance_id
+            recorded = self._settled(outcome, definition, id, step_id)
+            if recorded is not None:
+                assert step_id is not None
+                return update_from_record(recorded, step_id), None
+            stored, created = self._reread(definition, id, step_key, outcome, condition)
+            if condition is not None and not condition.accepts(stored):
+                continue
+            if self._wait_before_retry(definition, id, attempts):
+                stored, created = self._reread(definition, id, step_key, MISSING, condition)
+
+    def _reread(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        step_key: str,
+        outcome: CommitOutcome,
+        condition: VersionCondition | None,
+    ) -> tuple[StoredState, bool]:
+        """The row a lost commit reported, else a fresh read. A missing store is started
+        from ``initial``: inserted at once for a conditional write, else by the commit."""
+        if outcome.current is not None:
+            return outcome.current, False
+        if condition is None:
+            return self._read_or_initialize(definition, id, step_key)
+        return self._get_or_insert(definition, id, step_key), False
+
+    def _delete_loop(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        condition: VersionCondition,
+        step_id: StoreStepId | None,
+    ) -> StoreDeleteFromResult:
+        applied, row = self._begin(definition, id, step_id)
+        if applied is not None:
+            assert step_id is not None
+            return delete_from_record(applied, step_id)
+        condition.check()
         step_key = step_id.step_key if step_id else ""
         current = self._row_or_insert(definition, id, step_key, row)
         attempts = 0
-        while _same_version(current, snapshot):
+        while condition.accepts(current):
             attempts += 1
             outcome = self.commit_deletion(
                 StoreDeletion(definition, id, current, step_id, DELETE_RECORD if step_id else None)
@@ -600,15 +714,12 @@ class CasStoreClient(StoreClient):
                 return StoreDeleted()
             recorded = self._settled(outcome, definition, id, step_id)
             if recorded is not None:
-                return recorded  # type: ignore[return-value]
+                assert step_id is not None
+                return delete_from_record(recorded, step_id)
             current = outcome.current or self._get_or_insert(definition, id, step_key)
-            if _same_version(current, snapshot) and self._wait_before_retry(
-                definition, id, attempts
-            ):
+            if condition.accepts(current) and self._wait_before_retry(definition, id, attempts):
                 current = self._get_or_insert(definition, id, step_key)
-        return StoreDeleteConflict(
-            snapshot.instance_id, current.instance_id, snapshot.version, current.version
-        )
+        return condition.delete_conflict(current)
 
     def take_from_store(
         self,
@@ -621,7 +732,8 @@ class CasStoreClient(StoreClient):
     ) -> StoreTakeResult:
         applied, row = self._begin(definition, id, step_id)
         if applied is not None:
-            return applied  # type: ignore[return-value]
+            assert step_id is not None
+            return take_from_record(applied, step_id)
         _require_sync(selector, "selector")
         if claim is not None:
             _require_sync(claim, "claim")
@@ -659,7 +771,9 @@ class CasStoreClient(StoreClient):
             if step_id:
                 record = take_record(stored.instance_id, selected_encoded, version)
             outcome = self.commit_mutation(
-                StoreMutation(definition, id, stored, created, encoded, paths, step_id, record)
+                StoreMutation(
+                    definition, id, stored, created, encoded, paths, step_id, record, "take"
+                )
             )
             if outcome.status == "committed":
                 return StoreTakeMatched(
@@ -667,7 +781,8 @@ class CasStoreClient(StoreClient):
                 )
             recorded = self._settled(outcome, definition, id, step_id)
             if recorded is not None:
-                return recorded  # type: ignore[return-value]
+                assert step_id is not None
+                return take_from_record(recorded, step_id)
             if self._wait_before_retry(definition, id, attempts) or outcome.current is None:
                 stored, created = self._read_or_initialize(definition, id, step_key)
             else:
@@ -689,7 +804,9 @@ class CasStoreClient(StoreClient):
         record = None
         if step_id:
             record = update_record(kind, encoded, stored.version, stored.version + 1)
-        mutation = StoreMutation(definition, id, stored, created, encoded, paths, step_id, record)
+        mutation = StoreMutation(
+            definition, id, stored, created, encoded, paths, step_id, record, "update"
+        )
         return self.commit_mutation(mutation), encoded
 
     def _settled(
@@ -698,28 +815,29 @@ class CasStoreClient(StoreClient):
         definition: StoreDefinition,
         id: str,
         step_id: StoreStepId | None,
-    ) -> RecordedResult | None:
-        """After a commit that did not apply: the recorded result of ``step_id``, if the step
-        committed (in an earlier call, or in a racing one that made this commit conflict)."""
-        if outcome.status == "already-applied":
+    ) -> dict[str, Any] | None:
+        """After a commit that did not apply: the decoded ledger text of ``step_id``, if the
+        step committed (in an earlier call, or in a racing one that made this commit
+        conflict). The caller turns it into its result type, which raises
+        ``StoreStepMismatchError`` for a text of another operation."""
+        if outcome.status in ("already-applied", "step-mismatch"):
             assert outcome.recorded is not None
-            return result_from_record(decode_durable(outcome.recorded))
-        return self._applied(definition, id, step_id)
+            return _decode_record(outcome.recorded)
+        if step_id is None:
+            return None
+        recorded = self.get_applied_step(definition, id, step_id)
+        return None if recorded is None else _decode_record(recorded)
+
+
+def _decode_record(text: str) -> dict[str, Any]:
+    record = decode_durable(text)
+    if not isinstance(record, dict):
+        raise ValueError(f"a ledger text is a JSON object, not {text[:40]!r}")
+    return record
 
 
 def _state_label(definition: StoreDefinition) -> str:
     return f'Store state for "{definition.name}"'
-
-
-def _require_instance_id(snapshot: StoreSnapshot) -> None:
-    if not snapshot.instance_id:
-        raise ValueError("Store snapshot is missing instance_id; read a fresh snapshot")
-
-
-def _update_conflict(snapshot: StoreSnapshot, current: StoredState) -> StoreUpdateConflict:
-    return StoreUpdateConflict(
-        snapshot.instance_id, current.instance_id, snapshot.version, current.version
-    )
 
 
 __all__ = [
@@ -734,9 +852,13 @@ __all__ = [
     "StoreDeletion",
     "StoreHandle",
     "StoreMutation",
+    "StoreWrite",
     "StoredState",
     "Updater",
+    "VersionCondition",
     "already_applied",
     "conflict",
     "is_selector_match",
+    "recorded_outcome",
+    "step_mismatch",
 ]

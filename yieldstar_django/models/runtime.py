@@ -1,9 +1,10 @@
 """Runtime models: workflow executions and their heap of recorded steps.
 
 Durable values (arguments, step results, workflow results, errors) are stored as their
-canonical JSON text (design §4) in ``TextField`` columns, never as ``jsonb``, so numbers
-read back exactly. The ``*_json`` columns hold that text; the properties without the
-suffix decode them (``""`` stands for "none"; a recorded ``None`` is the text ``null``).
+canonical JSON text (see ``core/durable.py``) in ``TextField`` columns, never as
+``jsonb``, so numbers read back exactly. The ``*_json`` columns hold that text; the
+properties without the suffix decode them (``""`` stands for "none"; a recorded ``None``
+is the text ``null``).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class Execution(models.Model):
     """
 
     id = models.CharField(primary_key=True, max_length=255)
-    workflow_name = models.CharField(max_length=255, db_index=True)
+    workflow_id = models.CharField(max_length=255, db_index=True)
     status = models.CharField(
         max_length=16, choices=ExecutionStatus.choices, default=ExecutionStatus.PENDING
     )
@@ -104,7 +105,7 @@ class Execution(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.workflow_name} {self.id} ({self.status})"
+        return f"{self.workflow_id} {self.id} ({self.status})"
 
     @property
     def input(self) -> dict[str, Any]:

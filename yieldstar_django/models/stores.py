@@ -6,7 +6,7 @@ ORM bypasses the compare-and-swap and the wakes: change stores through a store c
 
 States, results and paths are kept as ``TEXT`` holding canonical JSON, never ``jsonb``:
 ``jsonb`` rewrites numbers (``1e20`` reads back as an integer) and durable values must read
-back unchanged (design §4).
+back unchanged (see ``core/durable.py``).
 """
 
 from __future__ import annotations
@@ -131,6 +131,17 @@ class AppliedStep(models.Model):
     execution_id = models.CharField("execution id", max_length=MAX_KEY_LENGTH)
     step_key = models.CharField("step key", max_length=MAX_KEY_LENGTH)
     result = models.TextField("recorded result (canonical JSON)")
+    #: The kind of operation that recorded the result (``LedgerOperation``): a replay by
+    #: another kind raises ``StoreStepMismatchError``. Empty on rows recorded before the
+    #: column existed, which replay to any operation (their result text names its kind).
+    operation = models.CharField(
+        "operation",
+        max_length=16,
+        blank=True,
+        default="",
+        db_default="",
+        choices=[("update", "update"), ("take", "take"), ("delete", "delete")],
+    )
     created_at = models.DateTimeField("recorded")
 
     class Meta:

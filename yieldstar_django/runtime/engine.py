@@ -116,7 +116,7 @@ class Engine:
 
     def run(self) -> RunOutcome:
         """Run the workflow from the top until it returns, raises or suspends."""
-        step = Step(self.execution.id, self.execution.workflow_name)
+        step = Step(self.execution.id, self.execution.workflow_id)
         try:
             inputs = decode_durable(self.execution.input_json)
             gen = self.workflow.fn(step, *inputs["args"], **inputs["kwargs"])
@@ -365,7 +365,7 @@ class Engine:
                         self._write(call, key, position, None, status=StepStatus.PENDING)
                     self.client.register_waiter(
                         StoreWaiter(
-                            workflow_id=self.execution.workflow_name,
+                            workflow_id=self.execution.workflow_id,
                             execution_id=self.execution.id,
                             step_key=key,
                             store_name=definition.name,
@@ -489,7 +489,7 @@ class Engine:
     def _timer(self, at: datetime, reason: str) -> None:
         """Schedule a durable timer; also re-arms one after an early wake (another clock
         may have fired it early)."""
-        timers.schedule_timer(self.execution.id, self.execution.workflow_name, at, reason=reason)
+        timers.schedule_timer(self.execution.id, self.execution.workflow_id, at, reason=reason)
 
     def _record_error(
         self,

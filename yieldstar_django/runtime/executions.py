@@ -107,17 +107,15 @@ def start_execution(
     new_id = execution_id or str(uuid.uuid4())
     with transaction.atomic():
         if execution_id is None:
-            Execution.objects.create(id=new_id, workflow_name=wf.name, input_json=input_json)
+            Execution.objects.create(id=new_id, workflow_id=wf.name, input_json=input_json)
         else:
             try:
                 with transaction.atomic():
-                    Execution.objects.create(
-                        id=new_id, workflow_name=wf.name, input_json=input_json
-                    )
+                    Execution.objects.create(id=new_id, workflow_id=wf.name, input_json=input_json)
             except IntegrityError:
                 existing = (
                     Execution.objects.filter(pk=new_id)
-                    .values_list("workflow_name", flat=True)
+                    .values_list("workflow_id", flat=True)
                     .first()
                 )
                 if existing is None:
@@ -192,12 +190,12 @@ def run_execution(execution_id: str) -> ResumeResult:
     if lease is None:
         return ResumeResult.BUSY
     try:
-        wf = get_workflow(lease.execution.workflow_name)
+        wf = get_workflow(lease.execution.workflow_id)
     except LookupError:
         logger.error(
             "execution %s: workflow %r is not registered in this process; retrying in %ss",
             execution_id,
-            lease.execution.workflow_name,
+            lease.execution.workflow_id,
             UNKNOWN_WORKFLOW_RETRY_SECONDS,
         )
         _release_later(lease, UNKNOWN_WORKFLOW_RETRY_SECONDS)
@@ -279,11 +277,11 @@ def _release_later(lease: Lease, seconds: float) -> None:
         if lease.release({"wake_pending": False}):
             if seconds > 0:
                 timers.schedule_timer(
-                    lease.execution_id, lease.execution.workflow_name, at, reason="deferred"
+                    lease.execution_id, lease.execution.workflow_id, at, reason="deferred"
                 )
             else:
                 timers.request_run(
-                    lease.execution_id, lease.execution.workflow_name, reason="deferred"
+                    lease.execution_id, lease.execution.workflow_id, reason="deferred"
                 )
 
 

@@ -268,9 +268,7 @@ def acquire_lease(execution_id: str) -> Lease | None:
             return None
         wakes.acknowledge(execution_id, using=alias)
         execution = Execution.objects.get(pk=execution_id)
-        timer = timers.schedule_timer(
-            execution.id, execution.workflow_name, takeover, reason="lease"
-        )
+        timer = timers.schedule_timer(execution.id, execution.workflow_id, takeover, reason="lease")
     return Lease(execution, token, expires, timer)
 
 

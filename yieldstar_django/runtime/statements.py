@@ -194,7 +194,7 @@ def intent_insert_sql(
     connection: BaseDatabaseWrapper,
     *,
     execution_column: str = "id",
-    workflow_column: str = "workflow_name",
+    workflow_column: str = "workflow_id",
 ) -> str:
     """``INSERT INTO <wake intents> (...) SELECT <execution id>, <workflow id>, %s, %s, ...``
     to follow with ``FROM <a relation>``: one pending wake intent per row of the relation,

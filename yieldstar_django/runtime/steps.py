@@ -94,16 +94,16 @@ def _seconds(value: float | timedelta, what: str) -> float:
 class Step:
     """The step primitives of one execution, handed to the workflow function.
 
-    ``execution_id`` and ``workflow_name`` identify the execution (an
+    ``execution_id`` and ``workflow_id`` identify the execution (an
     ``execution_id``-derived idempotency key is a good way to make an external call in
     ``run`` safe to repeat).
     """
 
-    __slots__ = ("execution_id", "workflow_name")
+    __slots__ = ("execution_id", "workflow_id")
 
-    def __init__(self, execution_id: str, workflow_name: str) -> None:
+    def __init__(self, execution_id: str, workflow_id: str) -> None:
         self.execution_id = execution_id
-        self.workflow_name = workflow_name
+        self.workflow_id = workflow_id
 
     def run(
         self, fn: Callable[..., R], /, *args: Any, key: str | None = None, **kwargs: Any
@@ -296,4 +296,4 @@ class Step:
         return decision
 
     def __repr__(self) -> str:
-        return f"<Step of {self.workflow_name} {self.execution_id}>"
+        return f"<Step of {self.workflow_id} {self.execution_id}>"

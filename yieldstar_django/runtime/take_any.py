@@ -139,7 +139,7 @@ def execute(
                         definition, store_id = call.choices[index][0], call.choices[index][1]
                         client.register_waiter(
                             StoreWaiter(
-                                workflow_id=execution.workflow_name,
+                                workflow_id=execution.workflow_id,
                                 execution_id=execution.id,
                                 step_key=choice_key(key, index),
                                 store_name=definition.name,

@@ -1,0 +1,6 @@
+DROP FUNCTION IF EXISTS yieldstar_commit_mutation_v2(
+    text, text, text, bigint, boolean, text, text, text, boolean, text[], text[],
+    text, text, text, text, boolean, bigint, double precision);
+DROP FUNCTION IF EXISTS yieldstar_commit_deletion_v2(
+    text, text, text, bigint, text, text, text, text, double precision);
+DROP FUNCTION IF EXISTS yieldstar_recorded_status_v1(text, text);

@@ -1,0 +1,93 @@
+CREATE OR REPLACE FUNCTION yieldstar_commit_deletion_v2(
+    p_name text,
+    p_store_id text,
+    p_instance_id text,
+    p_version bigint,
+    p_execution_id text,
+    p_step_key text,
+    p_result text,
+    p_operation text,
+    p_relay_delay double precision,
+    OUT status text,
+    OUT recorded text,
+    OUT current_instance_id text,
+    OUT current_version bigint,
+    OUT current_state text,
+    OUT intent_ids bigint[],
+    OUT wake_execution_ids text[],
+    OUT wake_workflow_ids text[]
+) LANGUAGE plpgsql VOLATILE AS $$
+-- Delete the store if it is still at (p_instance_id, p_version) (unconditionally when
+-- p_instance_id is NULL), record the step result, remove its waiters and wake them.
+-- Versions of the deleted instance stay as history; ledger rows stay authoritative.
+DECLARE
+    v_operation text;
+    v_pk bigint;
+    v_now timestamptz := now();
+BEGIN
+    IF p_step_key IS NOT NULL THEN
+        SELECT a.result, a.operation INTO recorded, v_operation FROM yieldstar_appliedstep a
+        WHERE a.store_name = p_name AND a.store_id = p_store_id
+          AND a.execution_id = p_execution_id AND a.step_key = p_step_key;
+        IF FOUND THEN
+            status := yieldstar_recorded_status_v1(v_operation, p_operation);
+            RETURN;
+        END IF;
+    END IF;
+
+    SELECT s.id, s.instance_id, s.version, s.state
+      INTO v_pk, current_instance_id, current_version, current_state
+      FROM yieldstar_storeinstance s
+     WHERE s.name = p_name AND s.store_id = p_store_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        status := 'missing';
+        RETURN;
+    END IF;
+    IF p_instance_id IS NOT NULL
+       AND (current_instance_id <> p_instance_id OR current_version <> p_version) THEN
+        status := 'conflict';
+        RETURN;
+    END IF;
+    current_instance_id := NULL;
+    current_version := NULL;
+    current_state := NULL;
+
+    IF p_step_key IS NOT NULL THEN
+        INSERT INTO yieldstar_appliedstep
+            (store_name, store_id, execution_id, step_key, result, operation, created_at)
+        VALUES (p_name, p_store_id, p_execution_id, p_step_key, p_result, p_operation, v_now)
+        ON CONFLICT (store_name, store_id, execution_id, step_key) DO NOTHING;
+        IF NOT FOUND THEN
+            SELECT a.result, a.operation INTO recorded, v_operation FROM yieldstar_appliedstep a
+            WHERE a.store_name = p_name AND a.store_id = p_store_id
+              AND a.execution_id = p_execution_id AND a.step_key = p_step_key;
+            status := yieldstar_recorded_status_v1(v_operation, p_operation);
+            RETURN;
+        END IF;
+    END IF;
+
+    DELETE FROM yieldstar_waiterpath WHERE store_pk = v_pk;
+    WITH gone AS (
+        DELETE FROM yieldstar_waiter WHERE store_pk = v_pk
+        RETURNING id, execution_id, workflow_id
+    ), woken AS (
+        INSERT INTO yieldstar_wakeintent
+            (execution_id, workflow_id, reason, available_at, delivered_at,
+             attempts, last_error, created_at)
+        SELECT g.execution_id, g.workflow_id, 'delete',
+               v_now + p_relay_delay * interval '1 second', NULL, 0, '', v_now
+          FROM (SELECT execution_id, workflow_id, min(id) AS first_id
+                  FROM gone GROUP BY execution_id, workflow_id) g
+         ORDER BY g.first_id
+        RETURNING id, execution_id, workflow_id
+    )
+    SELECT array_agg(woken.id ORDER BY woken.id),
+           array_agg(woken.execution_id ORDER BY woken.id),
+           array_agg(woken.workflow_id ORDER BY woken.id)
+      INTO intent_ids, wake_execution_ids, wake_workflow_ids
+      FROM woken;
+    DELETE FROM yieldstar_storeinstance WHERE id = v_pk;
+    status := 'committed';
+END
+$$;
