@@ -36,8 +36,8 @@ _EXPORTS: dict[str, str] = {
     "StoreStepMismatchError": "yieldstar_django.core.errors",
     "register_error_class": "yieldstar_django.core.errors",
     "StoreClient": "yieldstar_django.core.store",
-    "CasStoreClient": "yieldstar_django.core.store",
-    "RetryPolicy": "yieldstar_django.core.store",
+    "CasStoreClient": "yieldstar_django.core.cas",
+    "RetryPolicy": "yieldstar_django.core.commits",
     "MemoryStoreClient": "yieldstar_django.core.memory",
     "DurableLimits": "yieldstar_django.core.durable",
     # Django parts
@@ -55,6 +55,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .connector import (
         get_store_client as get_store_client,
     )
+    from .core.cas import CasStoreClient as CasStoreClient
+    from .core.commits import RetryPolicy as RetryPolicy
     from .core.definition import (
         StoreDefinition as StoreDefinition,
         define_store as define_store,
@@ -88,11 +90,7 @@ if TYPE_CHECKING:  # pragma: no cover
         StoreWaiter as StoreWaiter,
         Wake as Wake,
     )
-    from .core.store import (
-        CasStoreClient as CasStoreClient,
-        RetryPolicy as RetryPolicy,
-        StoreClient as StoreClient,
-    )
+    from .core.store import StoreClient as StoreClient
     from .runtime import (
         RetryableError as RetryableError,
         cancel_execution as cancel_execution,

@@ -11,11 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from yieldstar_django.core.cas import CasStoreClient
+from yieldstar_django.core.commits import RetryPolicy
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.durable import DurableLimits
 from yieldstar_django.core.memory import MemoryStoreClient
 from yieldstar_django.core.results import StoreWaiter, Wake
-from yieldstar_django.core.store import CasStoreClient, RetryPolicy
 from yieldstar_django.core.types import StorePath
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from yieldstar_django import StoreSnapshot, StoreStepId
+from yieldstar_django.core.commits import StoreDeletion, StoreMutation
 from yieldstar_django.core.errors import StoreStepMismatchError
 from yieldstar_django.core.results import (
     StoreDeleted,
@@ -15,7 +16,6 @@ from yieldstar_django.core.results import (
     StoreUpdated,
     StoreUpdateResult,
 )
-from yieldstar_django.core.store import StoreDeletion, StoreMutation
 
 
 def counting(calls: list[int], change: Any) -> Any:

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
+from yieldstar_django.core.cas import CasStoreClient
 from yieldstar_django.core.definition import define_store, unregister_store
 from yieldstar_django.core.durable import decode_durable
 from yieldstar_django.core.results import StoreStepId, StoreTakeUnmatched, StoreWaiter
-from yieldstar_django.core.store import CasStoreClient
 
 from .harness import MemoryHarness
 

@@ -11,6 +11,7 @@ from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from yieldstar_django.connector import DatabaseStoreClient, get_store_client
+from yieldstar_django.core.commits import StoreMutation
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.errors import (
     StoreStepMismatchError,
@@ -18,7 +19,6 @@ from yieldstar_django.core.errors import (
     WorkflowValueError,
 )
 from yieldstar_django.core.results import StoreStepId, StoreWaiter, Wake
-from yieldstar_django.core.store import StoreMutation
 from yieldstar_django.core.waiter_index import path_key, path_match, waiter_path_rows
 from yieldstar_django.models import (
     AppliedStep,

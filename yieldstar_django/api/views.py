@@ -31,12 +31,13 @@ from rest_framework.utils.urls import replace_query_param
 from rest_framework.views import APIView
 
 from ..conf import yieldstar_settings
+from ..core.cas import CasStoreClient
+from ..core.commits import VersionCondition
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import StoreDefinition, get_definition, registered_definitions
 from ..core.durable import decode_durable
 from ..core.errors import StoreContentionError, StoreValidationError, WorkflowValueError
 from ..core.results import StoreSnapshot, StoreUpdateResult
-from ..core.store import CasStoreClient, VersionCondition
 from ..models.stores import StoreInstance
 from . import idempotency
 from .conditions import Condition, make_etag, parse_etag, parse_if_match

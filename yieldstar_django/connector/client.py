@@ -1,6 +1,6 @@
 """``DatabaseStoreClient``: the seed's compare-and-swap protocol on a Django database.
 
-``CasStoreClient`` (``core/store.py``) runs all user code (``initial``, updaters,
+``CasStoreClient`` (``core/cas.py``) runs all user code (``initial``, updaters,
 selectors, claims, schemas) before any transaction and hands this client canonical JSON
 text; each primitive here commits in one database transaction, by one PL/pgSQL call on
 PostgreSQL (:mod:`.functions`) or as separate statements (:mod:`.portable`). See
@@ -17,18 +17,12 @@ from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import yieldstar_settings
+from ..core.cas import CasStoreClient
+from ..core.commits import CommitOutcome, RetryPolicy, StoreDeletion, StoredState, StoreMutation
 from ..core.constants import MAX_INSTANCE_ID_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.durable import DurableLimits
 from ..core.results import LedgerOperation, StoreStepId, StoreWaiter
-from ..core.store import (
-    CasStoreClient,
-    CommitOutcome,
-    RetryPolicy,
-    StoreDeletion,
-    StoredState,
-    StoreMutation,
-)
 from ..wakes.delivery import deliver_on_commit
 from ..wakes.outbox import PendingWake
 from . import functions, portable, statements as sql, waiters as waiter_rows

@@ -13,8 +13,7 @@ from typing import Any
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import yieldstar_settings
-from ..core.results import LedgerOperation, StoreStepId, Wake
-from ..core.store import (
+from ..core.commits import (
     COMMITTED,
     MISSING,
     StoredState,
@@ -23,6 +22,7 @@ from ..core.store import (
     conflict,
     step_mismatch,
 )
+from ..core.results import LedgerOperation, StoreStepId, Wake
 from ..core.waiter_index import path_match
 from ..wakes.outbox import PendingWake
 from . import statements as sql

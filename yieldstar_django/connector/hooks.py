@@ -6,7 +6,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from ..core.store import CommitOutcome, StoreMutation
+from ..core.commits import CommitOutcome, StoreMutation
 
 __all__ = ["CommitHook", "NotCommitted", "current_hook"]
 

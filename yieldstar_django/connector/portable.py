@@ -17,8 +17,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from ..conf import yieldstar_settings
-from ..core.results import LedgerOperation, StoreStepId, Wake
-from ..core.store import (
+from ..core.commits import (
     COMMITTED,
     MISSING,
     CommitOutcome,
@@ -27,6 +26,7 @@ from ..core.store import (
     conflict,
     recorded_outcome,
 )
+from ..core.results import LedgerOperation, StoreStepId, Wake
 from ..core.types import StorePath
 from ..core.waiter_index import path_match
 from ..wakes.outbox import PendingWake, write_intents

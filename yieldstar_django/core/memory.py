@@ -7,14 +7,10 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .definition import StoreDefinition
-from .durable import DurableLimits
-from .paths import wakes_waiter
-from .results import LedgerOperation, StoreStepId, StoreWaiter, Wake
-from .store import (
+from .cas import CasStoreClient
+from .commits import (
     COMMITTED,
     MISSING,
-    CasStoreClient,
     CommitOutcome,
     RetryPolicy,
     StoreDeletion,
@@ -23,6 +19,10 @@ from .store import (
     conflict,
     recorded_outcome,
 )
+from .definition import StoreDefinition
+from .durable import DurableLimits
+from .paths import wakes_waiter
+from .results import LedgerOperation, StoreStepId, StoreWaiter, Wake
 from .types import StorePath
 
 logger = logging.getLogger("yieldstar_django.memory")

@@ -22,10 +22,11 @@ from django.db import DatabaseError, router, transaction
 from django.utils import timezone
 
 from ..connector import CommitHook, DatabaseStoreClient, get_store_client
+from ..core.commits import StoreMutation
 from ..core.definition import get_definition
 from ..core.durable import decode_durable
 from ..core.results import StoreStepId
-from ..core.store import StoreClient, StoreMutation
+from ..core.store import StoreClient
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..models.runtime import ExecutionStep, StepStatus
 from .leases import LeaseLost

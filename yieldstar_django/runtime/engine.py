@@ -33,6 +33,7 @@ from django.db import DatabaseError, connections, router, transaction
 
 from .. import clock
 from ..connector import CommitHook, DatabaseStoreClient
+from ..core.commits import StoreMutation
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import StoreContentionError, WorkflowValueError
 from ..core.results import (
@@ -42,7 +43,7 @@ from ..core.results import (
     StoreUpdateResult,
     StoreWaiter,
 )
-from ..core.store import StoreClient, StoreMutation
+from ..core.store import StoreClient
 from ..models.runtime import (
     ExecutionStatus,
     ExecutionStep,

@@ -8,10 +8,10 @@ from datetime import datetime
 from typing import Any, Final
 
 from ..conf import yieldstar_settings
+from ..core.commits import StoreMutation
 from ..core.durable import DurableLimits, decode_durable, encode_durable
 from ..core.errors import WorkflowValueError
 from ..core.results import RecordedResult, result_from_record
-from ..core.store import StoreMutation
 from ..models.runtime import ExecutionStatus
 from .errors import error_to_record
 

@@ -26,10 +26,10 @@ from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from ..connector import CommitHook
+from ..core.commits import StoreMutation
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import StoreContentionError
 from ..core.results import StoreStepId, StoreTakeMatched, StoreTakeUnmatched, StoreWaiter
-from ..core.store import StoreMutation
 from ..models.runtime import ExecutionStatus, ExecutionStep, StepStatus
 from .leases import LeaseLost
 from .outcomes import StepError, StepResult, StepValue, Suspend, recorded_result

@@ -1,0 +1,182 @@
+"""The connector protocol: what ``CasStoreClient`` hands a connector to commit, and what a
+commit answers.
+
+A connector implements five atomic primitives on these types (``read_store``,
+``insert_store``, ``get_applied_step``, ``commit_mutation``, ``commit_deletion``); see
+``docs/internals/architecture.md#stores`` and ``#ledger``.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+from .definition import StoreDefinition
+from .results import (
+    LedgerOperation,
+    StoreDeleteConflict,
+    StoreStepId,
+    StoreUpdateConflict,
+    StoreUpdateFromResult,
+)
+from .types import StorePath, StoreVersion
+
+__all__ = [
+    "COMMITTED",
+    "MISSING",
+    "CommitOutcome",
+    "RetryPolicy",
+    "StoreDeletion",
+    "StoreMutation",
+    "StoreWrite",
+    "StoredState",
+    "VersionCondition",
+    "already_applied",
+    "conflict",
+    "recorded_outcome",
+    "step_mismatch",
+]
+
+
+@dataclass(frozen=True)
+class StoredState:
+    """A store row as a connector keeps it: the canonical encoding of the state."""
+
+    instance_id: str
+    version: StoreVersion
+    encoded: str
+
+
+@dataclass(frozen=True)
+class StoreMutation:
+    """A computed change to commit atomically.
+
+    Compare (``expected.instance_id``, ``expected.version``), write ``encoded_state`` at
+    ``expected.version + 1``, record ``encoded_result`` under ``step_id`` as an
+    ``operation`` (a ledger row of ``step_id`` of another operation is a
+    ``step-mismatch``) and the wakes that ``changed_paths`` require. With ``created`` the
+    store must still be missing and the commit first inserts ``expected`` as version 0.
+    """
+
+    definition: StoreDefinition
+    id: str
+    expected: StoredState
+    created: bool
+    encoded_state: str
+    changed_paths: list[StorePath]
+    step_id: StoreStepId | None
+    encoded_result: str | None
+    operation: LedgerOperation
+
+
+@dataclass(frozen=True)
+class StoreDeletion:
+    """A deletion to commit atomically if the store is still at ``expected``."""
+
+    definition: StoreDefinition
+    id: str
+    expected: StoredState
+    step_id: StoreStepId | None
+    encoded_result: str | None
+
+    #: The ledger records a deletion as this kind of operation.
+    operation: LedgerOperation = "delete"
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    """What a commit found: ``committed``, ``already-applied`` (with the ``recorded`` ledger
+    text), ``step-mismatch`` (the step id recorded the ``recorded`` text of an operation of
+    another kind), ``conflict`` (with the ``current`` row) or ``missing``."""
+
+    status: Literal["committed", "already-applied", "step-mismatch", "conflict", "missing"]
+    recorded: str | None = None
+    current: StoredState | None = None
+
+
+COMMITTED = CommitOutcome("committed")
+MISSING = CommitOutcome("missing")
+
+
+def already_applied(recorded: str) -> CommitOutcome:
+    return CommitOutcome("already-applied", recorded=recorded)
+
+
+def step_mismatch(recorded: str) -> CommitOutcome:
+    return CommitOutcome("step-mismatch", recorded=recorded)
+
+
+def recorded_outcome(
+    recorded: str, recorded_operation: str | None, operation: LedgerOperation
+) -> CommitOutcome:
+    """The outcome of a commit that found ``recorded`` in the ledger under its step id:
+    ``already-applied``, or ``step-mismatch`` when the row names another operation
+    (``""`` or ``None``, a row older than the ``operation`` column, matches any)."""
+    if recorded_operation and recorded_operation != operation:
+        return step_mismatch(recorded)
+    return already_applied(recorded)
+
+
+def conflict(current: StoredState) -> CommitOutcome:
+    return CommitOutcome("conflict", current=current)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a CAS loop retries after losing a race, and how long it backs off.
+
+    Before attempt ``n + 1`` it sleeps a uniformly random time up to
+    ``min(max_delay, base_delay * 2 ** (n - 1))`` (full jitter).
+    """
+
+    max_attempts: int = 50
+    base_delay: float = 0.001
+    max_delay: float = 0.05
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** min(attempt - 1, 30)))
+
+
+@dataclass(frozen=True)
+class VersionCondition:
+    """The store versions a conditional write accepts: one of ``versions``, pairs of
+    (instance_id, version), or any version at all with ``any_version`` (``If-Match: *``)."""
+
+    versions: tuple[tuple[str, StoreVersion], ...] = ()
+    any_version: bool = False
+
+    @classmethod
+    def exactly(cls, instance_id: str, version: StoreVersion) -> VersionCondition:
+        return cls(((instance_id, version),))
+
+    def check(self) -> None:
+        """Raise ``ValueError`` for a condition naming an empty instance id (the caller
+        must read a fresh snapshot). A condition of no versions accepts none."""
+        if any(not instance_id for instance_id, _ in self.versions):
+            raise ValueError("Store snapshot is missing instance_id; read a fresh snapshot")
+
+    def accepts(self, stored: StoredState) -> bool:
+        return self.any_version or (stored.instance_id, stored.version) in self.versions
+
+    def _expected(self, stored: StoredState) -> tuple[str, StoreVersion]:
+        # The conflict names the version asked for: the first one listed.
+        return self.versions[0] if self.versions else (stored.instance_id, stored.version)
+
+    def update_conflict(self, stored: StoredState) -> StoreUpdateConflict:
+        instance_id, version = self._expected(stored)
+        return StoreUpdateConflict(instance_id, stored.instance_id, version, stored.version)
+
+    def delete_conflict(self, stored: StoredState) -> StoreDeleteConflict:
+        instance_id, version = self._expected(stored)
+        return StoreDeleteConflict(instance_id, stored.instance_id, version, stored.version)
+
+
+@dataclass(frozen=True)
+class StoreWrite:
+    """What ``update_store_if`` did: its ``result`` and the ``instance_id`` it committed
+    to, or ``None`` when the result was replayed from the ledger (which does not record
+    the instance of an update)."""
+
+    result: StoreUpdateFromResult
+    instance_id: str | None
