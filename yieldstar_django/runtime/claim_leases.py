@@ -29,6 +29,7 @@ from ..core.results import StoreStepId
 from ..core.store import StoreClient
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..models.runtime import ExecutionStep, StepStatus
+from . import store_steps
 from .leases import LeaseLost
 from .outcomes import StepError, StepResult, StepValue
 
@@ -86,7 +87,7 @@ def take(
             },
         )
 
-    result = engine._take(call, key, position, row, also=create_lease)
+    result = store_steps.take(engine, call, key, position, row, also=create_lease)
     if isinstance(result, StepValue):
         return StepValue(_lease(engine, call, key, result.value))
     return result

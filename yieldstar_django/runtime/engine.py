@@ -23,26 +23,15 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
 
 from celery.exceptions import SoftTimeLimitExceeded, Terminated
-from django.db import DatabaseError, connections, router, transaction
+from django.db import connections, router, transaction
 
 from .. import clock
-from ..connector import CommitHook, DatabaseStoreClient
-from ..core.commits import StoreMutation
 from ..core.durable import decode_durable, encode_durable
-from ..core.errors import StoreContentionError, WorkflowValueError
-from ..core.results import (
-    StoreSnapshot,
-    StoreStepId,
-    StoreTakeMatched,
-    StoreUpdateResult,
-    StoreWaiter,
-)
+from ..core.errors import WorkflowValueError
 from ..core.store import StoreClient
 from ..models.runtime import (
     ExecutionStatus,
@@ -50,7 +39,7 @@ from ..models.runtime import (
     StepKind,
     StepStatus,
 )
-from . import claim_leases, patches, take_any, timers
+from . import claim_leases, patches, store_steps, take_any, timers
 from .errors import (
     NonDeterminismError,
     RetryableError,
@@ -68,7 +57,6 @@ from .outcomes import (
     durable_limits,
     encode_error,
     failed,
-    recorded_result,
 )
 from .registry import Workflow
 from .statements import fenced_insert_sql, fenced_update_sql, field, set_clause
@@ -197,7 +185,9 @@ class Engine:
             if row.status == StepStatus.COMPLETED:
                 if call.kind == StepKind.TAKE_LEASE:
                     return StepValue(claim_leases.replayed(self, call, key, row))
-                return StepValue(_revive_value(call.kind, row.value_json))
+                if call.kind == StepKind.TAKE_ANY:
+                    return StepValue(take_any.revive(row.value_json))
+                return StepValue(store_steps.revive(call.kind, row.value_json))
             if row.status == StepStatus.FAILED:
                 return StepError(error_from_record(decode_durable(row.error_json)))
         if call.kind == StepKind.RUN:
@@ -205,11 +195,11 @@ class Engine:
         if call.kind == StepKind.SLEEP:
             return self._sleep(call, key, position, row)
         if call.kind == StepKind.TAKE:
-            return self._take(call, key, position, row)
+            return store_steps.take(self, call, key, position, row)
         if call.kind == StepKind.UPDATE:
-            return self._update(call, key, position, row)
+            return store_steps.update(self, call, key, position, row)
         if call.kind == StepKind.GET:
-            return self._get(call, key, position, row)
+            return store_steps.get(self, call, key, position, row)
         if call.kind == StepKind.TAKE_LEASE:
             return claim_leases.take(self, call, key, position, row)
         if call.kind == StepKind.END_LEASE:
@@ -300,185 +290,6 @@ class Engine:
             raise Suspend(ExecutionStatus.SLEEPING, key, row.wake_at)
         self._write(call, key, position, row, status=StepStatus.COMPLETED)
         return StepValue(None)
-
-    def _take(
-        self,
-        call: StepCall,
-        key: str,
-        position: int,
-        row: ExecutionStep | None,
-        also: Callable[[str], None] | None = None,
-    ) -> StepResult:
-        """Take, and record a match in the same transaction as the store's commit.
-
-        The selector and claim run outside any transaction (the store client's CAS loop);
-        the commit's transaction first drops the step's waiter (so the claim does not wake
-        this very execution) and ends with the fenced heap row. No match registers the
-        waiter again with the version and paths the selector saw, which wakes it at once
-        if the store moved since. Wakes of other waiters go out when the commit commits.
-        """
-        assert call.definition is not None and call.selector is not None
-        definition = call.definition
-        hooked: list[str] = []
-
-        def drop_waiter() -> None:
-            if row is not None:
-                self.client.remove_waiters(self.execution.id, key)
-
-        def record(mutation: StoreMutation) -> Callable[[], None]:
-            encoded = self._selected_json(key, recorded_result(mutation))
-
-            def write() -> None:
-                self._write(
-                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
-                )
-                if also is not None:  # more database work of the step (a claim lease)
-                    also(encoded)
-                hooked.append(encoded)
-
-            return write
-
-        try:
-            with self._commit_hook(CommitHook(record, drop_waiter)):
-                result = self.client.take_from_store(
-                    definition,
-                    call.store_id,
-                    selector=call.selector,
-                    claim=call.claim,
-                    step_id=StoreStepId(self.execution.id, key),
-                )
-            if result.matched and hooked:
-                encoded = hooked[-1]
-            elif result.matched:
-                # Committed by an earlier run, or by a client without commit hooks.
-                encoded = self._selected_json(key, result)
-                with transaction.atomic(using=self.alias):
-                    drop_waiter()
-                    self._write(
-                        call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
-                    )
-                    if also is not None:
-                        also(encoded)
-            else:
-                with transaction.atomic(using=self.alias):
-                    drop_waiter()
-                    if row is None:
-                        self._write(call, key, position, None, status=StepStatus.PENDING)
-                    self.client.register_waiter(
-                        StoreWaiter(
-                            workflow_id=self.execution.workflow_id,
-                            execution_id=self.execution.id,
-                            step_key=key,
-                            store_name=definition.name,
-                            store_id=call.store_id,
-                            instance_id=result.instance_id,
-                            since_version=result.version,
-                            read_paths=result.read_paths,
-                        )
-                    )
-        except (LeaseLost, DatabaseError):
-            raise
-        except StoreContentionError:
-            self._contended(key)
-        except Exception as exc:
-            with transaction.atomic(using=self.alias):
-                self._record_error(call, key, position, row, exc, 1)
-                if row is not None:
-                    self.client.remove_waiters(self.execution.id, key)
-            self.open_takes.discard(key)
-            return StepError(exc)
-        if not result.matched:
-            raise Suspend(ExecutionStatus.WAITING, key)
-        self.open_takes.discard(key)
-        return StepValue(decode_durable(encoded))
-
-    def _update(
-        self, call: StepCall, key: str, position: int, row: ExecutionStep | None
-    ) -> StepResult:
-        """Update exactly once: the updater runs outside any transaction, and the heap row
-        is written in the transaction of the store's commit."""
-        assert call.definition is not None and call.updater is not None
-        hooked: list[str] = []
-
-        def record(mutation: StoreMutation) -> Callable[[], None]:
-            encoded = self._update_json(key, recorded_result(mutation))
-
-            def write() -> None:
-                self._write(
-                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
-                )
-                hooked.append(encoded)
-
-            return write
-
-        try:
-            with self._commit_hook(CommitHook(record)):
-                result = self.client.update_store(
-                    call.definition,
-                    call.store_id,
-                    updater=call.updater,
-                    step_id=StoreStepId(self.execution.id, key),
-                )
-            if hooked:
-                encoded = hooked[-1]
-            else:
-                # Committed by an earlier run, or by a client without commit hooks.
-                encoded = self._update_json(key, result)
-                self._write(
-                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
-                )
-        except (LeaseLost, DatabaseError):
-            raise
-        except StoreContentionError:
-            self._contended(key)
-        except Exception as exc:
-            self._record_error(call, key, position, row, exc, 1)
-            return StepError(exc)
-        return StepValue(_revive_value(StepKind.UPDATE, encoded))
-
-    def _commit_hook(self, hook: CommitHook) -> AbstractContextManager[None]:
-        """Hand ``hook`` to the store client's commits, so a step's heap row commits with
-        the store. A client that cannot (in memory, or on another database than the heap)
-        commits alone, and the step records its row right after."""
-        client = self.client
-        if isinstance(client, DatabaseStoreClient) and client.using == self.alias:
-            return client.commit_hook(hook)
-        return nullcontext()
-
-    def _update_json(self, key: str, result: Any) -> str:
-        """The heap value of an update step: its state and versions."""
-        assert isinstance(result, StoreUpdateResult)
-        record = {
-            "state": result.state,
-            "previous_version": result.previous_version,
-            "version": result.version,
-        }
-        return encode_durable(record, limits=self.limits, step_key=key)
-
-    def _selected_json(self, key: str, result: Any) -> str:
-        """The heap value of a matched take: the selected value."""
-        assert isinstance(result, StoreTakeMatched)
-        return encode_durable(result.selected, limits=self.limits, step_key=key)
-
-    def _get(
-        self, call: StepCall, key: str, position: int, row: ExecutionStep | None
-    ) -> StepResult:
-        assert call.definition is not None
-        try:
-            snapshot = self.client.get_store(call.definition, call.store_id)
-        except DatabaseError:
-            raise
-        except Exception as exc:
-            self._record_error(call, key, position, row, exc, 1)
-            return StepError(exc)
-        record = {
-            "state": snapshot.state,
-            "instance_id": snapshot.instance_id,
-            "version": snapshot.version,
-        }
-        encoded = encode_durable(record, limits=self.limits, step_key=key)
-        self._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
-        return StepValue(_revive_value(StepKind.GET, encoded))
 
     # -- recording ------------------------------------------------------------------------
 
@@ -589,20 +400,6 @@ class Engine:
             # The lease is gone, or another run recorded this step first (and so holds
             # the lease now): this run records nothing more.
             raise LeaseLost(self.execution.id)
-
-
-def _revive_value(kind: str, value_json: str) -> Any:
-    """The step's return value from its recorded text (``""``: ``None``)."""
-    if not value_json:
-        return None
-    value = decode_durable(value_json)
-    if kind == StepKind.UPDATE:
-        return StoreUpdateResult(value["state"], value["previous_version"], value["version"])
-    if kind == StepKind.GET:
-        return StoreSnapshot(value["state"], value["instance_id"], value["version"])
-    if kind == StepKind.TAKE_ANY:
-        return take_any.revive(value_json)
-    return value
 
 
 def _close(gen: Any) -> None:

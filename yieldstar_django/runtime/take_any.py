@@ -31,6 +31,7 @@ from ..core.durable import decode_durable, encode_durable
 from ..core.errors import StoreContentionError
 from ..core.results import StoreStepId, StoreTakeMatched, StoreTakeUnmatched, StoreWaiter
 from ..models.runtime import ExecutionStatus, ExecutionStep, StepStatus
+from . import store_steps
 from .leases import LeaseLost
 from .outcomes import StepError, StepResult, StepValue, Suspend, recorded_result
 
@@ -90,7 +91,7 @@ def execute(
 
                 return write
 
-            with engine._commit_hook(CommitHook(record, drop_waiters)):
+            with store_steps.commit_hook(engine, CommitHook(record, drop_waiters)):
                 result = client.take_from_store(
                     definition,
                     store_id,

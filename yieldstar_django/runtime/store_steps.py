@@ -1,0 +1,230 @@
+"""The engine's store steps: ``take``, ``update`` and ``get``, exactly once per step.
+
+User code (selectors, claims, updaters) runs in the store client's compare-and-swap loop,
+outside any transaction; the step's heap row is handed to the store commit as a
+:class:`~yieldstar_django.connector.CommitHook`, so the row and the store's change (with
+its ledger entry) commit together or not at all. A client that cannot take the hook (in
+memory, or on another database than the heap) commits alone, and the step records its row
+right after (a replay finds the change in the ledger).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+from django.db import DatabaseError, transaction
+
+from ..connector import CommitHook, DatabaseStoreClient
+from ..core.commits import StoreMutation
+from ..core.durable import decode_durable, encode_durable
+from ..core.errors import StoreContentionError
+from ..core.results import (
+    StoreSnapshot,
+    StoreStepId,
+    StoreTakeMatched,
+    StoreUpdateResult,
+    StoreWaiter,
+)
+from ..models.runtime import ExecutionStatus, ExecutionStep, StepKind, StepStatus
+from .leases import LeaseLost
+from .outcomes import StepError, StepResult, StepValue, Suspend, recorded_result
+
+if TYPE_CHECKING:
+    from .engine import Engine
+    from .steps import StepCall
+
+__all__ = ["commit_hook", "get", "revive", "selected_json", "take", "update", "update_json"]
+
+
+def revive(kind: str, value_json: str) -> Any:
+    """A recorded step's return value from its heap text (``""``: ``None``): the result
+    types of ``update`` and ``get``, the plain value otherwise."""
+    if not value_json:
+        return None
+    value = decode_durable(value_json)
+    if kind == StepKind.UPDATE:
+        return StoreUpdateResult(value["state"], value["previous_version"], value["version"])
+    if kind == StepKind.GET:
+        return StoreSnapshot(value["state"], value["instance_id"], value["version"])
+    return value
+
+
+def take(
+    engine: Engine,
+    call: StepCall,
+    key: str,
+    position: int,
+    row: ExecutionStep | None,
+    also: Callable[[str], None] | None = None,
+) -> StepResult:
+    """Take, and record a match in the same transaction as the store's commit.
+
+    The selector and claim run outside any transaction (the store client's CAS loop);
+    the commit's transaction first drops the step's waiter (so the claim does not wake
+    this very execution) and ends with the fenced heap row. No match registers the
+    waiter again with the version and paths the selector saw, which wakes it at once
+    if the store moved since. Wakes of other waiters go out when the commit commits.
+    """
+    assert call.definition is not None and call.selector is not None
+    definition = call.definition
+    hooked: list[str] = []
+
+    def drop_waiter() -> None:
+        if row is not None:
+            engine.client.remove_waiters(engine.execution.id, key)
+
+    def record(mutation: StoreMutation) -> Callable[[], None]:
+        encoded = selected_json(engine, key, recorded_result(mutation))
+
+        def write() -> None:
+            engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
+            if also is not None:  # more database work of the step (a claim lease)
+                also(encoded)
+            hooked.append(encoded)
+
+        return write
+
+    try:
+        with commit_hook(engine, CommitHook(record, drop_waiter)):
+            result = engine.client.take_from_store(
+                definition,
+                call.store_id,
+                selector=call.selector,
+                claim=call.claim,
+                step_id=StoreStepId(engine.execution.id, key),
+            )
+        if result.matched and hooked:
+            encoded = hooked[-1]
+        elif result.matched:
+            # Committed by an earlier run, or by a client without commit hooks.
+            encoded = selected_json(engine, key, result)
+            with transaction.atomic(using=engine.alias):
+                drop_waiter()
+                engine._write(
+                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
+                )
+                if also is not None:
+                    also(encoded)
+        else:
+            with transaction.atomic(using=engine.alias):
+                drop_waiter()
+                if row is None:
+                    engine._write(call, key, position, None, status=StepStatus.PENDING)
+                engine.client.register_waiter(
+                    StoreWaiter(
+                        workflow_id=engine.execution.workflow_id,
+                        execution_id=engine.execution.id,
+                        step_key=key,
+                        store_name=definition.name,
+                        store_id=call.store_id,
+                        instance_id=result.instance_id,
+                        since_version=result.version,
+                        read_paths=result.read_paths,
+                    )
+                )
+    except (LeaseLost, DatabaseError):
+        raise
+    except StoreContentionError:
+        engine._contended(key)
+    except Exception as exc:
+        with transaction.atomic(using=engine.alias):
+            engine._record_error(call, key, position, row, exc, 1)
+            if row is not None:
+                engine.client.remove_waiters(engine.execution.id, key)
+        engine.open_takes.discard(key)
+        return StepError(exc)
+    if not result.matched:
+        raise Suspend(ExecutionStatus.WAITING, key)
+    engine.open_takes.discard(key)
+    return StepValue(decode_durable(encoded))
+
+
+def update(
+    engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
+) -> StepResult:
+    """Update exactly once: the updater runs outside any transaction, and the heap row
+    is written in the transaction of the store's commit."""
+    assert call.definition is not None and call.updater is not None
+    hooked: list[str] = []
+
+    def record(mutation: StoreMutation) -> Callable[[], None]:
+        encoded = update_json(engine, key, recorded_result(mutation))
+
+        def write() -> None:
+            engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
+            hooked.append(encoded)
+
+        return write
+
+    try:
+        with commit_hook(engine, CommitHook(record)):
+            result = engine.client.update_store(
+                call.definition,
+                call.store_id,
+                updater=call.updater,
+                step_id=StoreStepId(engine.execution.id, key),
+            )
+        if hooked:
+            encoded = hooked[-1]
+        else:
+            # Committed by an earlier run, or by a client without commit hooks.
+            encoded = update_json(engine, key, result)
+            engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
+    except (LeaseLost, DatabaseError):
+        raise
+    except StoreContentionError:
+        engine._contended(key)
+    except Exception as exc:
+        engine._record_error(call, key, position, row, exc, 1)
+        return StepError(exc)
+    return StepValue(revive(StepKind.UPDATE, encoded))
+
+
+def commit_hook(engine: Engine, hook: CommitHook) -> AbstractContextManager[None]:
+    """Hand ``hook`` to the store client's commits, so a step's heap row commits with
+    the store. A client that cannot (in memory, or on another database than the heap)
+    commits alone, and the step records its row right after."""
+    client = engine.client
+    if isinstance(client, DatabaseStoreClient) and client.using == engine.alias:
+        return client.commit_hook(hook)
+    return nullcontext()
+
+
+def update_json(engine: Engine, key: str, result: Any) -> str:
+    """The heap value of an update step: its state and versions."""
+    assert isinstance(result, StoreUpdateResult)
+    record = {
+        "state": result.state,
+        "previous_version": result.previous_version,
+        "version": result.version,
+    }
+    return encode_durable(record, limits=engine.limits, step_key=key)
+
+
+def selected_json(engine: Engine, key: str, result: Any) -> str:
+    """The heap value of a matched take: the selected value."""
+    assert isinstance(result, StoreTakeMatched)
+    return encode_durable(result.selected, limits=engine.limits, step_key=key)
+
+
+def get(
+    engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
+) -> StepResult:
+    assert call.definition is not None
+    try:
+        snapshot = engine.client.get_store(call.definition, call.store_id)
+    except DatabaseError:
+        raise
+    except Exception as exc:
+        engine._record_error(call, key, position, row, exc, 1)
+        return StepError(exc)
+    record = {
+        "state": snapshot.state,
+        "instance_id": snapshot.instance_id,
+        "version": snapshot.version,
+    }
+    encoded = encode_durable(record, limits=engine.limits, step_key=key)
+    engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
+    return StepValue(revive(StepKind.GET, encoded))
