@@ -150,8 +150,12 @@ def install_exit_after_commit() -> None:
     if not chance:
         return
     import random
+    import sys
 
-    from yieldstar_django import connector, wakes
+    import yieldstar_django.connector.client
+    import yieldstar_django.runtime.timers
+    import yieldstar_django.wakes.delivery  # noqa: F401 (every module that binds the name)
+    from yieldstar_django import wakes
 
     original = wakes.deliver_on_commit
 
@@ -160,6 +164,9 @@ def install_exit_after_commit() -> None:
             transaction.on_commit(lambda: os._exit(3), using=using)
         original(pending, using=using)
 
-    # The connector imported the function by name: replace it in both modules.
-    for module in (wakes, connector):
-        setattr(module, "deliver_on_commit", deliver_on_commit)  # noqa: B010
+    # Modules import the function by name: replace it wherever it is bound.
+    for name, module in list(sys.modules.items()):
+        if name.startswith("yieldstar_django") and (
+            getattr(module, "deliver_on_commit", None) is original
+        ):
+            setattr(module, "deliver_on_commit", deliver_on_commit)  # noqa: B010

@@ -16,7 +16,7 @@ from django.db import connections, transaction
 from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 
-from yieldstar_django.api.views import store_ids_page
+from yieldstar_django.api.store_lists import store_ids_page
 from yieldstar_django.connector import DatabaseStoreClient
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import AppliedStep, StoreInstance

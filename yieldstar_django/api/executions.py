@@ -29,10 +29,10 @@ from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
 from ..runtime.executions import cancel_execution, start_execution
 from ..runtime.registry import get_workflow
 from . import idempotency
+from .base import YieldstarAPIView
 from .openapi import IDEMPOTENCY_KEY, errors, extend_schema
 from .permissions import ExecutionPermission
 from .serializers import ExecutionPageSerializer, ExecutionSerializer, ExecutionStartSerializer
-from .views import YieldstarAPIView
 
 
 class UnknownWorkflow(APIException):

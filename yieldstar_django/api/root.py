@@ -13,10 +13,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ..core.definition import registered_definitions
+from .base import YieldstarAPIView
 from .openapi import errors, extend_schema
 from .permissions import SchemaPermission, hook_allows, store_permission
 from .serializers import ApiRootSerializer
-from .views import YieldstarAPIView
 
 
 def _url(request: Request, name: str) -> str:

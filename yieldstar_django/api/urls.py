@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path, re_path, register_converter
 
-from . import executions, root, views
+from . import executions, root, store_lists, views
 from .openapi import YieldstarSchemaView
 
 app_name = "yieldstar"
@@ -33,8 +33,8 @@ register_converter(StoreIdConverter, "yieldstar_store_id")
 urlpatterns: list[URLPattern] = [
     path("", root.ApiRootView.as_view(), name="root"),
     path("schema/", YieldstarSchemaView.as_view(), name="schema"),
-    path("stores/", views.StoreDefinitionListView.as_view(), name="store-list"),
-    path("stores/<str:name>/", views.StoreIdListView.as_view(), name="store-ids"),
+    path("stores/", store_lists.StoreDefinitionListView.as_view(), name="store-list"),
+    path("stores/<str:name>/", store_lists.StoreIdListView.as_view(), name="store-ids"),
     path(
         "stores/<str:name>/<yieldstar_store_id:id>/",
         views.StoreDetailView.as_view(),

@@ -1,4 +1,5 @@
-"""DRF views of the HTTP API (see ``docs/internals/architecture.md#api``).
+"""The store view of the HTTP API: read, replace, patch and delete one store, with ETags
+and ``If-Match`` (see ``docs/internals/architecture.md#api``).
 
 Every view refuses anonymous requests and checks model permissions itself (see
 :mod:`~yieldstar_django.api.permissions`), renders every error as JSON through
@@ -9,56 +10,45 @@ inside a request-wide transaction.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Callable
-from typing import Any, ClassVar
-from urllib.parse import quote
+from typing import Any
 
-from django.db import connections, transaction
-from django.db.models import Count, F
-from django.db.models.functions import Collate
-from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound, ParseError
+from rest_framework.exceptions import APIException, NotFound
 from rest_framework.parsers import BaseParser
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.utils.urls import replace_query_param
-from rest_framework.views import APIView
 
 from ..conf import yieldstar_settings
-from ..core.cas import CasStoreClient
 from ..core.commits import VersionCondition
-from ..core.constants import MAX_KEY_LENGTH
-from ..core.definition import StoreDefinition, get_definition, registered_definitions
+from ..core.definition import StoreDefinition
 from ..core.durable import decode_durable
 from ..core.errors import StoreContentionError, StoreValidationError, WorkflowValueError
 from ..core.results import StoreSnapshot, StoreUpdateResult
-from ..models.stores import StoreInstance
 from . import idempotency
+from .base import (
+    YieldstarAPIView,
+    body_media_type,
+    check_store_id,
+    definition_or_404,
+    store_client,
+)
 from .conditions import Condition, make_etag, parse_etag, parse_if_match
 from .exceptions import (
-    BodyRequired,
     NullState,
     PreconditionFailed,
     PreconditionRequired,
-    RequestTooLarge,
-    exception_handler,
 )
 from .json_patch import PatchError, apply_patch, parse_patch
 from .jsonvalue import copy_json
 from .merge_patch import apply_merge_patch
 from .openapi import (
-    CURSOR,
     ETAG_HEADER,
     IDEMPOTENCY_KEY,
     IF_MATCH,
     IF_NONE_MATCH,
-    LIMIT,
     NAME,
     READ_ERRORS,
     STORE_ID,
@@ -68,191 +58,14 @@ from .openapi import (
     extend_schema,
 )
 from .parsers import JSON_PATCH, MERGE_PATCH, JsonPatchParser, MergePatchParser, SafeJSONParser
-from .permissions import StorePermission, check_hook, hook_allows, store_action
+from .permissions import StorePermission, check_hook, store_action
 from .serializers import (
     JsonPatchOperationSerializer,
-    StoreDefinitionSerializer,
-    StoreIdPageSerializer,
     StoreSnapshotSerializer,
     StoreWriteResultSerializer,
 )
 
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
-
 Updater = Callable[[Any], Any]
-
-
-def store_client() -> CasStoreClient:
-    """The store client of the default database (imported late: it needs the app registry)."""
-    from ..connector import get_store_client
-
-    return get_store_client()
-
-
-class YieldstarAPIView(APIView):
-    """Base view: JSON only, JSON errors, body size guard, no request-wide transaction."""
-
-    renderer_classes = [JSONRenderer]
-    parser_classes = [SafeJSONParser]
-    #: drf-spectacular's schema class on the views themselves: the project need not set
-    #: ``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]`` (which would change its other views too).
-    schema = AutoSchema()
-    body_methods: ClassVar[frozenset[str]] = frozenset({"POST", "PUT", "PATCH"})
-
-    @classmethod
-    def as_view(cls, **initkwargs: Any) -> Any:
-        return transaction.non_atomic_requests(super().as_view(**initkwargs))
-
-    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
-        return exception_handler
-
-    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        super().initial(request, *args, **kwargs)
-        if request.method in self.body_methods:
-            limit = yieldstar_settings.API_MAX_BODY_BYTES
-            if content_length(request) > limit:
-                raise RequestTooLarge(f"The request body is larger than {limit} bytes.")
-
-    def body(self, request: Request) -> Any:
-        """The parsed body; ``400`` when there is none."""
-        if content_length(request) <= 0:
-            raise BodyRequired()
-        return request.data
-
-
-def content_length(request: Request) -> int:
-    """The declared ``Content-Length`` (``0`` when absent or malformed)."""
-    try:
-        return int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return 0
-
-
-def body_media_type(request: Request) -> str:
-    """The body's media type without parameters, lower-cased (``""`` when absent)."""
-    return (request.content_type or "").split(";")[0].strip().lower()
-
-
-def definition_or_404(name: str) -> StoreDefinition:
-    definition = get_definition(name)
-    if definition is None:
-        raise NotFound(f"There is no store definition named {name!r}.", code="unknown_store")
-    return definition
-
-
-def check_store_id(store_id: str) -> None:
-    """``404`` for an id no store can have (too long, or holding characters PostgreSQL
-    cannot store)."""
-    if len(store_id) > MAX_KEY_LENGTH or "\x00" in store_id:
-        raise NotFound("No store can have this id.", code="invalid_store_id")
-    try:
-        store_id.encode("utf-8")
-    except UnicodeEncodeError:
-        raise NotFound("No store can have this id.", code="invalid_store_id") from None
-
-
-# --- definitions and ids ------------------------------------------------------------------
-
-
-class StoreDefinitionListView(YieldstarAPIView):
-    """``GET stores/``: the registered definitions with the number of stores of each."""
-
-    permission_classes = [StorePermission]
-
-    @extend_schema(
-        operation_id="stores_list",
-        summary="List store definitions",
-        description="The registered store definitions the user may view, with the number "
-        "of stores of each.",
-        responses={200: StoreDefinitionSerializer(many=True), **errors(401, 403)},
-        tags=["stores"],
-    )
-    def get(self, request: Request) -> Response:
-        counts = dict(StoreInstance.objects.values_list("name").annotate(n=Count("pk")).order_by())
-        results = [
-            {
-                "name": definition.name,
-                "instances": counts.get(definition.name, 0),
-                "url": request.build_absolute_uri(quote(definition.name, safe="") + "/"),
-            }
-            for definition in registered_definitions()
-            if hook_allows(request, definition, "view", None)
-        ]
-        return Response(results)
-
-
-def encode_cursor(store_id: str) -> str:
-    return base64.urlsafe_b64encode(store_id.encode("utf-8")).decode("ascii").rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        value = base64.b64decode(padded.encode("ascii"), altchars=b"-_", validate=True)
-        text = value.decode("utf-8")
-    except (ValueError, UnicodeError, binascii.Error):
-        text = "\x00"
-    if "\x00" in text or len(text) > MAX_KEY_LENGTH:
-        raise ParseError("The cursor is invalid; use the `next` link of a page.")
-    return text
-
-
-def page_size(request: Request) -> int:
-    raw = request.query_params.get("limit")
-    if raw is None:
-        return DEFAULT_PAGE_SIZE
-    if not raw.isdigit() or not raw.isascii() or not 1 <= int(raw[:6]) <= MAX_PAGE_SIZE:
-        raise ParseError(f"limit must be an integer from 1 to {MAX_PAGE_SIZE}.")
-    return int(raw)
-
-
-def store_ids_page(name: str, after: str | None, limit: int) -> list[str]:
-    """Up to ``limit`` ids of stores named ``name`` after ``after``, in code-point order.
-
-    PostgreSQL compares with the ``"C"`` collation (byte order of UTF-8, which is code-point
-    order) whatever the database's collation; SQLite's default ``BINARY`` already does.
-    """
-    queryset = StoreInstance.objects.filter(name=name)
-    vendor = connections[queryset.db].vendor
-    sort_key = Collate(F("store_id"), "C") if vendor == "postgresql" else F("store_id")
-    queryset = queryset.alias(sort_key=sort_key)
-    if after is not None:
-        queryset = queryset.filter(sort_key__gt=after)
-    return list(queryset.order_by("sort_key").values_list("store_id", flat=True)[:limit])
-
-
-class StoreIdListView(YieldstarAPIView):
-    """``GET stores/<name>/``: store ids, cursor-paginated, in ascending code-point order."""
-
-    permission_classes = [StorePermission]
-
-    @extend_schema(
-        operation_id="store_ids_list",
-        summary="List store ids",
-        description="Ids of the stores of one definition, in ascending code-point order, "
-        "one page at a time.",
-        parameters=[NAME, CURSOR, LIMIT],
-        responses={200: StoreIdPageSerializer, **errors(*READ_ERRORS)},
-        tags=["stores"],
-    )
-    def get(self, request: Request, name: str) -> Response:
-        definition = definition_or_404(name)
-        check_hook(request, definition, "view", None)
-        cursor = request.query_params.get("cursor")
-        after = decode_cursor(cursor) if cursor is not None else None
-        limit = page_size(request)
-        ids = store_ids_page(definition.name, after, limit + 1)
-        next_url = None
-        if len(ids) > limit:
-            ids = ids[:limit]
-            next_url = replace_query_param(
-                request.build_absolute_uri(), "cursor", encode_cursor(ids[-1])
-            )
-        return Response({"results": ids, "next": next_url})
-
-
-# --- one store -----------------------------------------------------------------------------
 
 
 def not_null(updater: Updater) -> Updater:
@@ -550,9 +363,4 @@ class StoreDetailView(YieldstarAPIView):
         return Response(body, headers=headers)
 
 
-__all__ = [
-    "StoreDefinitionListView",
-    "StoreDetailView",
-    "StoreIdListView",
-    "YieldstarAPIView",
-]
+__all__ = ["StoreDetailView"]

@@ -1,0 +1,108 @@
+"""What every view of the HTTP API shares: the base view (authentication, permissions,
+JSON errors, no ``ATOMIC_REQUESTS``), the store client, and checks of a request's body
+and path (see ``docs/internals/architecture.md#api``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from django.db import transaction
+from drf_spectacular.openapi import AutoSchema
+from rest_framework.exceptions import NotFound
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ..conf import yieldstar_settings
+from ..connector import get_store_client
+from ..core.cas import CasStoreClient
+from ..core.constants import MAX_KEY_LENGTH
+from ..core.definition import StoreDefinition, get_definition
+from .exceptions import (
+    BodyRequired,
+    RequestTooLarge,
+    exception_handler,
+)
+from .parsers import SafeJSONParser
+
+
+def store_client() -> CasStoreClient:
+    """The store client of the API's database."""
+    return get_store_client()
+
+
+class YieldstarAPIView(APIView):
+    """Base view: JSON only, JSON errors, body size guard, no request-wide transaction."""
+
+    renderer_classes = [JSONRenderer]
+    parser_classes = [SafeJSONParser]
+    #: drf-spectacular's schema class on the views themselves: the project need not set
+    #: ``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]`` (which would change its other views too).
+    schema = AutoSchema()
+    body_methods: ClassVar[frozenset[str]] = frozenset({"POST", "PUT", "PATCH"})
+
+    @classmethod
+    def as_view(cls, **initkwargs: Any) -> Any:
+        return transaction.non_atomic_requests(super().as_view(**initkwargs))
+
+    def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
+        return exception_handler
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        if request.method in self.body_methods:
+            limit = yieldstar_settings.API_MAX_BODY_BYTES
+            if content_length(request) > limit:
+                raise RequestTooLarge(f"The request body is larger than {limit} bytes.")
+
+    def body(self, request: Request) -> Any:
+        """The parsed body; ``400`` when there is none."""
+        if content_length(request) <= 0:
+            raise BodyRequired()
+        return request.data
+
+
+def content_length(request: Request) -> int:
+    """The declared ``Content-Length`` (``0`` when absent or malformed)."""
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0
+
+
+def body_media_type(request: Request) -> str:
+    """The body's media type without parameters, lower-cased (``""`` when absent)."""
+    return (request.content_type or "").split(";")[0].strip().lower()
+
+
+def definition_or_404(name: str) -> StoreDefinition:
+    definition = get_definition(name)
+    if definition is None:
+        raise NotFound(f"There is no store definition named {name!r}.", code="unknown_store")
+    return definition
+
+
+def check_store_id(store_id: str) -> None:
+    """``404`` for an id no store can have (too long, or holding characters PostgreSQL
+    cannot store)."""
+    if len(store_id) > MAX_KEY_LENGTH or "\x00" in store_id:
+        raise NotFound("No store can have this id.", code="invalid_store_id")
+    try:
+        store_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise NotFound("No store can have this id.", code="invalid_store_id") from None
+
+
+# --- definitions and ids ------------------------------------------------------------------
+
+
+__all__ = [
+    "YieldstarAPIView",
+    "body_media_type",
+    "check_store_id",
+    "content_length",
+    "definition_or_404",
+    "store_client",
+]
