@@ -1,4 +1,4 @@
-"""The system checks ``yieldstar.E001`` ... ``yieldstar.W002``."""
+"""The system checks ``yieldstar.E001`` ... ``yieldstar.E005``, ``W001``, ``W002``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from yieldstar_django.checks import (
+    check_database_alias,
     check_settings,
     check_sqlite_transaction_mode,
     check_wake_backend,
@@ -227,3 +228,21 @@ def test_manage_py_check_passes_with_valid_settings() -> None:
         out = io.StringIO()
         call_command("check", tags=["yieldstar"], stdout=out)
     assert "no issues" in out.getvalue()
+
+
+def test_database_alias_must_be_a_configured_database() -> None:
+    assert check_database_alias() == []
+    with override_settings(YIELDSTAR={"DATABASE_ALIAS": "nowhere"}):
+        assert ids(check_database_alias()) == ["yieldstar.E004"]
+    with override_settings(YIELDSTAR={"DATABASE_ALIAS": ""}):
+        assert "yieldstar.E003" in ids(check_settings())
+
+
+def test_database_alias_without_a_router_that_sends_the_models_there() -> None:
+    """``sqlite`` is configured, but nothing routes the app's models to it: every model is
+    reported, with the alias its reads and writes would go to."""
+    with override_settings(YIELDSTAR={"DATABASE_ALIAS": "sqlite"}):
+        messages = check_database_alias()
+    assert messages and set(ids(messages)) == {"yieldstar.E005"}
+    assert any("yieldstar.Execution" in str(m.obj) for m in messages)
+    assert "'default' (write)" in messages[0].msg

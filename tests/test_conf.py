@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from django.test import override_settings
 
 from yieldstar_django.conf import (
     DEFAULTS,
+    SETTINGS,
     YieldstarSettings,
     yieldstar_settings,
 )
@@ -46,9 +46,12 @@ def test_defaults() -> None:
     assert yieldstar_settings.API_MAX_BODY_BYTES == 8 * 1024 * 1024 + 64 * 1024
 
 
-def test_every_key_has_a_typed_attribute() -> None:
-    for key in DEFAULTS:
-        assert isinstance(getattr(YieldstarSettings, key), property), key
+def test_every_key_is_a_typed_attribute_declared_once() -> None:
+    assert [s.name for s in SETTINGS] == list(DEFAULTS)
+    for setting in SETTINGS:
+        assert getattr(YieldstarSettings, setting.name) is setting
+        assert setting.doc.strip() and setting.shown, setting.name
+    assert yieldstar_settings.DATABASE_ALIAS == "default"
 
 
 def test_override_settings_reloads_and_restores() -> None:
@@ -151,10 +154,20 @@ def test_import_reads_no_settings() -> None:
     assert done.stdout.strip() == "lazy"
 
 
-def test_every_setting_is_documented_with_its_default() -> None:
+def test_the_settings_page_is_the_table() -> None:
+    """``docs/reference/settings.md`` holds exactly what ``scripts/settings_page.py``
+    renders from ``conf.SETTINGS``: every key, default and text."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "settings_page.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
     page = (ROOT / "docs" / "reference" / "settings.md").read_text()
-    for key, default in DEFAULTS.items():
-        section = re.search(rf"^## `{key}`\n(.*?)(?=^## |\Z)", page, re.S | re.M)
-        assert section, f"docs/reference/settings.md has no '## `{key}`' section"
-        shown = f'"{default}"' if isinstance(default, str) else repr(default)
-        assert f"Default: `{shown}`" in section.group(1), f"{key}: default {shown} missing"
+    for setting in SETTINGS:
+        assert f"## `{setting.name}`" in page, setting.name
+        shown = (
+            f'"{setting.default}"' if isinstance(setting.default, str) else repr(setting.default)
+        )
+        assert shown in setting.shown, f"{setting.name}: default {shown} not shown"

@@ -5,18 +5,13 @@ A process that never imports the project's Celery app (the usual
 with Celery's default app: to the default broker, where no worker listens, so the wakes
 are lost. :func:`require_configured_app` refuses to publish with that app (the Celery wake
 backend calls it: the intent stays undelivered and the relay retries it),
-:func:`check_celery_app` reports it as ``yieldstar.W003`` and :func:`describe_app` names
-the app and its broker (password masked) for the relay's startup log line.
+``checks.check_celery_app`` reports it as ``yieldstar.W003``, and :func:`describe_app`
+names the app and its broker (password masked) for the relay's startup log line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from celery import Celery, _state
-from django.apps import AppConfig
-from django.core import checks
 from kombu.utils.url import maybe_sanitize_url
 
 HINT = (
@@ -67,32 +62,8 @@ def describe_app(app: Celery) -> str:
     return f"{name} (broker {masked_broker_url(app)})"
 
 
-def check_celery_app(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[Any]:
-    """W003 when the Celery wake backend is configured but no Celery app was created once
-    Django is set up (the project's package did not import it)."""
-    from .conf import yieldstar_settings
-
-    try:
-        backend = yieldstar_settings.import_setting("WAKE_BACKEND")
-    except Exception:  # E002 reports it
-        return []
-    from .wakes import celery_backend
-
-    if backend is not celery_backend or not is_default_app(current_app()):
-        return []
-    return [
-        checks.Warning(
-            "WAKE_BACKEND is the Celery backend, but no Celery app was created: wakes "
-            "would be refused (and retried by the relay) until one is.",
-            hint=HINT,
-            id="yieldstar.W003",
-        )
-    ]
-
-
 __all__ = [
     "UnconfiguredCeleryApp",
-    "check_celery_app",
     "current_app",
     "describe_app",
     "is_default_app",

@@ -7,6 +7,8 @@
 | ``yieldstar.E003`` | a ``YIELDSTAR`` value of the wrong type or out of range |
 | ``yieldstar.W001`` | an unknown ``YIELDSTAR`` key (a typo is silently ignored otherwise) |
 | ``yieldstar.W002`` | ``API_MAX_BODY_BYTES`` below ``MAX_STATE_BYTES`` |
+| ``yieldstar.E004`` | ``DATABASE_ALIAS`` is not a database of ``DATABASES`` |
+| ``yieldstar.E005`` | ``DATABASE_ROUTERS`` send a yieldstar model off ``DATABASE_ALIAS`` |
 | ``yieldstar.W003`` | the Celery wake backend with no Celery app created (see ``celery_app``) |
 
 The checks only read settings; none connects to a database. They are
@@ -16,20 +18,24 @@ registered by :meth:`yieldstar_django.apps.YieldstarConfig.ready`.
 from __future__ import annotations
 
 import difflib
-import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 from django.conf import settings
 from django.core import checks
 from django.core.checks import CheckMessage
 from django.core.exceptions import ImproperlyConfigured
+from django.db import router
+from django.db.utils import load_backend
 
-from .conf import DEFAULTS, SETTING_NAME, yieldstar_settings
+from .celery_app import HINT, current_app, is_default_app
+from .conf import DEFAULTS, SETTING_NAME, SETTINGS, yieldstar_settings
+from .wakes.backends import celery_backend
 
 __all__ = [
+    "check_celery_app",
+    "check_database_alias",
     "check_settings",
     "check_sqlite_transaction_mode",
     "check_wake_backend",
@@ -40,61 +46,6 @@ TAG = "yieldstar"
 
 #: SQLite transaction modes that take the write lock when the transaction begins.
 SQLITE_LOCKING_MODES = frozenset({"IMMEDIATE", "EXCLUSIVE"})
-
-
-def _int_at_least(minimum: int) -> Callable[[object], bool]:
-    def accepts(value: object) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
-
-    return accepts
-
-
-def _number_at_least(minimum: float, *, strict: bool = False) -> Callable[[object], bool]:
-    def accepts(value: object) -> bool:
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            return False
-        if not math.isfinite(value):
-            return False
-        return value > minimum if strict else value >= minimum
-
-    return accepts
-
-
-def _optional(rule: Callable[[object], bool]) -> Callable[[object], bool]:
-    return lambda value: value is None or rule(value)
-
-
-def _is_bool(value: object) -> bool:
-    return isinstance(value, bool)
-
-
-@dataclass(frozen=True)
-class _Rule:
-    accepts: Callable[[object], bool]
-    expected: str
-
-
-#: What each non-import setting must hold. Keep in step with ``conf.DEFAULTS``.
-RULES: Mapping[str, _Rule] = {
-    "CAS_MAX_ATTEMPTS": _Rule(_int_at_least(1), "an integer >= 1"),
-    "CAS_BACKOFF_BASE": _Rule(_number_at_least(0), "a finite number of seconds >= 0"),
-    "CAS_BACKOFF_MAX": _Rule(_number_at_least(0), "a finite number of seconds >= 0"),
-    "MAX_STATE_BYTES": _Rule(_int_at_least(1024), "an integer number of bytes >= 1024"),
-    "MAX_DEPTH": _Rule(_int_at_least(1), "an integer >= 1"),
-    "VERSION_HISTORY_LIMIT": _Rule(_optional(_int_at_least(1)), "None or an integer >= 1"),
-    "VERSION_HISTORY_KEEP_STATE": _Rule(_is_bool, "True or False"),
-    "RELAY_DELAY": _Rule(_number_at_least(0), "a finite number of seconds >= 0"),
-    "RELAY_INTERVAL": _Rule(_number_at_least(0, strict=True), "a finite number of seconds > 0"),
-    "RETENTION_SECONDS": _Rule(
-        _optional(_number_at_least(0)), "None or a finite number of seconds >= 0"
-    ),
-    "LEASE_SECONDS": _Rule(_number_at_least(0, strict=True), "a finite number of seconds > 0"),
-    "API_REQUIRE_IF_MATCH": _Rule(_is_bool, "True or False"),
-    "API_MAX_BODY_BYTES": _Rule(
-        _optional(_int_at_least(1024)), "None or an integer number of bytes >= 1024"
-    ),
-    "PUBLISH_IN_TESTS": _Rule(_is_bool, "True or False"),
-}
 
 
 def _setting_error(key: str, value: object, expected: str) -> checks.Error:
@@ -125,8 +76,9 @@ def check_settings(
 
     messages: list[CheckMessage] = []
     invalid: set[str] = set()
-    for key, rule in RULES.items():
-        if key in user and not rule.accepts(user[key]):
+    for setting in SETTINGS:
+        key, rule = setting.name, setting.rule
+        if rule is not None and key in user and not rule.accepts(user[key]):
             messages.append(_setting_error(key, user[key], rule.expected))
             invalid.add(key)
 
@@ -199,8 +151,6 @@ def check_wake_backend(
 
 def _is_sqlite(engine: str) -> bool:
     """Whether the backend ``engine`` is SQLite (the stock one or a subclass such as SpatiaLite)."""
-    from django.db.utils import load_backend
-
     try:
         wrapper = load_backend(engine).DatabaseWrapper
     except Exception:  # a broken ENGINE (or missing GDAL) is reported by Django itself
@@ -243,14 +193,72 @@ def check_sqlite_transaction_mode(
     return messages
 
 
+def check_database_alias(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """E004 if ``DATABASE_ALIAS`` is not in ``DATABASES``; E005 for each of yieldstar's
+    models that ``DATABASE_ROUTERS`` read, write or migrate elsewhere."""
+    alias = yieldstar_settings.get("DATABASE_ALIAS")
+    databases: Mapping[str, Any] = getattr(settings, "DATABASES", {})
+    if not isinstance(alias, str) or alias not in databases:
+        return [
+            checks.Error(
+                f"{SETTING_NAME}['DATABASE_ALIAS'] = {alias!r} is not a database of DATABASES.",
+                hint=f"Use one of {', '.join(sorted(databases))}, or remove the key ('default').",
+                id="yieldstar.E004",
+            )
+        ]
+    messages: list[CheckMessage] = []
+    for model in apps.get_app_config("yieldstar").get_models():
+        label = model._meta.label
+        read, write = router.db_for_read(model), router.db_for_write(model)
+        migrate = router.allow_migrate_model(alias, model)
+        if read == alias and write == alias and migrate:
+            continue
+        messages.append(
+            checks.Error(
+                f"DATABASE_ROUTERS send {label} to {read!r} (read) and {write!r} (write)"
+                f"{'' if migrate else ', and do not migrate it there'}, but "
+                f"{SETTING_NAME}['DATABASE_ALIAS'] is {alias!r}: a step row and its store "
+                "commit would not share a transaction.",
+                hint=f"Route every model of the app label 'yieldstar' to {alias!r} (reads, "
+                f"writes and migrations), or set {SETTING_NAME}['DATABASE_ALIAS'] to where "
+                "your router sends them.",
+                obj=label,
+                id="yieldstar.E005",
+            )
+        )
+    return messages
+
+
+def check_celery_app(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """W003 when the Celery wake backend is configured but no Celery app was created once
+    Django is set up (the project's package did not import it)."""
+    try:
+        backend = yieldstar_settings.import_setting("WAKE_BACKEND")
+    except Exception:  # E002 reports it
+        return []
+    if backend is not celery_backend or not is_default_app(current_app()):
+        return []
+    return [
+        checks.Warning(
+            "WAKE_BACKEND is the Celery backend, but no Celery app was created: wakes "
+            "would be refused (and retried by the relay) until one is.",
+            hint=HINT,
+            id="yieldstar.W003",
+        )
+    ]
+
+
 def register() -> None:
     """Register every check under the ``yieldstar`` tag (idempotent)."""
-    from .celery_app import check_celery_app
-
     for check in (
         check_sqlite_transaction_mode,
         check_wake_backend,
         check_settings,
+        check_database_alias,
         check_celery_app,
     ):
         checks.register(check, TAG)

@@ -1,4 +1,4 @@
-"""The ``YIELDSTAR`` settings dict, read through one typed object.
+"""The ``YIELDSTAR`` settings dict: every key declared once, read through one typed object.
 
 Use it as::
 
@@ -6,35 +6,46 @@ Use it as::
 
     yieldstar_settings.CAS_MAX_ATTEMPTS
 
-Nothing here reads Django's settings at import time: every attribute reads
-``settings.YIELDSTAR`` on first access and caches it. The cache is dropped on
-Django's ``setting_changed`` signal (connected by the app's ``ready()``), so
-``override_settings(YIELDSTAR=...)`` takes effect at once. Values are not
-validated here; the system checks in :mod:`yieldstar_django.checks` report bad
-values at startup.
+Each key is a :class:`Setting` of :class:`YieldstarSettings`: its default, its type (the
+attribute's), the rule the system checks apply (:mod:`yieldstar_django.checks`), and the
+text of its section on the settings reference page (``docs/reference/settings.md``,
+written by ``scripts/settings_page.py``; a test fails when the page and this table
+differ).
 
-Every key, its default and its meaning is listed in ``DEFAULTS`` and on the
-settings reference page of the docs (a test keeps the two in sync).
+Nothing here reads Django's settings at import time: every attribute reads
+``settings.YIELDSTAR`` on first access and caches it. The cache is dropped on Django's
+``setting_changed`` signal (connected by the app's ``ready()``), so
+``override_settings(YIELDSTAR=...)`` takes effect at once. Values are not validated on
+read; the system checks report bad values at startup.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, cast
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final, Generic, TypeVar, cast, overload
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 __all__ = [
     "DEFAULTS",
+    "SETTINGS",
     "SETTING_NAME",
+    "Rule",
+    "Setting",
     "WakeBackend",
     "YieldstarSettings",
     "connect_signals",
     "reload_settings",
     "yieldstar_settings",
 ]
+
+T = TypeVar("T")
 
 SETTING_NAME: Final = "YIELDSTAR"
 
@@ -45,52 +56,319 @@ WakeBackend = Callable[[Sequence[Any]], object]
 
 MIB: Final = 1024 * 1024
 KIB: Final = 1024
-
-#: Every accepted key and its default. ``API_MAX_BODY_BYTES`` = ``None`` means
-#: "``MAX_STATE_BYTES`` + 64 KiB", computed from the effective ``MAX_STATE_BYTES``.
-DEFAULTS: Final[Mapping[str, object]] = {
-    # Dotted path (or the callable itself) of ``deliver(wakes)``.
-    "WAKE_BACKEND": "yieldstar_django.wakes.celery_backend",
-    # Compare-and-swap attempts per operation before StoreContentionError.
-    "CAS_MAX_ATTEMPTS": 50,
-    # Jittered exponential backoff between CAS attempts, in seconds.
-    "CAS_BACKOFF_BASE": 0.001,
-    "CAS_BACKOFF_MAX": 0.05,
-    # Durable-value limits: canonical encoding size and nesting depth.
-    "MAX_STATE_BYTES": 8 * MIB,
-    "MAX_DEPTH": 256,
-    # Versions kept per store instance (None keeps all), and whether they keep state.
-    "VERSION_HISTORY_LIMIT": 100,
-    "VERSION_HISTORY_KEEP_STATE": True,
-    # Relay: age of an unacknowledged wake intent before re-delivery, and poll interval.
-    "RELAY_DELAY": 5.0,
-    "RELAY_INTERVAL": 0.5,
-    # Seconds after it finished before an execution (heap, ledger rows, intents) may be pruned
-    # by yieldstar_prune or the prune_executions beat task; None never prunes them.
-    "RETENTION_SECONDS": 30 * 24 * 3600,
-    # Seconds an execution run holds its lease before another worker may take over.
-    "LEASE_SECONDS": 4,
-    # HTTP API: refuse writes without If-Match; request body size cap (None: derived).
-    "API_REQUIRE_IF_MATCH": False,
-    "API_MAX_BODY_BYTES": None,
-    # Whether the Celery wake backend may publish while Django's test environment is set up.
-    "PUBLISH_IN_TESTS": False,
-}
-
-#: Keys whose value is a dotted path to import (a callable given directly is used as is).
-IMPORT_STRINGS: Final = frozenset({"WAKE_BACKEND"})
-
 #: Headroom over ``MAX_STATE_BYTES`` for the default ``API_MAX_BODY_BYTES``.
 API_BODY_HEADROOM: Final = 64 * KIB
 
 
-class YieldstarSettings:
-    """Typed, lazily read view of ``settings.YIELDSTAR`` merged over ``DEFAULTS``.
+# --- rules ---------------------------------------------------------------------------------
 
-    Attribute reads never raise for a missing key (the default applies). A
-    ``YIELDSTAR`` that is not a mapping raises ``ImproperlyConfigured`` on the
-    first read.
+
+@dataclass(frozen=True)
+class Rule:
+    """What a value must be: ``accepts(value)``, and ``expected`` in words for messages."""
+
+    accepts: Callable[[object], bool]
+    expected: str
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def int_at_least(minimum: int, unit: str = "") -> Rule:
+    """An ``int`` (not a ``bool``) >= ``minimum``."""
+    what = f"an integer{' number of ' + unit if unit else ''} >= {minimum}"
+    return Rule(lambda value: _is_int(value) and cast(int, value) >= minimum, what)
+
+
+def bytes_at_least(minimum: int) -> Rule:
+    """An ``int`` number of bytes >= ``minimum``."""
+    return int_at_least(minimum, "bytes")
+
+
+def seconds_at_least(minimum: float) -> Rule:
+    """A finite number of seconds >= ``minimum``."""
+    return Rule(
+        lambda value: _is_number(value) and cast(float, value) >= minimum,
+        f"a finite number of seconds >= {minimum:g}",
+    )
+
+
+def seconds_above(minimum: float) -> Rule:
+    """A finite number of seconds > ``minimum``."""
+    return Rule(
+        lambda value: _is_number(value) and cast(float, value) > minimum,
+        f"a finite number of seconds > {minimum:g}",
+    )
+
+
+def optional(rule: Rule) -> Rule:
+    """``None``, or what ``rule`` accepts."""
+    return Rule(lambda value: value is None or rule.accepts(value), f"None or {rule.expected}")
+
+
+BOOLEAN: Final = Rule(lambda value: isinstance(value, bool), "True or False")
+NON_EMPTY_TEXT: Final = Rule(
+    lambda value: isinstance(value, str) and bool(value), "a non-empty str"
+)
+
+
+# --- the table -----------------------------------------------------------------------------
+
+
+class Setting(Generic[T]):
+    """One ``YIELDSTAR`` key, declared once: its default, the rule the system checks apply
+    (``None``: checked elsewhere), whether it is pinned public API, how its default is
+    shown (``shown``) and its documentation (Markdown). As an attribute of
+    :class:`YieldstarSettings` it reads the configured value, typed ``T``."""
+
+    def __init__(
+        self,
+        default: object,
+        *,
+        doc: str,
+        shown: str,
+        rule: Rule | None = None,
+        pinned: bool = False,
+        import_path: bool = False,
+        derive: Callable[[YieldstarSettings, object], T] | None = None,
+    ) -> None:
+        self.name = ""
+        self.default = default
+        self.doc = doc
+        self.shown = shown
+        self.rule = rule
+        self.pinned = pinned
+        self.import_path = import_path
+        self.derive = derive
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> Setting[T]: ...
+
+    @overload
+    def __get__(self, obj: YieldstarSettings, owner: type[Any]) -> T: ...
+
+    def __get__(self, obj: YieldstarSettings | None, owner: type[Any]) -> Setting[T] | T:
+        if obj is None:
+            return self
+        value = obj.get(self.name)
+        return self.derive(obj, value) if self.derive is not None else cast(T, value)
+
+    def __repr__(self) -> str:
+        return f"<Setting {self.name} = {self.default!r}>"
+
+
+def _api_max_body_bytes(current: YieldstarSettings, value: object) -> int:
+    """``API_MAX_BODY_BYTES``: ``MAX_STATE_BYTES`` + 64 KiB when unset."""
+    return current.MAX_STATE_BYTES + API_BODY_HEADROOM if value is None else cast(int, value)
+
+
+class YieldstarSettings:
+    """Typed, lazily read view of ``settings.YIELDSTAR`` merged over the defaults.
+
+    Every class attribute that is a :class:`Setting` is a key. Attribute reads never
+    raise for a missing key (the default applies). A ``YIELDSTAR`` that is not a mapping
+    raises ``ImproperlyConfigured`` on the first read.
     """
+
+    WAKE_BACKEND = Setting[str | WakeBackend](
+        "yieldstar_django.wakes.celery_backend",
+        pinned=True,
+        shown='`"yieldstar_django.wakes.celery_backend"`',
+        import_path=True,
+        doc="""\
+Dotted path of a callable `deliver(wakes)` (a callable may also be given directly). Each
+wake has `.execution_id` and `.workflow_id`. The backend returns once the wakes are handed
+over (for the default, enqueued as the Celery task `yieldstar_django.resume_execution`) and
+raises otherwise; the [relay](../operations/relay.md) re-delivers the wakes that were not
+acknowledged. Imported on first use, not at startup; `yieldstar.E002` reports a path that
+does not import.
+""",
+    )
+
+    CAS_MAX_ATTEMPTS = Setting[int](
+        50,
+        rule=int_at_least(1),
+        pinned=True,
+        shown="`50`",
+        doc="""\
+How many times one store operation (`update_store`, `take_from_store`,
+`delete_store_from`) reads, computes and tries its compare-and-swap before it gives up with
+`StoreContentionError`. An integer >= 1.
+""",
+    )
+
+    CAS_BACKOFF_BASE = Setting[float](
+        0.001,
+        rule=seconds_at_least(0),
+        shown="`0.001` (seconds)",
+        doc="""\
+The pause after the first lost compare-and-swap. Each further conflict doubles it, up to
+`CAS_BACKOFF_MAX`, and every pause is jittered (a random fraction of it), so writers that
+collided do not collide again in lock step. A number >= 0; `0` retries at once.
+""",
+    )
+
+    CAS_BACKOFF_MAX = Setting[float](
+        0.05,
+        rule=seconds_at_least(0),
+        shown="`0.05` (seconds)",
+        doc="""\
+The longest single pause between two compare-and-swap attempts. Must be >= `CAS_BACKOFF_BASE`.
+""",
+    )
+
+    MAX_STATE_BYTES = Setting[int](
+        8 * MIB,
+        rule=bytes_at_least(1024),
+        pinned=True,
+        shown="`8388608` (8 MiB)",
+        doc="""\
+The largest canonical encoding (sorted keys, no insignificant white space, UTF-8) of a
+durable value: a store state, a step result, a selected value. A larger value raises
+`WorkflowValueError` (`INVALID_STEP_VALUE`) before anything is written. An integer >= 1024.
+""",
+    )
+
+    MAX_DEPTH = Setting[int](
+        256,
+        rule=int_at_least(1),
+        pinned=True,
+        shown="`256`",
+        doc="""\
+The deepest nesting of lists and dicts in a durable value; deeper values raise
+`WorkflowValueError` (`INVALID_STEP_VALUE`). An integer >= 1.
+""",
+    )
+
+    VERSION_HISTORY_LIMIT = Setting[int | None](
+        100,
+        rule=optional(int_at_least(1)),
+        shown="`100`",
+        doc="""\
+How many past versions are kept per store instance for the admin's history (the oldest are
+pruned as new ones commit). `None` keeps every version. An integer >= 1 or `None`. History
+is for people; the protocol never reads it.
+""",
+    )
+
+    VERSION_HISTORY_KEEP_STATE = Setting[bool](
+        True,
+        rule=BOOLEAN,
+        shown="`True`",
+        doc="""\
+Whether kept versions store the full state. `False` keeps only the changed paths, when and
+by which step, which is much smaller for big stores.
+""",
+    )
+
+    RELAY_DELAY = Setting[float](
+        5.0,
+        rule=seconds_at_least(0),
+        shown="`5.0` (seconds)",
+        doc="""\
+How old an unacknowledged wake intent must be before the relay delivers it again. Wakes are
+first handed to `WAKE_BACKEND` when the transaction commits; the relay catches those lost to
+a broker outage or a process killed after the commit. A delivered wake may arrive twice:
+resumes are idempotent. A number >= 0.
+""",
+    )
+
+    RELAY_INTERVAL = Setting[float](
+        0.5,
+        rule=seconds_above(0),
+        shown="`0.5` (seconds)",
+        doc="""\
+How long `python manage.py yieldstar_relay` sleeps between two polls for due wake intents
+and timers. A number > 0.
+""",
+    )
+
+    RETENTION_SECONDS = Setting[float | None](
+        30 * 24 * 3600,
+        rule=optional(seconds_at_least(0)),
+        shown="`2592000` (30 days, in seconds)",
+        doc="""\
+How long after it finished (`completed`, `failed` or `cancelled`) an execution is kept.
+`python manage.py yieldstar_prune` and the beat task `yieldstar_django.prune_executions`
+then delete it with its heap, wake intents, waiters and ledger rows, and delivered wake
+intents as old, in small batches. Unfinished executions are never pruned, nor their ledger
+rows. `None` keeps every execution. A number >= 0 or `None`. See
+[retention](../operations/retention.md).
+""",
+    )
+
+    LEASE_SECONDS = Setting[float](
+        4,
+        rule=seconds_above(0),
+        shown="`4` (seconds)",
+        doc="""\
+How long a run's lease lasts unrenewed. Two resumes of one execution never run it at once;
+the worker renews the lease every second (every third of this, if shorter) while the run
+lasts, so a step may take longer than this. A worker that dies mid-run loses its lease
+after at most this long, and the execution is resumed by another within about this plus
+`RELAY_INTERVAL`. A worker that cannot renew for this long (database unreachable, process
+paused) loses its lease and records nothing more. A number > 0.
+""",
+    )
+
+    API_REQUIRE_IF_MATCH = Setting[bool](
+        False,
+        rule=BOOLEAN,
+        shown="`False`",
+        doc="""\
+When `True`, the HTTP API refuses a `PUT`, `PATCH` or `DELETE` of a store without an
+`If-Match` header (`428 Precondition Required`), so every write through the API is a
+compare-and-swap against the version the client read.
+""",
+    )
+
+    API_MAX_BODY_BYTES = Setting[int](
+        None,
+        rule=optional(bytes_at_least(1024)),
+        shown="`None`, which means `MAX_STATE_BYTES` + 64 KiB",
+        derive=_api_max_body_bytes,
+        doc="""\
+The largest request body the HTTP API reads. An integer >= 1024 or `None`;
+`yieldstar.W002` warns when it is below `MAX_STATE_BYTES`.
+""",
+    )
+
+    PUBLISH_IN_TESTS = Setting[bool](
+        False,
+        rule=BOOLEAN,
+        shown="`False`",
+        doc="""\
+While Django's test environment is set up (`manage.py test`, pytest-django), the default
+Celery wake backend refuses to publish and raises `BrokerInTestsError`: a worker listening
+on that broker (a developer's own, say) would run executions that exist only in the test
+database. Tests run executions in process with `yieldstar_django.testing` (see
+[Testing your workflows](../howto/testing.md)); set this to `True` only for tests that run
+real Celery workers against a broker of their own.
+""",
+    )
+
+    DATABASE_ALIAS = Setting[str](
+        "default",
+        rule=NON_EMPTY_TEXT,
+        pinned=True,
+        shown='`"default"`',
+        doc="""\
+The database alias every part of the app uses: the store client, the runtime (executions,
+their heap, leases, timers), the wake outbox and the relay, the HTTP API, the admin's
+store editor and the management commands. Route all of yieldstar's models (app label
+`yieldstar`) to it if you use `DATABASE_ROUTERS`: `yieldstar.E005` reports a router that
+sends them elsewhere, `yieldstar.E004` an alias that is not in `DATABASES`. See
+[multiple databases](../operations/database.md#multiple-databases).
+""",
+    )
 
     def __init__(self, user_settings: Mapping[str, object] | None = None) -> None:
         """Use ``user_settings`` instead of Django's settings when given (for tests)."""
@@ -98,17 +376,12 @@ class YieldstarSettings:
         self._user: Mapping[str, object] | None = None
         self._imported: dict[str, object] = {}
 
-    # -- loading -----------------------------------------------------------------
-
     @property
     def user_settings(self) -> Mapping[str, object]:
         """The ``YIELDSTAR`` dict as configured (empty if unset)."""
         if self._user is None:
-            if self._explicit is not None:
-                raw: object = self._explicit
-            else:
-                from django.conf import settings
-
+            raw: object = self._explicit
+            if raw is None:
                 raw = getattr(settings, SETTING_NAME, None)
             if raw is None:
                 raw = {}
@@ -154,15 +427,6 @@ class YieldstarSettings:
         self._imported[key] = value
         return value
 
-    # -- typed attributes --------------------------------------------------------
-    # Each property reads through ``get``; values are whatever the user set, and
-    # the system checks report values of the wrong type or range.
-
-    @property
-    def WAKE_BACKEND(self) -> str | WakeBackend:
-        """Dotted path (or callable) of the wake backend ``deliver(wakes)``."""
-        return cast(str | WakeBackend, self.get("WAKE_BACKEND"))
-
     @property
     def wake_backend(self) -> WakeBackend:
         """The imported wake backend callable. Raises ``ImproperlyConfigured``."""
@@ -173,82 +437,23 @@ class YieldstarSettings:
             )
         return backend
 
-    @property
-    def CAS_MAX_ATTEMPTS(self) -> int:
-        """Compare-and-swap attempts before ``StoreContentionError``."""
-        return cast(int, self.get("CAS_MAX_ATTEMPTS"))
 
-    @property
-    def CAS_BACKOFF_BASE(self) -> float:
-        """First backoff delay after a CAS conflict, in seconds (doubles, jittered)."""
-        return cast(float, self.get("CAS_BACKOFF_BASE"))
-
-    @property
-    def CAS_BACKOFF_MAX(self) -> float:
-        """Upper bound of one backoff delay, in seconds."""
-        return cast(float, self.get("CAS_BACKOFF_MAX"))
-
-    @property
-    def MAX_STATE_BYTES(self) -> int:
-        """Largest canonical encoding of a durable value, in bytes."""
-        return cast(int, self.get("MAX_STATE_BYTES"))
-
-    @property
-    def MAX_DEPTH(self) -> int:
-        """Deepest nesting of lists and dicts in a durable value."""
-        return cast(int, self.get("MAX_DEPTH"))
-
-    @property
-    def VERSION_HISTORY_LIMIT(self) -> int | None:
-        """Versions kept per store instance; ``None`` keeps every version."""
-        return cast(int | None, self.get("VERSION_HISTORY_LIMIT"))
-
-    @property
-    def VERSION_HISTORY_KEEP_STATE(self) -> bool:
-        """Whether kept versions store the full state (else only changed paths)."""
-        return cast(bool, self.get("VERSION_HISTORY_KEEP_STATE"))
-
-    @property
-    def RELAY_DELAY(self) -> float:
-        """Seconds an unacknowledged wake intent waits before the relay re-delivers it."""
-        return cast(float, self.get("RELAY_DELAY"))
-
-    @property
-    def RELAY_INTERVAL(self) -> float:
-        """Seconds between two relay polls."""
-        return cast(float, self.get("RELAY_INTERVAL"))
-
-    @property
-    def RETENTION_SECONDS(self) -> float | None:
-        """Seconds after it finished before an execution may be pruned; ``None``: never."""
-        return cast(float | None, self.get("RETENTION_SECONDS"))
-
-    @property
-    def LEASE_SECONDS(self) -> float:
-        """Seconds one run of an execution holds its lease."""
-        return cast(float, self.get("LEASE_SECONDS"))
-
-    @property
-    def API_REQUIRE_IF_MATCH(self) -> bool:
-        """Whether the HTTP API refuses writes without ``If-Match`` (``428``)."""
-        return cast(bool, self.get("API_REQUIRE_IF_MATCH"))
-
-    @property
-    def API_MAX_BODY_BYTES(self) -> int:
-        """Largest request body the HTTP API accepts; default ``MAX_STATE_BYTES`` + 64 KiB."""
-        value = self.get("API_MAX_BODY_BYTES")
-        if value is None:
-            return self.MAX_STATE_BYTES + API_BODY_HEADROOM
-        return cast(int, value)
-
-    @property
-    def PUBLISH_IN_TESTS(self) -> bool:
-        """Whether the Celery wake backend may publish to a broker while tests run."""
-        return cast(bool, self.get("PUBLISH_IN_TESTS"))
-
+#: Every setting, in the order of the reference page.
+SETTINGS: Final[tuple[Setting[Any], ...]] = tuple(
+    value for value in vars(YieldstarSettings).values() if isinstance(value, Setting)
+)
+#: Every accepted key and its default.
+DEFAULTS: Final[Mapping[str, object]] = MappingProxyType({s.name: s.default for s in SETTINGS})
+#: Keys whose value is a dotted path to import (a callable given directly is used as is).
+IMPORT_STRINGS: Final = frozenset(s.name for s in SETTINGS if s.import_path)
 
 #: The settings object every module reads.
 yieldstar_settings: Final = YieldstarSettings()
+
+
+def database_alias(using: str | None = None) -> str:
+    """``using`` if given, else ``DATABASE_ALIAS``: the database every part of the app uses."""
+    return using or yieldstar_settings.DATABASE_ALIAS
 
 
 def reload_settings(*, setting: str, **kwargs: object) -> None:

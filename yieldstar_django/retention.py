@@ -20,6 +20,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.utils import timezone
 
+from .conf import database_alias
 from .models.runtime import TERMINAL_STATUSES
 
 EXECUTION_TABLE = "yieldstar_execution"
@@ -100,11 +101,12 @@ def _prune_delivered_batch(using: str, cutoff: Any, batch_size: int) -> int:
 
 
 def prune_finished(
-    *, older_than: float, batch_size: int = 500, using: str = "default"
+    *, older_than: float, batch_size: int = 500, using: str | None = None
 ) -> PruneCounts:
     """Delete executions finished more than ``older_than`` seconds ago, with their heap
     entries, ledger rows, wake intents and waiters, and wake intents delivered as long ago,
     ``batch_size`` rows per transaction. Never deletes an unfinished execution's rows."""
+    using = database_alias(using)
     if older_than < 0 or batch_size < 1:
         raise ValueError("older_than must be >= 0 and batch_size >= 1")
     cutoff = connections[using].ops.adapt_datetimefield_value(

@@ -18,7 +18,7 @@ from typing import Any
 from celery import shared_task
 from django.db import InterfaceError, OperationalError, close_old_connections
 
-from .conf import yieldstar_settings
+from .conf import database_alias, yieldstar_settings
 from .retention import prune_finished
 from .runtime.executions import run_execution
 from .wakes.relay import relay_once, run_round_tasks
@@ -73,11 +73,12 @@ def prune_executions(batch_size: int = 500) -> int:
 
 
 @shared_task(name="yieldstar_django.relay_wakes", ignore_result=True)
-def relay_wakes(using: str = "default") -> int:
+def relay_wakes(using: str | None = None) -> int:
     """Celery beat task: one relay round (schedule it every ``RELAY_INTERVAL`` or so).
 
     Closes stale database connections before and after, as Django does around a request.
     """
+    using = database_alias(using)
     close_old_connections()
     try:
         delivered = relay_once(using=using)

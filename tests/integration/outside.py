@@ -29,15 +29,21 @@ class RuntimeRouter:
 
 @contextmanager
 def runtime_on(alias: str) -> Iterator[None]:
-    """Route the runtime's tables to ``alias`` for the duration."""
+    """Use ``alias`` for the app (``DATABASE_ALIAS``) and route its tables there for the
+    duration, as a project that keeps yieldstar on another database does."""
     global ALIAS
+    from django.conf import settings
     from django.db import router
+    from django.test import override_settings
 
     saved = router.routers
     ALIAS = alias
     router.routers = [RuntimeRouter(), *saved]
     try:
-        yield
+        with override_settings(
+            YIELDSTAR={**getattr(settings, "YIELDSTAR", {}), "DATABASE_ALIAS": alias}
+        ):
+            yield
     finally:
         router.routers = saved
         ALIAS = None

@@ -15,11 +15,11 @@ from django.utils import timezone
 
 from yieldstar_django.celery_app import (
     UnconfiguredCeleryApp,
-    check_celery_app,
     describe_app,
     masked_broker_url,
     require_configured_app,
 )
+from yieldstar_django.checks import check_celery_app
 from yieldstar_django.models import WakeIntent
 from yieldstar_django.wakes import celery_backend, relay_log, relay_once, run_relay, schedule_wake
 

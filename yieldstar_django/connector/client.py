@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..conf import yieldstar_settings
+from ..conf import database_alias, yieldstar_settings
 from ..core.cas import CasStoreClient
 from ..core.commits import CommitOutcome, RetryPolicy, StoreDeletion, StoredState, StoreMutation
 from ..core.constants import MAX_INSTANCE_ID_LENGTH
@@ -37,9 +37,10 @@ __all__ = ["DatabaseStoreClient", "get_store_client"]
 class DatabaseStoreClient(CasStoreClient):
     """The ``CasStoreClient`` on a Django database alias (PostgreSQL or SQLite).
 
-    Limits and the retry policy are read from ``YIELDSTAR`` settings on each call unless
-    given here. ``use_functions`` picks the one-round-trip PL/pgSQL commit (default: on
-    PostgreSQL) or the portable statements. ``commit_attempts`` counts calls of
+    ``using`` is a database alias (``DATABASE_ALIAS`` by default). Limits and the retry
+    policy are read from ``YIELDSTAR`` settings on each call unless given here.
+    ``use_functions`` picks the one-round-trip PL/pgSQL commit (default: on PostgreSQL) or
+    the portable statements. ``commit_attempts`` counts calls of
     ``commit_mutation``/``commit_deletion`` (for contention figures).
 
     Every primitive joins an enclosing ``transaction.atomic``: wakes go out only when the
@@ -50,14 +51,14 @@ class DatabaseStoreClient(CasStoreClient):
 
     def __init__(
         self,
-        using: str = "default",
+        using: str | None = None,
         *,
         limits: DurableLimits | None = None,
         retry: RetryPolicy | None = None,
         use_functions: bool | None = None,
     ) -> None:
         super().__init__(limits=limits, retry=retry)
-        self.using = using
+        self.using = database_alias(using)
         self._explicit_limits = limits
         self._explicit_retry = retry
         self._use_functions = use_functions
@@ -284,9 +285,10 @@ _clients: dict[str, DatabaseStoreClient] = {}
 _clients_lock = threading.Lock()
 
 
-def get_store_client(using: str = "default") -> DatabaseStoreClient:
-    """The store client of a database alias (one per alias, shared by threads: it keeps no
-    connection, Django's connections are per thread)."""
+def get_store_client(using: str | None = None) -> DatabaseStoreClient:
+    """The store client of a database alias, ``DATABASE_ALIAS`` by default (one per alias,
+    shared by threads: it keeps no connection, Django's connections are per thread)."""
+    using = database_alias(using)
     client = _clients.get(using)
     if client is None:
         with _clients_lock:

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import DatabaseError, router, transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from ..conf import yieldstar_settings
 from ..connector import CommitHook, DatabaseStoreClient, get_store_client
 from ..core.commits import StoreMutation
 from ..core.definition import get_definition
@@ -140,7 +141,7 @@ def end_lease(
     conditional update commits with it (a commit hook), so a value is handed back at most
     once. ``also(ended)`` is more database work committed with the outcome.
     """
-    alias = using or router.db_for_write(ClaimLeaseRecord)
+    alias = using or yieldstar_settings.DATABASE_ALIAS
 
     def mark() -> bool:
         return bool(
@@ -211,7 +212,7 @@ def expire_for_relay(using: str) -> None:
     """The relay's upkeep (``wakes.relay.every_round``): hand back expired leased claims
     when the relay runs on the database that holds them (a relay of another database
     leaves them alone)."""
-    if router.db_for_write(ClaimLeaseRecord) == using:
+    if using == yieldstar_settings.DATABASE_ALIAS:
         expire_due()
 
 

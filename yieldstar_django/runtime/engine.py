@@ -27,9 +27,10 @@ from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
 
 from celery.exceptions import SoftTimeLimitExceeded, Terminated
-from django.db import connections, router, transaction
+from django.db import connections, transaction
 
 from .. import clock
+from ..conf import yieldstar_settings
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import WorkflowValueError
 from ..core.store import StoreClient
@@ -86,7 +87,7 @@ class Engine:
         self.execution = lease.execution
         self.client = client
         self.limits = durable_limits()
-        self.alias = router.db_for_write(ExecutionStep)
+        self.alias = yieldstar_settings.DATABASE_ALIAS
         rows = lease.take_heap()
         if rows is None:
             rows = list(ExecutionStep.objects.filter(execution_id=self.execution.id))

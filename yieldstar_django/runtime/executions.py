@@ -16,10 +16,11 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Final
 
-from django.db import IntegrityError, router, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from .. import clock, wakes
+from ..conf import yieldstar_settings
 from ..connector import get_store_client
 from ..core.durable import encode_durable
 from ..core.store import StoreClient
@@ -161,7 +162,7 @@ def cancel_execution(execution_id: str) -> bool:
 
 
 def _alias() -> str:
-    return router.db_for_write(Execution)
+    return yieldstar_settings.DATABASE_ALIAS
 
 
 def _store_client() -> StoreClient:

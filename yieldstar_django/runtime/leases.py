@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connections, router, transaction
+from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Q
 from django.utils import timezone
@@ -115,7 +115,7 @@ class Lease:
         lease is gone. One statement on PostgreSQL, a short transaction elsewhere."""
         expires = timezone.now() + timedelta(seconds=lease_seconds())
         takeover = expires + timedelta(seconds=TAKEOVER_MARGIN)
-        alias = router.db_for_write(Execution)
+        alias = yieldstar_settings.DATABASE_ALIAS
         connection = connections[alias]
         if connection.vendor == "postgresql" and self.timer is not None:
             adapt = connection.ops.adapt_datetimefield_value
@@ -145,7 +145,7 @@ class Lease:
         runs again instead). Returns whether it released. One statement on PostgreSQL.
         """
         changes = {**changes, "lease_owner": "", "lease_expires_at": None}
-        alias = router.db_for_write(Execution)
+        alias = yieldstar_settings.DATABASE_ALIAS
         connection = connections[alias]
         if connection.vendor != "postgresql":
             rows = Execution.objects.filter(self.owned())
@@ -248,7 +248,7 @@ def acquire_lease(execution_id: str) -> Lease | None:
     now = timezone.now()
     expires = now + timedelta(seconds=lease_seconds())
     takeover = expires + timedelta(seconds=TAKEOVER_MARGIN)
-    alias = router.db_for_write(Execution)
+    alias = yieldstar_settings.DATABASE_ALIAS
     if connections[alias].vendor == "postgresql":
         return _acquire_postgres(alias, execution_id, token, now, expires, takeover)
     with transaction.atomic(using=alias):

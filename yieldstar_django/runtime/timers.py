@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import router
-
+from ..conf import yieldstar_settings
 from ..core.results import Wake
 from ..models.stores import WakeIntent
 from ..wakes.delivery import deliver_on_commit
@@ -26,7 +25,7 @@ __all__ = [
 
 
 def _alias() -> str:
-    return router.db_for_write(WakeIntent)
+    return yieldstar_settings.DATABASE_ALIAS
 
 
 def request_run(execution_id: str, workflow_id: str, *, reason: str) -> int:

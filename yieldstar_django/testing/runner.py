@@ -15,9 +15,10 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connections, router
+from django.db import connections
 
 from .. import clock
+from ..conf import yieldstar_settings
 from ..core.results import Wake
 from ..models.stores import WakeIntent
 from ..runtime.executions import run_execution
@@ -83,7 +84,7 @@ def advance_time(seconds: float | timedelta) -> None:
 
 
 def _alias() -> str:
-    return router.db_for_write(WakeIntent)
+    return yieldstar_settings.DATABASE_ALIAS
 
 
 def _held_back(alias: str) -> list[PendingWake]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from ..conf import yieldstar_settings
+from ..conf import database_alias, yieldstar_settings
 from ..core.results import Wake
 from . import relay_log
 from .outbox import PendingWake, push_back, record_failure, write_intents
@@ -67,15 +67,17 @@ def hand_over(pending: Sequence[PendingWake], *, using: str, relay: bool = False
     return True
 
 
-def deliver_wakes(pending: Sequence[PendingWake], *, using: str = "default") -> bool:
+def deliver_wakes(pending: Sequence[PendingWake], *, using: str | None = None) -> bool:
     """Hand wakes whose transaction committed to the ``WAKE_BACKEND`` now; never raises
     (``hand_over`` without ``relay``)."""
+    using = database_alias(using)
     return hand_over(pending, using=using)
 
 
-def deliver_on_commit(pending: Sequence[PendingWake], *, using: str = "default") -> None:
+def deliver_on_commit(pending: Sequence[PendingWake], *, using: str | None = None) -> None:
     """Deliver ``pending`` when the current transaction on ``using`` commits (now, in
     autocommit mode); nothing is delivered if it rolls back."""
+    using = database_alias(using)
     if pending:
         transaction.on_commit(OnCommitDelivery(tuple(pending), using), using=using)
 
@@ -93,13 +95,14 @@ class OnCommitDelivery:
 
 
 def wake_now(
-    execution_id: str, workflow_id: str, *, reason: str = "wake", using: str = "default"
+    execution_id: str, workflow_id: str, *, reason: str = "wake", using: str | None = None
 ) -> int:
     """Wake an execution when the current transaction commits (at once in autocommit mode).
 
     The intent is written in the current transaction, so a rollback wakes nobody and a
     crash after the commit leaves it to the relay. Returns the intent id.
     """
+    using = database_alias(using)
     with transaction.atomic(using=using):
         pending = write_intents([Wake(execution_id, workflow_id)], reason=reason, using=using)
     deliver_on_commit(pending, using=using)

@@ -26,7 +26,7 @@ from django.db import connections
 from django.utils import timezone
 
 from .. import clock
-from ..conf import yieldstar_settings
+from ..conf import database_alias, yieldstar_settings
 from ..core.results import Wake
 
 __all__ = [
@@ -94,10 +94,11 @@ def in_clause(count: int) -> str:
     return ", ".join(["%s"] * count)
 
 
-def acknowledge(execution_id: str, *, everything: bool = False, using: str = "default") -> int:
+def acknowledge(execution_id: str, *, everything: bool = False, using: str | None = None) -> int:
     """Mark the execution's due intents done (all of them with ``everything``, for an
     execution that finished); return how many. Call it when a run starts, after the
     lease is held, or when the execution is finished: those intents took effect."""
+    using = database_alias(using)
     now = _adapt(using, _now())
     with connections[using].cursor() as cursor:
         if everything:
@@ -176,10 +177,11 @@ def _insert_intents(
 
 
 def write_intents(
-    wakes: Sequence[Wake], *, reason: str, using: str = "default"
+    wakes: Sequence[Wake], *, reason: str, using: str | None = None
 ) -> list[PendingWake]:
     """Write immediate wake intents in the current transaction (``available_at`` = now +
     ``RELAY_DELAY``) and return them; the caller delivers them on commit."""
+    using = database_alias(using)
     delay = timedelta(seconds=float(yieldstar_settings.RELAY_DELAY))
     return _insert_intents(using, wakes, reason, _now() + delay)
 
@@ -190,13 +192,14 @@ def schedule_wake(
     at: datetime,
     *,
     reason: str = "timer",
-    using: str = "default",
+    using: str | None = None,
 ) -> int:
     """A durable timer: wake an execution at ``at`` (an aware datetime).
 
     Written in the current transaction and delivered by the relay once due (within about
     ``RELAY_INTERVAL`` of ``at``). Returns the intent id.
     """
+    using = database_alias(using)
     if timezone.is_naive(at):
         raise ValueError("schedule_wake needs an aware datetime")
     wake = Wake(execution_id, workflow_id)
@@ -217,8 +220,9 @@ def claim_due(using: str, limit: int) -> list[PendingWake]:
         return [PendingWake(int(i), Wake(e, w)) for i, e, w in cursor.fetchall()]
 
 
-def count_overdue(seconds: float, *, using: str = "default") -> int:
+def count_overdue(seconds: float, *, using: str | None = None) -> int:
     """Unacknowledged intents deliverable for more than ``seconds``."""
+    using = database_alias(using)
     cutoff = _adapt(using, _now() - timedelta(seconds=seconds))
     with connections[using].cursor() as cursor:
         cursor.execute(
@@ -229,8 +233,9 @@ def count_overdue(seconds: float, *, using: str = "default") -> int:
         return int(row[0]) if row else 0
 
 
-def prune_delivered(*, older_than: float, using: str = "default") -> int:
+def prune_delivered(*, older_than: float, using: str | None = None) -> int:
     """Delete intents acknowledged more than ``older_than`` seconds ago; return how many."""
+    using = database_alias(using)
     cutoff = _adapt(using, _now() - timedelta(seconds=older_than))
     with connections[using].cursor() as cursor:
         cursor.execute(

@@ -21,7 +21,7 @@ from types import FrameType
 
 from django.db import connections, transaction
 
-from ..conf import yieldstar_settings
+from ..conf import database_alias, yieldstar_settings
 from . import relay_log
 from .delivery import hand_over
 from .outbox import claim_due
@@ -31,7 +31,7 @@ __all__ = ["every_round", "relay_once", "run_relay", "run_round_tasks", "stop_on
 logger = logging.getLogger("yieldstar_django.wakes")
 
 
-def relay_once(*, using: str = "default", batch_size: int = 100) -> int:
+def relay_once(*, using: str | None = None, batch_size: int = 100) -> int:
     """Deliver every due, unacknowledged wake intent; return how many were delivered.
 
     On PostgreSQL each batch is claimed with ``FOR UPDATE SKIP LOCKED`` and held until it
@@ -41,6 +41,7 @@ def relay_once(*, using: str = "default", batch_size: int = 100) -> int:
     intent twice, which is a spurious wake. A batch the backend refuses is recorded as
     failed, pushed back, and retried later.
     """
+    using = database_alias(using)
     delivered = 0
     postgres = connections[using].vendor == "postgresql"
     while True:
@@ -73,7 +74,7 @@ def run_round_tasks(using: str) -> None:
 
 def run_relay(
     *,
-    using: str = "default",
+    using: str | None = None,
     interval: float | None = None,
     stop: threading.Event | None = None,
     once: bool = False,
@@ -86,6 +87,7 @@ def run_relay(
     A database error in one round is logged (and passed to ``on_error``), the connection
     closed, and the loop goes on; the next round reconnects.
     """
+    using = database_alias(using)
     stop = stop or threading.Event()
     total = 0
     relay_log.log_startup(using)

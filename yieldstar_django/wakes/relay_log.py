@@ -10,7 +10,7 @@ import threading
 import time
 
 from ..celery_app import HINT, current_app, describe_app, is_default_app
-from ..conf import yieldstar_settings
+from ..conf import database_alias, yieldstar_settings
 from .backends import celery_backend
 from .outbox import count_overdue
 
@@ -42,7 +42,7 @@ def log_startup(using: str) -> None:
 class RelayCounts:
     """Counts of one relay process, reported by :meth:`maybe_report` once a minute."""
 
-    def __init__(self, using: str = "default") -> None:
+    def __init__(self, using: str | None = None) -> None:
         self.using = using
         self.delivered = 0
         self.failed = 0
@@ -56,7 +56,7 @@ class RelayCounts:
 
     def overdue(self) -> int:
         """Undelivered intents deliverable for more than ``REPORT_EVERY`` seconds."""
-        return count_overdue(REPORT_EVERY, using=self.using)
+        return count_overdue(REPORT_EVERY, using=database_alias(self.using))
 
     def maybe_report(self, *, force: bool = False) -> bool:
         """Log ``delivered=, failed=, overdue=`` at INFO if a minute passed (or ``force``),

@@ -15,9 +15,9 @@ from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import connections, transaction
 
-from yieldstar_django.conf import yieldstar_settings
+from yieldstar_django.conf import database_alias, yieldstar_settings
 from yieldstar_django.retention import prune_finished
 from yieldstar_django.wakes import prune_delivered
 
@@ -26,7 +26,9 @@ class Command(BaseCommand):
     help = "Delete delivered wake intents and store versions beyond the history limit."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--database", default=DEFAULT_DB_ALIAS)
+        parser.add_argument(
+            "--database", default=None, help="database alias (default: YIELDSTAR['DATABASE_ALIAS'])"
+        )
         parser.add_argument(
             "--intents-age",
             type=float,
@@ -62,7 +64,7 @@ class Command(BaseCommand):
             age = yieldstar_settings.RETENTION_SECONDS
         if age is not None and age < 0:
             raise CommandError("--executions-age must be >= 0")
-        using = options["database"]
+        using = database_alias(options["database"])
         if age is not None:
             pruned = prune_finished(older_than=age, batch_size=options["batch_size"], using=using)
             self.stdout.write(

@@ -12,9 +12,8 @@ from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DEFAULT_DB_ALIAS
 
-from yieldstar_django.conf import yieldstar_settings
+from yieldstar_django.conf import database_alias, yieldstar_settings
 from yieldstar_django.wakes import run_relay, stop_on_signals
 
 
@@ -26,7 +25,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
-            "--database", default=DEFAULT_DB_ALIAS, help="database alias (default: default)"
+            "--database", default=None, help="database alias (default: YIELDSTAR['DATABASE_ALIAS'])"
         )
         parser.add_argument(
             "--interval",
@@ -40,7 +39,7 @@ class Command(BaseCommand):
         interval = options["interval"]
         if interval is not None and interval <= 0:
             raise CommandError("--interval must be > 0")
-        using = options["database"]
+        using = database_alias(options["database"])
         stop = threading.Event()
         if not options["once"]:
             stop_on_signals(stop)

@@ -1,0 +1,107 @@
+"""yieldstar on a second database, routed there: every row lands on ``DATABASE_ALIAS``,
+nothing on ``default``, and a ``take`` still commits its step row with the store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core import checks
+from django.db import connections
+from django.test import override_settings
+
+from yieldstar_django.checks import check_database_alias
+from yieldstar_django.connector import get_store_client
+from yieldstar_django.core.definition import define_store
+from yieldstar_django.models import (
+    AppliedStep,
+    Execution,
+    ExecutionStep,
+    StoreInstance,
+    StoreVersion,
+    Waiter,
+    WaiterPath,
+    WakeIntent,
+)
+from yieldstar_django.models.runtime import StepKind, StepStatus
+from yieldstar_django.runtime import Step, get_execution, start_workflow, workflow
+from yieldstar_django.runtime.engine import Engine
+from yieldstar_django.testing import run_until_idle
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "yieldstar"])
+
+ROUTED = "yieldstar"
+TABLES = [
+    StoreInstance, StoreVersion, AppliedStep, Waiter, WaiterPath, WakeIntent, Execution,
+    ExecutionStep,
+]  # fmt: skip
+
+queue = define_store("router-queue", None, initial=lambda id: {"items": []})
+
+
+def first(state: Any) -> Any:
+    return state["items"][0] if state["items"] else None
+
+
+def pop_first(draft: Any, selected: Any) -> None:
+    draft["items"].pop(0)
+
+
+@workflow("router.consume")
+def consume(step: Step, queue_id: str) -> Any:
+    item = yield from step.take(queue, queue_id, first, pop_first)
+    return item
+
+
+def count(model: Any) -> int:
+    return int(model.objects.using(ROUTED).count())
+
+
+def test_every_row_lands_on_the_configured_alias_and_none_on_default() -> None:
+    assert check_database_alias() == []
+    eid = start_workflow(consume, "q1")
+    run_until_idle()
+    assert get_execution(eid).status == "waiting"
+    assert (count(Waiter), count(WaiterPath)) >= (1, 1)
+
+    get_store_client().update_store(queue, "q1", updater=lambda draft: draft["items"].append("job"))
+    run_until_idle()
+
+    assert get_execution(eid).result == "job"
+    for model in (StoreInstance, StoreVersion, AppliedStep, WakeIntent, Execution, ExecutionStep):
+        assert count(model) >= 1, model.__name__
+    assert AppliedStep.objects.using(ROUTED).filter(execution_id=eid).count() == 1
+    # The app's tables do not exist on ``default``: any read or write there would fail.
+    on_default = set(connections["default"].introspection.table_names())
+    assert not on_default & {model._meta.db_table for model in TABLES}
+
+
+def test_a_take_commits_its_step_row_with_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heap row of a matched take fails to write inside the store commit: the claim
+    and its ledger row roll back with it (they share the routed alias's transaction)."""
+    client = get_store_client()
+    client.update_store(queue, "q2", updater=lambda draft: draft["items"].append("job"))
+    before = client.get_store(queue, "q2")
+    original = Engine._write
+
+    def failing_write(self: Engine, call: Any, *args: Any, **kwargs: Any) -> None:
+        if call.kind == StepKind.TAKE and kwargs.get("status") == StepStatus.COMPLETED:
+            raise RuntimeError("the heap write fails")
+        original(self, call, *args, **kwargs)
+
+    monkeypatch.setattr(Engine, "_write", failing_write)
+    eid = start_workflow(consume, "q2")
+    run_until_idle()
+
+    after = client.get_store(queue, "q2")
+    assert (after.state, after.version) == (before.state, before.version)
+    assert not AppliedStep.objects.using(ROUTED).filter(execution_id=eid).exists()
+    assert get_execution(eid).status == "failed"
+
+
+def test_a_router_that_disagrees_is_an_error() -> None:
+    with override_settings(DATABASE_ROUTERS=["tests.router.routers.ElsewhereRouter"]):
+        messages = check_database_alias()
+    assert messages and {m.id for m in messages} == {"yieldstar.E005"}
+    assert all(isinstance(m, checks.Error) for m in messages)
+    assert check_database_alias() == []
