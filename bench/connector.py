@@ -11,7 +11,11 @@ rounds of the two interleaved so that a noisy machine slows both alike:
 - 8 processes incrementing one store against one process alone (attempts per commit
   from ``DatabaseStoreClient.commit_attempts``);
 - the cost of a mutation with 1,000 and 100,000 waiters on the store (one of which it
-  wakes, or none) against the same mutation with none;
+  wakes, or none) against the same mutation with none, and waking one against waking none;
+- the same with 20,000 and 100,000 waiters registered in a burst from another connection
+  on a fresh database, without ``ANALYZE``, measured on a connection whose plans were
+  cached while the waiter tables were empty (both commit paths), against a commit with no
+  waiter in the database on that connection;
 - ``update_store`` on SQLite against the raw loop with Python's ``sqlite3``.
 
 The database is ``BENCH_DATABASE_URL`` (default
@@ -476,7 +480,7 @@ def measure_waiters(ops: int, rounds: int) -> list[Row]:
             none,
             "ms",
             "",
-            "+ its wake intent, handed over and marked on commit",
+            "+ its wake intent, handed over on commit",
         ),
         Row(
             SUITE,
@@ -486,9 +490,139 @@ def measure_waiters(ops: int, rounds: int) -> list[Row]:
             none,
             "ms",
             "<= 1.5x",
-            "+ its wake intent, handed over and marked on commit",
+            "+ its wake intent, handed over on commit",
+        ),
+        Row(
+            SUITE,
+            "mutation cost, 100,000 waiters, wakes 1",
+            cost[(100_000, touch_job)],
+            "wakes none of them",
+            cost[(100_000, touch_other)],
+            "ms",
+            "<= 1.2x",
+            "the wake's own cost: its intent row; WAKE_BACKEND a no-op",
         ),
     ]
+
+
+def burst_waiters(store_pk: int, instance_id: str, count: int) -> None:
+    """Register ``count`` waiters as :func:`add_waiters` does, from a connection of its
+    own, in one transaction, and leave the statistics as they were (no ``ANALYZE``): a
+    fan-out registering its waiters at once on a fresh database."""
+    conn = raw_connection()
+    try:
+        with conn.transaction():
+            conn.execute(
+                "INSERT INTO yieldstar_waiter (workflow_id, execution_id, step_key, store_pk, "
+                "instance_id, since_version, read_paths, created_at) "
+                "SELECT 'wf', 'c' || %s::text || '-' || i, 'take', %s, %s, 0, "
+                "'[[\"jobs\",' || i || ',\"status\"]]', now() FROM generate_series(0, %s) i",
+                [store_pk, store_pk, instance_id, count - 1],
+            )
+            for kind, path in [
+                (0, "'[\"jobs\",' || split_part(execution_id, '-', 2) || ',\"status\"]'"),
+                (1, "'[\"jobs\",' || split_part(execution_id, '-', 2) || ']'"),
+                (1, "'[\"jobs\"]'"),
+            ]:
+                conn.execute(
+                    "INSERT INTO yieldstar_waiterpath (waiter_id, store_pk, kind, path) "
+                    f"SELECT id, store_pk, {kind}, {path} FROM yieldstar_waiter "
+                    "WHERE store_pk = %s",
+                    [store_pk],
+                )
+    finally:
+        conn.close()
+
+
+def measure_cold_waiters(ops: int, rounds: int, *, functions: bool = True) -> list[Row]:
+    """Commit cost with 20,000 and 100,000 waiters registered in a burst on a fresh
+    database, no ``ANALYZE``, measured on a long-lived connection whose plans were cached
+    while the waiter tables were empty, against a commit on a store with no waiters in the
+    same rounds. ``functions`` picks the PL/pgSQL commit or the portable statements."""
+    from django.db import connection
+
+    from yieldstar_django.connector import DatabaseStoreClient
+
+    reset()  # empty tables, their statistics taken empty (TRUNCATE, VACUUM ANALYZE)
+    client = DatabaseStoreClient(use_functions=functions)
+
+    def jobs_state(id: str) -> Any:
+        return {"jobs": [{"status": "new"} for _ in range(10)], "other": 0}
+
+    def touch_job(state: Any) -> None:
+        state["jobs"][5]["status"] = "new" if state["jobs"][5]["status"] == "done" else "done"
+
+    def touch_other(state: Any) -> None:
+        state["other"] += 1
+
+    counts = (0, 20_000, 100_000)
+    stores = {count: _definition(f"bench-cold-{count}", jobs_state) for count in counts}
+    # Warm the connection up on the empty tables: the plans it caches see them empty.
+    for _ in range(10):
+        for count in counts:
+            client.update_store(stores[count], "q", updater=touch_other)
+            client.update_store(stores[count], "q", updater=touch_job)
+
+    def timed(count: int, touch: Callable[[Any], None]) -> float:
+        started = time.perf_counter()
+        for _ in range(ops):
+            client.update_store(stores[count], "q", updater=touch)
+        return (time.perf_counter() - started) / ops
+
+    # The baseline: a commit with no waiter in the database, on the same connection.
+    before = statistics.median(timed(0, touch_other) for _ in range(rounds)) * 1e3
+    for count in counts[1:]:
+        snapshot = client.get_store(stores[count], "q")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id FROM yieldstar_storeinstance WHERE name = %s", [stores[count].name]
+            )
+            (store_pk,) = cursor.fetchone()
+        burst_waiters(store_pk, snapshot.instance_id, count)
+    cases = [(0, touch_other), (20_000, touch_other), (100_000, touch_other)]
+    cases.append((100_000, touch_job))
+    seconds: dict[tuple[int, Any], list[float]] = {case: [] for case in cases}
+    for _ in range(rounds):
+        for case in cases:
+            seconds[case].append(timed(*case))
+    cost = {case: statistics.median(values) * 1e3 for case, values in seconds.items()}
+    path = "PL/pgSQL commit" if functions else "portable statements"
+    note = "burst, no ANALYZE, plans cached on empty tables"
+    rows = [
+        Row(
+            SUITE,
+            f"cold waiters ({path}), {label}",
+            cost[case],
+            "no waiter in the database",
+            before,
+            "ms",
+            "<= 1.2x",
+            note + extra,
+        )
+        for label, case, extra in [
+            ("another store, no waiters", (0, touch_other), "; 120,000 waiters elsewhere"),
+            ("20,000, wakes none", (20_000, touch_other), ""),
+            ("100,000, wakes none", (100_000, touch_other), ""),
+            (
+                "100,000, wakes 1",
+                (100_000, touch_job),
+                "; its wake intent, WAKE_BACKEND a no-op",
+            ),
+        ]
+    ]
+    rows.append(
+        Row(
+            SUITE,
+            f"cold waiters ({path}), 100,000, wakes 1",
+            cost[(100_000, touch_job)],
+            "wakes none of them",
+            cost[(100_000, touch_other)],
+            "ms",
+            "<= 1.2x",
+            note + "; the wake's own cost",
+        )
+    )
+    return rows
 
 
 def measure_sqlite(ops: int, rounds: int) -> list[Row]:
@@ -564,5 +698,8 @@ def run(quick: bool = False) -> list[Row]:
         rows = measure_updates(*((40, 7) if quick else (60, 25)))
         rows += measure_contention(*((2.0, 2) if quick else (4.0, 5)))
         rows += measure_waiters(*((20, 5) if quick else (30, 21)))
+        for functions in (True, False):
+            cold = (20, 5) if quick else (30, 15)
+            rows += measure_cold_waiters(*cold, functions=functions)
         rows += measure_sqlite(*((20, 5) if quick else (40, 15)))
     return rows

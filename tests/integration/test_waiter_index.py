@@ -130,3 +130,110 @@ def test_matching_uses_the_waiter_index_on_sqlite(wakes: WakeCollector) -> None:
     assert wakes == [Wake("e5", "wf")]
     client.update_store(d, "q", updater=lambda s: s.update(other=1))
     assert wakes == [Wake("e5", "wf")]
+
+
+def burst_from_another_connection(alias: str, store_pk: int, instance_id: str, count: int) -> None:
+    """``add_waiters`` from a connection of its own, without ``ANALYZE``."""
+    import psycopg
+
+    s = connections[alias].settings_dict
+    with (
+        psycopg.connect(
+            dbname=s["NAME"],
+            user=s["USER"] or None,
+            host=s["HOST"] or None,
+            port=s["PORT"] or None,
+            autocommit=True,
+        ) as conn,
+        conn.transaction(),
+    ):
+        conn.execute(
+            "INSERT INTO yieldstar_waiter (workflow_id, execution_id, step_key, store_pk, "
+            "instance_id, since_version, read_paths, created_at) "
+            "SELECT 'wf', 'e' || i, 'take', %s, %s, 0, "
+            "'[[\"jobs\",' || i || ',\"status\"]]', now() FROM generate_series(0, %s) i",
+            [store_pk, instance_id, count - 1],
+        )
+        for kind, path in [
+            (0, "'[\"jobs\",' || substr(execution_id, 2) || ',\"status\"]'"),
+            (1, "'[\"jobs\",' || substr(execution_id, 2) || ']'"),
+            (1, "'[\"jobs\"]'"),
+        ]:
+            conn.execute(
+                "INSERT INTO yieldstar_waiterpath (waiter_id, store_pk, kind, path) "
+                f"SELECT id, store_pk, {kind}, {path} FROM yieldstar_waiter "
+                "WHERE store_pk = %s",
+                [store_pk],
+            )
+
+
+def table_reads(alias: str) -> dict[str, tuple[int, int]]:
+    """(sequential scans, rows fetched by index) of the waiter tables in this transaction."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, seq_scan, idx_tup_fetch FROM pg_stat_xact_user_tables "
+            "WHERE relname IN ('yieldstar_waiter', 'yieldstar_waiterpath')"
+        )
+        return {name: (int(seq), int(fetched)) for name, seq, fetched in cursor.fetchall()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_a_burst_without_analyze_is_matched_by_index_on_a_warm_connection(
+    alias: str, wakes: WakeCollector
+) -> None:
+    """20,000 waiters registered in a burst by another connection after this connection
+    cached its plans on empty, freshly analyzed waiter tables (a fan-out on a fresh
+    database), no ``ANALYZE`` since: both commit paths still read the waiter tables by index
+    only, a handful of rows, and wake exactly the waiters whose paths intersect."""
+    count = 20_000
+    with connections[alias].cursor() as cursor:
+        for table in ("yieldstar_waiter", "yieldstar_waiterpath"):
+            cursor.execute(f"VACUUM ANALYZE {table}")  # statistics of empty tables
+    d = StoreDefinition(
+        f"burst{next(_names)}",
+        None,
+        lambda id: {"jobs": [{"status": "new"} for _ in range(10)], "other": 0},
+    )
+    clients = [DatabaseStoreClient(alias, use_functions=f) for f in (True, False)]
+    snapshot = clients[0].get_store(d, "q")
+    for _ in range(8):  # past PostgreSQL's five custom plans: the generic ones are cached
+        for client in clients:
+            client.update_store(d, "q", updater=lambda s: s.update(other=s["other"] + 1))
+            client.update_store(d, "q", updater=lambda s: s["jobs"][5].update(status="new"))
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM yieldstar_storeinstance WHERE name = %s AND store_id = %s",
+            [d.name, "q"],
+        )
+        store_pk = int(cursor.fetchone()[0])
+        burst_from_another_connection(alias, store_pk, snapshot.instance_id, count)
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'yieldstar_waiterpath'")
+        assert cursor.fetchone()[0] <= 0, "the statistics still say empty"
+    assert wakes == []
+
+    changes = [
+        (lambda s: s["jobs"][5].update(status="done"), [Wake("e5", "wf")]),
+        (lambda s: s.update(other=s["other"] + 1), []),
+        (lambda s: s["jobs"].__setitem__(7, {"status": "x"}), [Wake("e7", "wf")]),
+        (lambda s: s["jobs"][5].update(status="new"), [Wake("e5", "wf")]),
+    ]
+    for client in clients:
+        for change, woken in changes:
+            wakes.clear()
+            with transaction.atomic(using=alias):
+                before = table_reads(alias)
+                client.update_store(d, "q", updater=change)
+                after = table_reads(alias)
+            for table, (seq, fetched) in after.items():
+                used = (seq - before[table][0], fetched - before[table][1])
+                assert used[0] == 0, (client._use_functions, table, used)
+                assert used[1] < 10, (client._use_functions, table, used)
+            assert wakes == woken, client._use_functions
+
+    sql, params = matching_waiters_sql(store_pk, path_match([("jobs", 5, "status")]))
+    with connections[alias].cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "yieldstar_waiterpath_match" in plan, plan
+    assert "Seq Scan" not in plan, plan

@@ -12,7 +12,6 @@ from typing import Any, Final
 
 from ..core.constants import WaiterKind
 from ..core.waiter_index import PathMatch
-from ..wakes.outbox import in_clause
 
 STORE_TABLE: Final = "yieldstar_storeinstance"
 VERSION_TABLE: Final = "yieldstar_storeversion"
@@ -129,24 +128,25 @@ LIST_WAITERS: Final = (
 
 def matching_waiters_sql(store_pk: int, match: PathMatch) -> tuple[str, list[Any]]:
     """The portable query for the (execution_id, workflow_id) pairs a change wakes, in
-    registration order. Every lookup is an equality on the ``(store_pk, kind, path)``
-    index."""
+    registration order.
+
+    Every lookup of a path row is an equality on all three columns of the
+    ``(store_pk, kind, path)`` index, one key per ``UNION ALL`` branch (never ``IN (...)``,
+    which a planner with stale statistics may check as a filter over every row of a kind),
+    so any plan of it is an index probe whatever the statistics say."""
     if match.wake_all:
         return (
             f"SELECT execution_id, workflow_id FROM {WAITER_TABLE} WHERE store_pk = %s "
             "GROUP BY execution_id, workflow_id ORDER BY MIN(id)",
             [store_pk],
         )
-    always = f"kind = {WaiterKind.ALWAYS:d}"
-    parts = [f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND {always}"]
+    probe = f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND kind = "
+    parts = [f"{probe}{WaiterKind.ALWAYS:d}"]
     params: list[Any] = [store_pk]
     for kind, keys in ((WaiterKind.READ, match.read_keys), (WaiterKind.PREFIX, match.prefix_keys)):
-        if keys:
-            parts.append(
-                f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s "
-                f"AND kind = {kind:d} AND path IN ({in_clause(len(keys))})"
-            )
-            params += [store_pk, *keys]
+        for key in keys:
+            parts.append(f"{probe}{kind:d} AND path = %s")
+            params += [store_pk, key]
     sql = (
         f"SELECT execution_id, workflow_id FROM {WAITER_TABLE} WHERE id IN ("
         + " UNION ALL ".join(parts)
