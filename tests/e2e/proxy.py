@@ -65,6 +65,12 @@ class TcpProxy:
                 client.close()
                 continue
             with self._lock:
+                if self._stop.is_set():
+                    # stop() ran while this connection was being opened: it is not ours
+                    # to relay any more.
+                    client.close()
+                    server.close()
+                    return
                 self._sockets |= {client, server}
             threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
 
@@ -82,7 +88,9 @@ class TcpProxy:
                     if not data:
                         return
                     peers[source].sendall(data)
-        except OSError:
+        except (OSError, ValueError):
+            # OSError: a peer went away. ValueError: stop() closed a socket before or
+            # while it was registered (its file descriptor is already -1).
             return
         finally:
             selector.close()
