@@ -42,7 +42,7 @@ def test_stopping_while_connections_open_raises_in_no_thread() -> None:
             proxy.start()
             opened: list[socket.socket] = []
 
-            def connect(port: int = proxy.port) -> None:
+            def connect(port: int = proxy.port, opened: list[socket.socket] = opened) -> None:
                 try:
                     opened.append(socket.create_connection(("127.0.0.1", port), timeout=1))
                 except OSError:
