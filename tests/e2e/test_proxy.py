@@ -33,9 +33,13 @@ def _echo_server() -> tuple[socket.socket, threading.Event]:
 
 def test_stopping_while_connections_open_raises_in_no_thread() -> None:
     server, done = _echo_server()
-    failures: list[BaseException] = []
+    failures: list[BaseException | None] = []
     previous = threading.excepthook
-    threading.excepthook = lambda args: failures.append(args.exc_value)  # type: ignore[assignment]
+
+    def record(args: threading.ExceptHookArgs) -> None:
+        failures.append(args.exc_value)
+
+    threading.excepthook = record
     try:
         proxy = TcpProxy(server.getsockname()[:2])
         for round_ in range(150):
