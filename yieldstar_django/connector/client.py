@@ -22,7 +22,7 @@ from ..core.commits import CommitOutcome, RetryPolicy, StoreDeletion, StoredStat
 from ..core.constants import MAX_INSTANCE_ID_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.durable import DurableLimits
-from ..core.results import LedgerOperation, StoreStepId, StoreWaiter
+from ..core.results import StoreStepId, StoreWaiter
 from ..wakes.delivery import deliver_on_commit
 from ..wakes.outbox import PendingWake
 from . import functions, portable, statements as sql, waiters as waiter_rows
@@ -229,40 +229,16 @@ class DatabaseStoreClient(CasStoreClient):
         self.commit_attempts += 1
         check_store(deletion.definition.name, deletion.id)
         check_step(deletion.step_id)
-        outcome, pending = self._delete(
-            deletion.definition.name,
-            deletion.id,
-            deletion.expected,
-            deletion.step_id,
-            deletion.encoded_result,
-            deletion.operation,
-        )
+        if self._functions():
+            outcome, pending = functions.commit_deletion(self.connection, deletion)
+        else:
+            outcome, pending = portable.commit_deletion(self.connection, self.using, deletion)
         if outcome.status == "committed":
             self._finish(pending)
         return outcome
 
     def delete_store(self, definition: StoreDefinition, id: str) -> None:
-        check_store(definition.name, id)
-        outcome, pending = self._delete(definition.name, id, None, None, None)
-        if outcome.status == "committed":
-            self._finish(pending)
-
-    def _delete(
-        self,
-        name: str,
-        id: str,
-        expected: StoredState | None,
-        step_id: StoreStepId | None,
-        result: str | None,
-        operation: LedgerOperation = "delete",
-    ) -> Committed:
-        if self._functions():
-            return functions.commit_deletion(
-                self.connection, name, id, expected, step_id, result, operation
-            )
-        return portable.commit_deletion(
-            self.connection, self.using, name, id, expected, step_id, result, operation
-        )
+        self.commit_deletion(StoreDeletion(definition, id, None, None, None))
 
     # waiters
 

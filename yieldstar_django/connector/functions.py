@@ -16,13 +16,14 @@ from ..conf import yieldstar_settings
 from ..core.commits import (
     COMMITTED,
     MISSING,
+    StoreDeletion,
     StoredState,
     StoreMutation,
     already_applied,
     conflict,
     step_mismatch,
 )
-from ..core.results import LedgerOperation, StoreStepId, Wake
+from ..core.results import Wake
 from ..core.waiter_index import path_match
 from ..wakes.outbox import PendingWake
 from . import statements as sql
@@ -64,28 +65,21 @@ def commit_mutation(connection: BaseDatabaseWrapper, m: StoreMutation) -> Commit
     return _outcome(row)
 
 
-def commit_deletion(
-    connection: BaseDatabaseWrapper,
-    name: str,
-    id: str,
-    expected: StoredState | None,
-    step_id: StoreStepId | None,
-    result: str | None,
-    operation: LedgerOperation = "delete",
-) -> Committed:
+def commit_deletion(connection: BaseDatabaseWrapper, d: StoreDeletion) -> Committed:
     """Delete a store with ``yieldstar_commit_deletion_v2``."""
+    expected, step_id = d.expected, d.step_id
     row = fetchone(
         connection,
         sql.COMMIT_DELETION_CALL,
         [
-            name,
-            id,
+            d.definition.name,
+            d.id,
             expected.instance_id if expected else None,
             expected.version if expected else None,
             step_id.execution_id if step_id else None,
             step_id.step_key if step_id else None,
-            result,
-            operation,
+            d.encoded_result,
+            d.operation,
             float(yieldstar_settings.RELAY_DELAY),
         ],
     )

@@ -21,6 +21,7 @@ from ..core.commits import (
     COMMITTED,
     MISSING,
     CommitOutcome,
+    StoreDeletion,
     StoredState,
     StoreMutation,
     conflict,
@@ -247,17 +248,10 @@ def commit_mutation(connection: BaseDatabaseWrapper, using: str, m: StoreMutatio
         return recorded, []
 
 
-def commit_deletion(
-    connection: BaseDatabaseWrapper,
-    using: str,
-    name: str,
-    id: str,
-    expected: StoredState | None,
-    step_id: StoreStepId | None,
-    result: str | None,
-    operation: LedgerOperation = "delete",
-) -> Committed:
+def commit_deletion(connection: BaseDatabaseWrapper, using: str, d: StoreDeletion) -> Committed:
     """Delete a store (if at ``expected``, when given) with its waiters, waking them all."""
+    name, id, expected, step_id = d.definition.name, d.id, d.expected, d.step_id
+    result, operation = d.encoded_result, d.operation
     with transaction.atomic(using=using), connection.cursor() as cursor:
         if step_id is not None:
             recorded = ledger_result(cursor, name, id, step_id, operation)

@@ -10,11 +10,9 @@ returns its recorded result. See ``docs/internals/architecture.md#stores``.
 
 from __future__ import annotations
 
-import inspect
 import time
 import uuid
 from abc import abstractmethod
-from collections.abc import Callable
 from typing import Any
 
 from .commits import (
@@ -27,18 +25,11 @@ from .commits import (
     StoreWrite,
     VersionCondition,
 )
+from .compute import call_sync, finalize, prepare_update, require_sync, validate_state
 from .definition import StoreDefinition
 from .drafts import WriteLog, build_draft, detach
-from .durable import (
-    DEFAULT_LIMITS,
-    DurableLimits,
-    check_durable,
-    decode_durable,
-    encode_durable,
-    encode_placed,
-)
-from .errors import StoreContentionError, StoreValidationError
-from .paths import diff_paths
+from .durable import DEFAULT_LIMITS, DurableLimits, decode_durable, encode_durable
+from .errors import StoreContentionError
 from .results import (
     DELETE_RECORD,
     StoreDeleted,
@@ -48,8 +39,6 @@ from .results import (
     StoreTakeMatched,
     StoreTakeResult,
     StoreTakeUnmatched,
-    StoreUpdateConflict,
-    StoreUpdateFromResult,
     StoreUpdateResult,
     delete_from_record,
     take_from_record,
@@ -59,24 +48,8 @@ from .results import (
 )
 from .selectors import track_selector, unwrap_selected
 from .store import Claim, Selector, StoreClient, Updater, is_selector_match
-from .types import StorePath
 
 __all__ = ["CasStoreClient"]
-
-
-def _require_sync(fn: Any, role: str) -> None:
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-        raise TypeError(f"Store {role}s must be synchronous; {fn!r} is async")
-
-
-def _call_sync(fn: Callable[..., Any], role: str, *args: Any) -> Any:
-    result = fn(*args)
-    if inspect.isawaitable(result):
-        close = getattr(result, "close", None)
-        if close is not None:
-            close()
-        raise TypeError(f"Store {role}s must be synchronous; {fn!r} returned an awaitable")
-    return result
 
 
 class CasStoreClient(StoreClient):
@@ -144,38 +117,9 @@ class CasStoreClient(StoreClient):
 
     # shared machinery
 
-    def validate_state(
-        self, definition: StoreDefinition, value: Any, step_key: str
-    ) -> tuple[Any, str]:
-        """Run the schema, then check durability. Returns (state, canonical encoding)."""
-        state = self._run_schema(definition, value, step_key)
-        encoded = encode_durable(
-            detach(state),
-            limits=self.durable_limits(),
-            step_key=step_key,
-            label=_state_label(definition),
-        )
-        return state, encoded
-
-    def _run_schema(self, definition: StoreDefinition, value: Any, step_key: str) -> Any:
-        """The schema's output for ``value``; a value too deep for the schema to walk is
-        reported as the durability check would report it."""
-        try:
-            return definition.validator(value)
-        except RecursionError:
-            check_durable(
-                value,
-                limits=self.durable_limits(),
-                step_key=step_key,
-                label=_state_label(definition),
-            )
-            raise StoreValidationError(
-                definition.name, [{"message": "the state nests too deeply", "path": ()}]
-            ) from None
-
     def _initial(self, definition: StoreDefinition, id: str, step_key: str) -> StoredState:
-        value = _call_sync(definition.initial, "initial", id)
-        _, encoded = self.validate_state(definition, value, step_key)
+        value = call_sync(definition.initial, "initial", id)
+        _, encoded = validate_state(definition, value, self.durable_limits(), step_key)
         return StoredState(self.create_instance_id(), 0, encoded)
 
     def _read_or_initialize(
@@ -224,135 +168,28 @@ class CasStoreClient(StoreClient):
             return True
         return False
 
-    def _prepare_update(
-        self, definition: StoreDefinition, stored: StoredState, updater: Updater, step_key: str
-    ) -> tuple[str, list[StorePath]]:
-        log = WriteLog()
-        draft = build_draft(decode_durable(stored.encoded), log)
-        returned = _call_sync(updater, "updater", draft)
-        replaced = returned is not None and returned is not draft
-        return self._finalize(
-            definition, stored, returned if replaced else draft, draft, log, step_key
-        )
-
-    def _finalize(
-        self,
-        definition: StoreDefinition,
-        stored: StoredState,
-        candidate: Any,
-        draft: Any,
-        log: WriteLog,
-        step_key: str,
-    ) -> tuple[str, list[StorePath]]:
-        state = self._run_schema(definition, candidate, step_key)
-        if state is draft and candidate is draft and isinstance(draft, (dict, list)):
-            # The draft was decoded from storage: only the values placed in it need checking.
-            encoded = encode_placed(
-                detach(draft),
-                log.placements,
-                limits=self.durable_limits(),
-                step_key=step_key,
-                label=_state_label(definition),
-            )
-            return encoded, log.paths()
-        encoded = encode_durable(
-            detach(state),
-            limits=self.durable_limits(),
-            step_key=step_key,
-            label=_state_label(definition),
-        )
-        return encoded, diff_paths(decode_durable(stored.encoded), state)
-
     # operations
 
     def get_store(self, definition: StoreDefinition, id: str) -> StoreSnapshot:
         stored = self._get_or_insert(definition, id, "")
         return StoreSnapshot(decode_durable(stored.encoded), stored.instance_id, stored.version)
 
-    def update_store(
+    def _conditional_update(
         self,
         definition: StoreDefinition,
         id: str,
-        *,
-        updater: Updater,
-        step_id: StoreStepId | None = None,
-    ) -> StoreUpdateResult:
-        result, _ = self._update_loop(definition, id, updater, step_id, None)
-        assert isinstance(result, StoreUpdateResult), "no condition, no conflict"
-        return result
-
-    def update_store_from(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        *,
-        snapshot: StoreSnapshot,
-        updater: Updater,
-        step_id: StoreStepId | None = None,
-    ) -> StoreUpdateFromResult:
-        condition = VersionCondition.exactly(snapshot.instance_id, snapshot.version)
-        return self._update_loop(definition, id, updater, step_id, condition)[0]
-
-    def update_store_if(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        *,
         updater: Updater,
         condition: VersionCondition | None,
-        step_id: StoreStepId | None = None,
-    ) -> StoreWrite:
-        """``update_store`` (no ``condition``) or a compare-and-swap that commits only over
-        a version ``condition`` accepts (the HTTP API's ``If-Match``).
-
-        Either way the updater runs on the state read inside the retry loop, so a lost race
-        recomputes from the newer state, with the client's backoff and retry cap. With a
-        condition a missing store is created first (as ``update_store_from`` does) and a
-        version the condition refuses is a ``StoreUpdateConflict``; nothing changes.
-        """
-        result, instance_id = self._update_loop(definition, id, updater, step_id, condition)
-        return StoreWrite(result, instance_id)
-
-    def delete_store_from(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        *,
-        snapshot: StoreSnapshot,
-        step_id: StoreStepId | None = None,
-    ) -> StoreDeleteFromResult:
-        condition = VersionCondition.exactly(snapshot.instance_id, snapshot.version)
-        return self._delete_loop(definition, id, condition, step_id)
-
-    def delete_store_if(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        *,
-        condition: VersionCondition,
-        step_id: StoreStepId | None = None,
-    ) -> StoreDeleteFromResult:
-        """Delete the store at a version ``condition`` accepts, retrying a lost race with
-        backoff while the newer version is still accepted. A missing store is created
-        first (as ``delete_store_from`` does); a refused version is a conflict."""
-        return self._delete_loop(definition, id, condition, step_id)
-
-    def _update_loop(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        updater: Updater,
         step_id: StoreStepId | None,
-        condition: VersionCondition | None,
-    ) -> tuple[StoreUpdateResult | StoreUpdateConflict, str | None]:
-        """The one update loop: (result, instance it committed to or ``None`` if replayed)."""
+    ) -> StoreWrite:
+        """The one update loop."""
         applied, row = self._begin(definition, id, step_id)
         if applied is not None:
             assert step_id is not None
-            return update_from_record(applied, step_id), None
+            return StoreWrite(update_from_record(applied, step_id), None)
         if condition is not None:
             condition.check()
-        _require_sync(updater, "updater")
+        require_sync(updater, "updater")
         step_key = step_id.step_key if step_id else ""
         kind = "update" if condition is None else "update_from"
         if condition is None:
@@ -362,7 +199,7 @@ class CasStoreClient(StoreClient):
         attempts = 0
         while True:
             if condition is not None and not condition.accepts(stored):
-                return condition.update_conflict(stored), None
+                return StoreWrite(condition.update_conflict(stored), None)
             attempts += 1
             outcome, encoded = self._commit_update(
                 definition, id, stored, created, updater, step_id, kind
@@ -371,11 +208,11 @@ class CasStoreClient(StoreClient):
                 result = StoreUpdateResult(
                     decode_durable(encoded), stored.version, stored.version + 1
                 )
-                return result, stored.instance_id
+                return StoreWrite(result, stored.instance_id)
             recorded = self._settled(outcome, definition, id, step_id)
             if recorded is not None:
                 assert step_id is not None
-                return update_from_record(recorded, step_id), None
+                return StoreWrite(update_from_record(recorded, step_id), None)
             stored, created = self._reread(definition, id, step_key, outcome, condition)
             if condition is not None and not condition.accepts(stored):
                 continue
@@ -398,13 +235,14 @@ class CasStoreClient(StoreClient):
             return self._read_or_initialize(definition, id, step_key)
         return self._get_or_insert(definition, id, step_key), False
 
-    def _delete_loop(
+    def _conditional_delete(
         self,
         definition: StoreDefinition,
         id: str,
         condition: VersionCondition,
         step_id: StoreStepId | None,
     ) -> StoreDeleteFromResult:
+        """The one delete loop."""
         applied, row = self._begin(definition, id, step_id)
         if applied is not None:
             assert step_id is not None
@@ -442,9 +280,9 @@ class CasStoreClient(StoreClient):
         if applied is not None:
             assert step_id is not None
             return take_from_record(applied, step_id)
-        _require_sync(selector, "selector")
+        require_sync(selector, "selector")
         if claim is not None:
-            _require_sync(claim, "claim")
+            require_sync(claim, "claim")
         step_key = step_id.step_key if step_id else ""
         limits = self.durable_limits()
         stored, created = self._row_or_initial(definition, id, step_key, row)
@@ -453,7 +291,7 @@ class CasStoreClient(StoreClient):
             log = WriteLog()
             draft = build_draft(decode_durable(stored.encoded), log)
             found, read_paths = track_selector(
-                draft, lambda view: _call_sync(selector, "selector", view)
+                draft, lambda view: call_sync(selector, "selector", view)
             )
             if not is_selector_match(found):
                 if created:
@@ -465,8 +303,10 @@ class CasStoreClient(StoreClient):
             attempts += 1
             selected = unwrap_selected(found, max_depth=limits.max_depth)
             if claim is not None:
-                _call_sync(claim, "claim", draft, selected)
-            encoded, paths = self._finalize(definition, stored, draft, draft, log, step_key)
+                call_sync(claim, "claim", draft, selected)
+            encoded, paths = finalize(
+                definition, stored.encoded, draft, draft, log, limits, step_key
+            )
             # Checked before the commit, so a selection that cannot be recorded changes nothing.
             selected_encoded = encode_durable(
                 detach(selected),
@@ -508,7 +348,8 @@ class CasStoreClient(StoreClient):
     ) -> tuple[CommitOutcome, str]:
         """Compute ``updater`` from ``stored`` and try to commit it once."""
         step_key = step_id.step_key if step_id else ""
-        encoded, paths = self._prepare_update(definition, stored, updater, step_key)
+        limits = self.durable_limits()
+        encoded, paths = prepare_update(definition, stored.encoded, updater, limits, step_key)
         record = None
         if step_id:
             record = update_record(kind, encoded, stored.version, stored.version + 1)
@@ -542,7 +383,3 @@ def _decode_record(text: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise ValueError(f"a ledger text is a JSON object, not {text[:40]!r}")
     return record
-
-
-def _state_label(definition: StoreDefinition) -> str:
-    return f'Store state for "{definition.name}"'

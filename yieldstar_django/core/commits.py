@@ -72,11 +72,12 @@ class StoreMutation:
 
 @dataclass(frozen=True)
 class StoreDeletion:
-    """A deletion to commit atomically if the store is still at ``expected``."""
+    """A deletion to commit atomically if the store is still at ``expected`` (at any
+    version when ``expected`` is ``None``: ``delete_store``)."""
 
     definition: StoreDefinition
     id: str
-    expected: StoredState
+    expected: StoredState | None
     step_id: StoreStepId | None
     encoded_result: str | None
 

@@ -135,7 +135,10 @@ class MemoryStoreClient(CasStoreClient):
             if current is None:
                 return MISSING
             expected = deletion.expected
-            if (current.instance_id, current.version) != (expected.instance_id, expected.version):
+            if expected is not None and (current.instance_id, current.version) != (
+                expected.instance_id,
+                expected.version,
+            ):
                 return conflict(current)
             del self._stores[key]
             if deletion.step_id is not None:
@@ -182,12 +185,7 @@ class MemoryStoreClient(CasStoreClient):
             return sorted(id for name, id in self._stores if name == definition.name)
 
     def delete_store(self, definition: StoreDefinition, id: str) -> None:
-        key = (definition.name, id)
-        with self._lock:
-            if self._stores.pop(key, None) is None:
-                return
-            wakes = self._drop_waiters(key)
-        self._deliver(wakes)
+        self.commit_deletion(StoreDeletion(definition, id, None, None, None))
 
     # internals
 

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
+from .commits import StoreWrite, VersionCondition
 from .definition import StoreDefinition
 from .results import (
     StoreDeleteFromResult,
@@ -93,7 +94,6 @@ class StoreClient(ABC):
     def get_store(self, definition: StoreDefinition, id: str) -> StoreSnapshot:
         """The store's current snapshot (creating it if missing)."""
 
-    @abstractmethod
     def update_store(
         self,
         definition: StoreDefinition,
@@ -107,8 +107,12 @@ class StoreClient(ABC):
         ``updater(draft)`` mutates the draft in place or returns a replacement (``None``
         means the draft). Raises ``StoreContentionError`` after ``CAS_MAX_ATTEMPTS``.
         """
+        write = self.update_store_if(
+            definition, id, updater=updater, condition=None, step_id=step_id
+        )
+        assert isinstance(write.result, StoreUpdateResult), "no condition, no conflict"
+        return write.result
 
-    @abstractmethod
     def update_store_from(
         self,
         definition: StoreDefinition,
@@ -123,6 +127,29 @@ class StoreClient(ABC):
         A mismatch returns a ``StoreUpdateConflict`` and changes nothing. The updater runs on
         a fresh copy of the stored state, never on ``snapshot.state``.
         """
+        condition = VersionCondition.exactly(snapshot.instance_id, snapshot.version)
+        return self.update_store_if(
+            definition, id, updater=updater, condition=condition, step_id=step_id
+        ).result
+
+    def update_store_if(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        updater: Updater,
+        condition: VersionCondition | None,
+        step_id: StoreStepId | None = None,
+    ) -> StoreWrite:
+        """``update_store`` (no ``condition``) or a compare-and-swap that commits only over
+        a version ``condition`` accepts (the HTTP API's ``If-Match``).
+
+        Either way the updater runs on the state read inside the retry loop, so a lost race
+        recomputes from the newer state, with the client's backoff and retry cap. With a
+        condition a missing store is created first (as ``update_store_from`` does) and a
+        version the condition refuses is a ``StoreUpdateConflict``; nothing changes.
+        """
+        return self._conditional_update(definition, id, updater, condition, step_id)
 
     @abstractmethod
     def take_from_store(
@@ -158,7 +185,6 @@ class StoreClient(ABC):
         """Remove the store and its waiters (waking them). Ledger entries stay authoritative
         across re-creation. A no-op for a missing store; never creates one."""
 
-    @abstractmethod
     def delete_store_from(
         self,
         definition: StoreDefinition,
@@ -169,3 +195,39 @@ class StoreClient(ABC):
     ) -> StoreDeleteFromResult:
         """Delete only if the store is still at ``snapshot``. A missing store is created
         first, so the result is a conflict with the new instance."""
+        condition = VersionCondition.exactly(snapshot.instance_id, snapshot.version)
+        return self.delete_store_if(definition, id, condition=condition, step_id=step_id)
+
+    def delete_store_if(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        *,
+        condition: VersionCondition,
+        step_id: StoreStepId | None = None,
+    ) -> StoreDeleteFromResult:
+        """Delete the store at a version ``condition`` accepts, retrying a lost race with
+        backoff while the newer version is still accepted. A missing store is created
+        first (as ``delete_store_from`` does); a refused version is a conflict."""
+        return self._conditional_delete(definition, id, condition, step_id)
+
+    @abstractmethod
+    def _conditional_update(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        updater: Updater,
+        condition: VersionCondition | None,
+        step_id: StoreStepId | None,
+    ) -> StoreWrite:
+        """What ``update_store_if`` does; every other update is made of it."""
+
+    @abstractmethod
+    def _conditional_delete(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        condition: VersionCondition,
+        step_id: StoreStepId | None,
+    ) -> StoreDeleteFromResult:
+        """What ``delete_store_if`` does; ``delete_store_from`` is made of it."""

@@ -1,0 +1,106 @@
+"""Running application code on store states: ``initial``, updaters, selectors' claims and
+schemas, and the durable encoding of what they produce.
+
+Every function here is pure computation over decoded values; none touches storage. The
+CAS loop (:mod:`.cas`) calls them outside any storage transaction.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from .definition import StoreDefinition
+from .drafts import WriteLog, build_draft, detach
+from .durable import DurableLimits, check_durable, decode_durable, encode_durable, encode_placed
+from .errors import StoreValidationError
+from .paths import diff_paths
+from .types import StorePath
+
+__all__ = ["call_sync", "finalize", "prepare_update", "require_sync", "validate_state"]
+
+
+def require_sync(fn: Any, role: str) -> None:
+    """Raise ``TypeError`` for an async callable given as a store ``role``."""
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(f"Store {role}s must be synchronous; {fn!r} is async")
+
+
+def call_sync(fn: Callable[..., Any], role: str, *args: Any) -> Any:
+    """``fn(*args)``; an awaitable result is closed and refused with ``TypeError``."""
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        close = getattr(result, "close", None)
+        if close is not None:
+            close()
+        raise TypeError(f"Store {role}s must be synchronous; {fn!r} returned an awaitable")
+    return result
+
+
+def state_label(definition: StoreDefinition) -> str:
+    return f'Store state for "{definition.name}"'
+
+
+def run_schema(
+    definition: StoreDefinition, value: Any, limits: DurableLimits, step_key: str
+) -> Any:
+    """The schema's output for ``value``; a value too deep for the schema to walk is
+    reported as the durability check would report it."""
+    try:
+        return definition.validator(value)
+    except RecursionError:
+        check_durable(value, limits=limits, step_key=step_key, label=state_label(definition))
+        raise StoreValidationError(
+            definition.name, [{"message": "the state nests too deeply", "path": ()}]
+        ) from None
+
+
+def validate_state(
+    definition: StoreDefinition, value: Any, limits: DurableLimits, step_key: str
+) -> tuple[Any, str]:
+    """Run the schema, then check durability. Returns (state, canonical encoding)."""
+    state = run_schema(definition, value, limits, step_key)
+    encoded = encode_durable(
+        detach(state), limits=limits, step_key=step_key, label=state_label(definition)
+    )
+    return state, encoded
+
+
+def prepare_update(
+    definition: StoreDefinition,
+    encoded: str,
+    updater: Callable[[Any], Any],
+    limits: DurableLimits,
+    step_key: str,
+) -> tuple[str, list[StorePath]]:
+    """Run ``updater`` on a draft of the state ``encoded``: (new encoding, changed paths)."""
+    log = WriteLog()
+    draft = build_draft(decode_durable(encoded), log)
+    returned = call_sync(updater, "updater", draft)
+    replaced = returned is not None and returned is not draft
+    candidate = returned if replaced else draft
+    return finalize(definition, encoded, candidate, draft, log, limits, step_key)
+
+
+def finalize(
+    definition: StoreDefinition,
+    encoded: str,
+    candidate: Any,
+    draft: Any,
+    log: WriteLog,
+    limits: DurableLimits,
+    step_key: str,
+) -> tuple[str, list[StorePath]]:
+    """Validate ``candidate`` (the draft of the state ``encoded``, or a replacement) and
+    encode it: (new encoding, paths changed from ``encoded``)."""
+    state = run_schema(definition, candidate, limits, step_key)
+    label = state_label(definition)
+    if state is draft and candidate is draft and isinstance(draft, (dict, list)):
+        # The draft was decoded from storage: only the values placed in it need checking.
+        placed = encode_placed(
+            detach(draft), log.placements, limits=limits, step_key=step_key, label=label
+        )
+        return placed, log.paths()
+    new = encode_durable(detach(state), limits=limits, step_key=step_key, label=label)
+    return new, diff_paths(decode_durable(encoded), state)
