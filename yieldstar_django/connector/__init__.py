@@ -35,7 +35,7 @@ changes several stores should change them in a consistent order (say, sorted by 
 id); PostgreSQL detects a deadlock between two that do not and aborts one.
 
 On PostgreSQL a mutation or deletion is one call of a PL/pgSQL function
-(``yieldstar_django/sql/``, created by migration ``0002_postgres_functions``), one round
+(``yieldstar_django/sql/``, created by migration ``0002_postgres``), one round
 trip; elsewhere the same steps run as separate statements. Both must run at READ
 COMMITTED, PostgreSQL's default isolation level.
 

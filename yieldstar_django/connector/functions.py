@@ -1,7 +1,7 @@
 """The commit as one call of a PL/pgSQL function (PostgreSQL): one round trip.
 
 The functions are ``yieldstar_django/sql/yieldstar_commit_mutation_v2.sql`` and
-``yieldstar_commit_deletion_v2.sql``, created by migration ``0007``; their steps are those
+``yieldstar_commit_deletion_v2.sql``, created by migration ``0002_postgres``; their steps are those
 of :mod:`.portable`.
 """
 

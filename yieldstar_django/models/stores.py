@@ -58,7 +58,7 @@ class StoreInstance(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["name", "store_id"], name="yieldstar_store_key"),
         ]
-        # On PostgreSQL, migration 0003 adds two indexes the model cannot declare portably:
+        # On PostgreSQL, migration 0002_postgres adds two indexes the model cannot declare portably:
         # (name, store_id COLLATE "C") for ids in code-point order (the API's pages,
         # ``list_stores``) and store_id varchar_pattern_ops for the admin's prefix search.
 

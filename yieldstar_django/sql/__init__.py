@@ -1,10 +1,12 @@
 """SQL as data: the PostgreSQL functions and schema changes the migrations apply, one
 ``.sql`` file each, read by their migration.
 
-Function names carry a version (``_v1``): a change of a function's contract is a new file
-and a new migration, so a rolling deploy never calls a body it does not expect, and a file
-a migration has applied never changes. Statement files hold statements separated by
-``;`` at the end of a line; a function file is one statement.
+Each function is written once, in the file named after it. Function names carry a version
+(``_v2``): a change of a function's contract is a new name, created by a new migration
+beside the old one (which a later migration drops), so a rolling deploy never calls a body
+it does not expect; a change that keeps the contract is a migration that loads the file
+again (``CREATE OR REPLACE``). Statement files hold statements separated by ``;`` at the
+end of a line; a function file is one statement.
 """
 
 from __future__ import annotations

@@ -16,10 +16,13 @@ CREATE OR REPLACE FUNCTION yieldstar_commit_deletion_v2(
     OUT intent_ids bigint[],
     OUT wake_execution_ids text[],
     OUT wake_workflow_ids text[]
-) LANGUAGE plpgsql VOLATILE AS $$
+) LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off
+AS $$
 -- Delete the store if it is still at (p_instance_id, p_version) (unconditionally when
 -- p_instance_id is NULL), record the step result, remove its waiters and wake them.
 -- Versions of the deleted instance stay as history; ledger rows stay authoritative.
+-- enable_seqscan is off for the whole body, as in yieldstar_commit_mutation_v2.
 DECLARE
     v_operation text;
     v_pk bigint;

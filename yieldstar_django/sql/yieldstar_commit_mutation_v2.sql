@@ -25,17 +25,21 @@ CREATE OR REPLACE FUNCTION yieldstar_commit_mutation_v2(
     OUT intent_ids bigint[],
     OUT wake_execution_ids text[],
     OUT wake_workflow_ids text[]
-) LANGUAGE plpgsql VOLATILE AS $$
+) LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off
+AS $$
 -- Compare (instance_id, version), write version + 1, record the step result (as a
 -- p_operation: a step id recorded by another operation is a step-mismatch), the version
 -- row and the wake intents of the waiters the changed paths intersect. Lock order: the
 -- store row, then the ledger, the versions, the waiters (read only) and the outbox.
+-- The waiter lookup is yieldstar_matching_waiters_v1, and enable_seqscan is off for the
+-- whole body: every lookup here is an equality on a unique or btree index, and no plan
+-- cached while a table was small scans it in full later.
 DECLARE
     v_operation text;
     v_pk bigint;
     v_now timestamptz := now();
     v_version bigint := p_version + 1;
-    v_waiters bigint[];
 BEGIN
     -- A recorded step result wins over every other check.
     IF p_step_key IS NOT NULL THEN
@@ -136,44 +140,23 @@ BEGIN
          WHERE instance_id = p_instance_id AND version = v_version - p_history_limit;
     END IF;
 
-    -- Waiters whose read paths intersect the changed paths: equality lookups on the
-    -- (store_pk, kind, path) index only (see WaiterPath).
-    IF p_wake_all THEN
-        SELECT array_agg(w.id) INTO v_waiters
-          FROM yieldstar_waiter w WHERE w.store_pk = v_pk;
-    ELSE
-        SELECT array_agg(DISTINCT m.waiter_id) INTO v_waiters FROM (
-            SELECT p.waiter_id FROM yieldstar_waiterpath p
-             WHERE p.store_pk = v_pk AND p.kind = 0 AND p.path = ANY (p_read_keys)
-            UNION ALL
-            SELECT p.waiter_id FROM yieldstar_waiterpath p
-             WHERE p.store_pk = v_pk AND p.kind = 1 AND p.path = ANY (p_prefix_keys)
-            UNION ALL
-            SELECT p.waiter_id FROM yieldstar_waiterpath p
-             WHERE p.store_pk = v_pk AND p.kind = 2
-        ) m;
-    END IF;
-
-    IF v_waiters IS NOT NULL THEN
-        WITH woken AS (
-            INSERT INTO yieldstar_wakeintent
-                (execution_id, workflow_id, reason, available_at, delivered_at,
-                 attempts, last_error, created_at)
-            SELECT g.execution_id, g.workflow_id, 'store',
-                   v_now + p_relay_delay * interval '1 second', NULL, 0, '', v_now
-              FROM (SELECT w.execution_id, w.workflow_id, min(w.id) AS first_id
-                      FROM yieldstar_waiter w
-                     WHERE w.id = ANY (v_waiters)
-                     GROUP BY w.execution_id, w.workflow_id) g
-             ORDER BY g.first_id
-            RETURNING id, execution_id, workflow_id
-        )
-        SELECT array_agg(woken.id ORDER BY woken.id),
-               array_agg(woken.execution_id ORDER BY woken.id),
-               array_agg(woken.workflow_id ORDER BY woken.id)
-          INTO intent_ids, wake_execution_ids, wake_workflow_ids
-          FROM woken;
-    END IF;
+    -- The executions whose waiters the changed paths wake, by index probes only (see
+    -- yieldstar_matching_waiters_v1): one intent each, in registration order.
+    WITH woken AS (
+        INSERT INTO yieldstar_wakeintent
+            (execution_id, workflow_id, reason, available_at, delivered_at,
+             attempts, last_error, created_at)
+        SELECT g.execution_id, g.workflow_id, 'store',
+               v_now + p_relay_delay * interval '1 second', NULL, 0, '', v_now
+          FROM yieldstar_matching_waiters_v1(v_pk, p_wake_all, p_read_keys, p_prefix_keys) g
+         ORDER BY g.first_id
+        RETURNING id, execution_id, workflow_id
+    )
+    SELECT array_agg(woken.id ORDER BY woken.id),
+           array_agg(woken.execution_id ORDER BY woken.id),
+           array_agg(woken.workflow_id ORDER BY woken.id)
+      INTO intent_ids, wake_execution_ids, wake_workflow_ids
+      FROM woken;
     status := 'committed';
 END
 $$;

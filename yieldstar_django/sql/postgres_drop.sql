@@ -1,6 +1,11 @@
+ALTER TABLE yieldstar_waiterpath RESET (autovacuum_analyze_scale_factor, autovacuum_analyze_threshold);
+ALTER TABLE yieldstar_waiter RESET (autovacuum_analyze_scale_factor, autovacuum_analyze_threshold);
+DROP INDEX IF EXISTS yieldstar_store_id_prefix;
+DROP INDEX IF EXISTS yieldstar_store_ids_c;
 DROP FUNCTION IF EXISTS yieldstar_commit_mutation_v2(
     text, text, text, bigint, boolean, text, text, text, boolean, text[], text[],
     text, text, text, text, boolean, bigint, double precision);
 DROP FUNCTION IF EXISTS yieldstar_commit_deletion_v2(
     text, text, text, bigint, text, text, text, text, double precision);
+DROP FUNCTION IF EXISTS yieldstar_matching_waiters_v1(bigint, boolean, text[], text[]);
 DROP FUNCTION IF EXISTS yieldstar_recorded_status_v1(text, text);
