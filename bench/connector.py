@@ -9,7 +9,8 @@ rounds of the two interleaved so that a noisy machine slows both alike:
   transaction of its ``UPDATE``;
 - ``take_from_store`` (pop the head of a 500-item queue) against the same pop done raw;
 - 8 processes incrementing one store against one process alone (attempts per commit
-  from ``DatabaseStoreClient.commit_attempts``);
+  from ``DatabaseStoreClient.commit_attempts``), with 2 and 4 processes measured in the
+  same rounds for the plot of commits/s against processes;
 - the cost of a mutation with 1,000 and 100,000 waiters on the store (one of which it
   wakes, or none) against the same mutation with none, and waking one against waking none;
 - the same with 20,000 and 100,000 waiters registered in a burst from another connection
@@ -34,7 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .table import Row
+from .table import Row, Series
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/yieldstar_bench"
 SUITE = "connector"
@@ -363,33 +364,49 @@ def _run_processes(name: str, processes: int, seconds: float) -> tuple[float, fl
     return commits / seconds, attempts / commits, max(o[2] for o in outcomes), over_cap / commits
 
 
+#: Process counts of the contention sweep (``python -m bench --plot`` draws them).
+PROCESS_COUNTS = (1, 2, 4, 8)
+
+
 def measure_contention(seconds: float, rounds: int) -> list[Row]:
-    """Rounds alternate one process alone and eight together, each on a store of its own."""
+    """Each round runs 1, 2, 4 and 8 processes, each count on a store of its own; the row
+    is 8 processes against 1 alone, with the whole sweep attached as a series."""
     reset()
-    alone: list[float] = []
-    contended: list[float] = []
-    attempts: list[float] = []
+    rates: dict[int, list[float]] = {count: [] for count in PROCESS_COUNTS}
+    attempts: dict[int, list[float]] = {count: [] for count in PROCESS_COUNTS}
     worst = 0
     over_cap: list[float] = []
     for r in range(rounds):
-        rate, _, _, _ = _run_processes(f"bench-alone-{r}", 1, seconds)
-        alone.append(rate)
-        rate, per_commit, most, over = _run_processes(f"bench-contended-{r}", 8, seconds)
-        contended.append(rate)
-        attempts.append(per_commit)
-        worst = max(worst, most)
-        over_cap.append(over)
+        for count in PROCESS_COUNTS:
+            rate, per_commit, most, over = _run_processes(
+                f"bench-contended-{count}-{r}", count, seconds
+            )
+            rates[count].append(rate)
+            attempts[count].append(per_commit)
+            if count == PROCESS_COUNTS[-1]:
+                worst = max(worst, most)
+                over_cap.append(over)
+    top = PROCESS_COUNTS[-1]
+    median = {count: statistics.median(values) for count, values in rates.items()}
     return [
         Row(
             SUITE,
-            "8 processes on one store",
-            statistics.median(contended),
+            f"{top} processes on one store",
+            median[top],
             "1 process alone",
-            statistics.median(alone),
+            median[1],
             "commits/s",
             ">= 0.5x",
-            f"{statistics.median(attempts):.2f} commit attempts per commit; at most {worst}, "
+            f"{statistics.median(attempts[top]):.2f} commit attempts per commit; at most {worst}, "
             f"over {DEFAULT_CAS_MAX_ATTEMPTS} for {max(over_cap):.2%} of increments",
+            series=[
+                Series(
+                    "contention",
+                    "update_store increments of one store (PostgreSQL)",
+                    [float(count) for count in PROCESS_COUNTS],
+                    [median[count] for count in PROCESS_COUNTS],
+                )
+            ],
         )
     ]
 
@@ -461,6 +478,19 @@ def measure_waiters(ops: int, rounds: int) -> list[Row]:
             seconds[(count, touch)].append((time.perf_counter() - started) / ops)
     cost = {case: statistics.median(values) * 1e3 for case, values in seconds.items()}
     none = cost[(0, touch_job)]
+    counts = list(stores)
+    series = [
+        Series(
+            "commit-cost",
+            f"analyzed statistics, {label}",
+            [float(count) for count in counts],
+            [cost[(count, touch)] for count in counts],
+        )
+        for label, touch in [
+            ("change no waiter read (wakes none)", touch_other),
+            ("change one waiter read (wakes 1)", touch_job),
+        ]
+    ]
     return [
         Row(
             SUITE,
@@ -471,6 +501,7 @@ def measure_waiters(ops: int, rounds: int) -> list[Row]:
             "ms",
             "<= 1.5x",
             "a change no waiter read",
+            series=series,
         ),
         Row(
             SUITE,
@@ -610,6 +641,14 @@ def measure_cold_waiters(ops: int, rounds: int, *, functions: bool = True) -> li
             ),
         ]
     ]
+    rows[0].series.append(
+        Series(
+            "commit-cost",
+            f"burst, no ANALYZE, {path} (wakes none)",
+            [float(count) for count in counts],
+            [cost[(count, touch_other)] for count in counts],
+        )
+    )
     rows.append(
         Row(
             SUITE,

@@ -17,6 +17,10 @@ and the same PostgreSQL:
 - **notify-to-resume latency**: the wake latency above, against DBOS ``send`` -> ``recv``
   returning in the waiting workflow (DBOS runs in-process and listens with LISTEN/NOTIFY;
   ours crosses the broker to a worker process).
+- **resumes per item against takers**: 1 to 20 executions (1 to 8 with ``--quick``) wait
+  on a take from one queue; items are pushed one at a time, each after the previous one
+  was taken; the figure is the takers' runs per item (less their first), with the store
+  wakes per item, against a single taker.
 
 Environment: ``BENCH_DATABASE_URL`` (default ``postgres://postgres@127.0.0.1:5432/
 yieldstar_bench_runtime``, dropped and created afresh when this suite runs first; DBOS gets
@@ -38,7 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .table import Row
+from .table import Row, Series
 
 SUITE = "runtime"
 ROOT = Path(__file__).resolve().parent.parent
@@ -208,6 +212,56 @@ def wake_latencies(n: int, spacing: float) -> tuple[list[float], list[float]]:
     return from_commit, from_call
 
 
+def drain_queue(takers: int, timeout: float = 300.0) -> tuple[float, float]:
+    """``takers`` executions wait on a take from one queue store; items are pushed one at
+    a time, each after the previous one was taken. Returns the resumes per item (runs of
+    the takers, counted when a worker takes an execution's lease, less their first run,
+    over the items) and the store wakes per item (wake intents the commits wrote)."""
+    from django.db.models import Sum
+
+    from yieldstar_django import get_store_client
+    from yieldstar_django.models import Execution, WakeIntent
+    from yieldstar_django.runtime import start_workflow
+
+    from .workflows import inbox
+
+    client = get_store_client()
+    store_id = f"queue-{uuid.uuid4().hex[:8]}"
+    ids = [start_workflow("bench.wait_take", store_id) for _ in range(takers)]
+    executions = Execution.objects.filter(pk__in=ids)
+    _wait(
+        "takers to wait",
+        lambda: executions.filter(status="waiting").count() == takers,
+        timeout,
+    )
+
+    def settled() -> bool:
+        """No taker running, and no wake of a live taker still to be acknowledged."""
+        live = executions.exclude(status="completed")
+        return not live.filter(status="running").exists() and not (
+            WakeIntent.objects.filter(
+                execution_id__in=live.values("pk"), reason="store", delivered_at__isnull=True
+            ).exists()
+        )
+
+    for item in range(takers):
+        client.update_store(inbox, store_id, updater=lambda d: d["items"].append(1))
+        _wait(
+            f"item {item} to be taken",
+            lambda item=item: executions.filter(status="completed").count() == item + 1,
+            timeout,
+        )
+        # The herd this item woke settles before the next one arrives (at most 2 s: a wake
+        # that landed on a held lease is run by the holder and may stay unacknowledged).
+        deadline = time.monotonic() + 2.0
+        while not settled() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    time.sleep(0.2)  # wakes still queued find their execution finished (no run counted)
+    runs = executions.aggregate(total=Sum("runs"))["total"]
+    wakes = WakeIntent.objects.filter(execution_id__in=ids, reason="store").count()
+    return (runs - takers) / takers, wakes / takers
+
+
 def celery_latencies(worker: Worker, n: int, spacing: float) -> list[float]:
     """Seconds from ``send_task`` to the task starting in the worker, ``n`` times."""
     results = []
@@ -342,6 +396,8 @@ def run(quick: bool = False) -> list[Row]:
     spacing = 0.03
     one_steps = 300 if quick else 1000
     many, each = (40, 5) if quick else (100, 10)
+    takers_sweep = (1, 4, 8) if quick else (1, 5, 10, 20)
+    resumes: dict[int, tuple[float, float]] = {}
     broker = os.environ.get("BENCH_BROKER_URL", DEFAULT_BROKER)
     ours: list[float] = []
     ours_call: list[float] = []
@@ -362,6 +418,8 @@ def run(quick: bool = False) -> list[Row]:
                 ours += commit
                 ours_call += call
                 celery += celery_latencies(worker, samples, spacing)
+            for takers in takers_sweep:
+                resumes[takers] = drain_queue(takers)
             dbos, unavailable = _start_dbos()
             try:
                 if dbos is not None:
@@ -381,6 +439,15 @@ def run(quick: bool = False) -> list[Row]:
 
     broker_kind = broker.split(":", 1)[0]
     total = rounds * samples
+    latency_series = [
+        Series("wake-latency", "yieldstar: commit -> take recorded", [_ms(x) for x in ours]),
+        Series("wake-latency", "yieldstar: update_store call -> take recorded",
+               [_ms(x) for x in ours_call]),
+        Series("wake-latency", "Celery: send_task -> task starts", [_ms(x) for x in celery]),
+        Series("wake-latency", "DBOS: send -> recv returns", [_ms(x) for x in notify])
+        if dbos is not None
+        else Series("wake-latency", f"DBOS: not measured ({unavailable[:50]})", []),
+    ]  # fmt: skip
     rows = [
         Row(
             SUITE,
@@ -395,6 +462,28 @@ def run(quick: bool = False) -> list[Row]:
         )
         for label, q in (("p50", 0.5), ("p99", 0.99))
     ]
+    rows[0].series = latency_series
+    most, fewest = max(takers_sweep), min(takers_sweep)
+    rows.append(
+        Row(
+            SUITE,
+            f"resumes per item, {most} takers on one queue",
+            resumes[most][0],
+            f"{fewest} taker",
+            resumes[fewest][0],
+            "resumes/item",
+            note=f"items pushed one at a time; store wakes per item: {resumes[most][1]:.2f}; "
+            f"worker -c {WORKER_CONCURRENCY}",
+            series=[
+                Series("takers", "resumes per item (execution runs)",
+                       [float(n) for n in takers_sweep],
+                       [resumes[n][0] for n in takers_sweep]),
+                Series("takers", "store wakes per item (wake intents written)",
+                       [float(n) for n in takers_sweep],
+                       [resumes[n][1] for n in takers_sweep]),
+            ],
+        )
+    )  # fmt: skip
     if dbos is None:
         rows += [
             Row(SUITE, "durable steps/s, one execution", statistics.median(ours_one),

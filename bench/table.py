@@ -5,12 +5,30 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Series:
+    """Raw data behind a row, for ``python -m bench --plot`` (``bench.plot``).
+
+    ``figure`` names the plot it belongs to (a key of ``bench.plot.FIGURES``); ``label`` is
+    its legend entry. With ``y`` empty, ``x`` holds samples (drawn as a CDF); otherwise
+    ``x`` and ``y`` are the points of a line.
+    """
+
+    figure: str
+    label: str
+    x: list[float]
+    y: list[float] = field(default_factory=list)
 
 
 @dataclass
 class Row:
-    """One measured figure against its baseline: ``ratio = value / baseline`` per ``unit``."""
+    """One measured figure against its baseline: ``ratio = value / baseline`` per ``unit``.
+
+    ``series``: the raw data a plot of it needs, if any (not printed in the tables).
+    """
 
     suite: str
     name: str
@@ -20,6 +38,7 @@ class Row:
     unit: str
     target: str = ""
     note: str = ""
+    series: list[Series] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
