@@ -7,6 +7,15 @@ from django.db import migrations, models
 import yieldstar_django.core.constants
 
 
+def _id() -> tuple[str, models.BigAutoField]:
+    return (
+        "id",
+        models.BigAutoField(
+            auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+        ),
+    )
+
+
 class Migration(migrations.Migration):
     initial = True
 
@@ -16,12 +25,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="AppliedStep",
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
+                _id(),
                 ("store_name", models.CharField(max_length=255, verbose_name="store name")),
                 ("store_id", models.CharField(max_length=255, verbose_name="store id")),
                 ("execution_id", models.CharField(max_length=255, verbose_name="execution id")),
@@ -163,12 +167,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="IdempotencyKey",
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
+                _id(),
                 ("principal", models.CharField(max_length=64, verbose_name="principal")),
                 ("key", models.CharField(max_length=255, verbose_name="idempotency key")),
                 (
@@ -203,12 +202,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="StoreInstance",
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
+                _id(),
                 ("name", models.CharField(max_length=255, verbose_name="store name")),
                 ("store_id", models.CharField(max_length=255, verbose_name="store id")),
                 ("instance_id", models.CharField(max_length=64, verbose_name="instance id")),
@@ -228,12 +222,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="StoreVersion",
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
+                _id(),
                 ("store_name", models.CharField(max_length=255, verbose_name="store name")),
                 ("store_id", models.CharField(max_length=255, verbose_name="store id")),
                 ("instance_id", models.CharField(max_length=64, verbose_name="instance id")),
@@ -273,12 +262,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="Waiter",
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
+                _id(),
                 ("workflow_id", models.CharField(max_length=255, verbose_name="workflow id")),
                 ("execution_id", models.CharField(max_length=255, verbose_name="execution id")),
                 ("step_key", models.CharField(max_length=255, verbose_name="step key")),
@@ -305,12 +289,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="WaiterPath",
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
+                _id(),
                 (
                     "kind",
                     models.SmallIntegerField(
@@ -354,12 +333,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="WakeIntent",
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
+                _id(),
                 ("execution_id", models.CharField(max_length=255, verbose_name="execution id")),
                 ("workflow_id", models.CharField(max_length=255, verbose_name="workflow id")),
                 ("reason", models.CharField(max_length=32, verbose_name="reason")),
@@ -389,12 +363,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="ExecutionStep",
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
+                _id(),
                 ("step_key", models.CharField(max_length=255)),
                 (
                     "position",
