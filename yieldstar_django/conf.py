@@ -225,6 +225,21 @@ The longest single pause between two compare-and-swap attempts. Must be >= `CAS_
 """,
     )
 
+    SNAPSHOT_CACHE_SIZE = Setting[int](
+        1024,
+        rule=int_at_least(0),
+        shown="`1024` (stores)",
+        doc="""\
+How many stores each process's store client remembers the last committed row of, least
+recently used first out (rows longer than 64 KiB are not kept). An update, take or delete
+of a remembered store commits from that row in one round trip, without reading first; when
+the row is no longer current the commit reports the current one and the write retries from
+it, so results never depend on the cache. Rows are remembered only outside
+`transaction.atomic` (a rollback cannot undo them). `0` turns it off: every write reads
+first, two round trips.
+""",
+    )
+
     MAX_STATE_BYTES = Setting[int](
         8 * MIB,
         rule=bytes_at_least(1024),

@@ -420,17 +420,20 @@ def test_unstorable_ids_never_reach_sql(alias: str, store_id: str) -> None:
 
 
 @pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
-def test_an_update_is_two_statements_on_postgres(alias: str, wakes: WakeCollector) -> None:
-    """A read and one function call, with or without a step id (the ledger lookup rides on
-    the read); instrumentation (``CaptureQueriesContext``, ``execute_wrapper``) sees every
-    statement."""
+def test_an_uncontended_write_is_one_statement_on_postgres(
+    alias: str, wakes: WakeCollector
+) -> None:
+    """A store the client has seen commits from the row it remembers: one function call
+    for an update, a take or a conditional delete. With a step id the ledger and the row are
+    read first, in one statement (a replay must not run user code). Instrumentation
+    (``CaptureQueriesContext``, ``execute_wrapper``) sees every statement."""
     d = jobs_store()
     client = DatabaseStoreClient(alias)
     client.get_store(d, "q")
     with CaptureQueriesContext(connections[alias]) as queries:
         client.update_store(d, "q", updater=lambda s: s.update(other=1))
-    assert len(queries) == 2
-    assert "yieldstar_commit_mutation_v2" in queries[1]["sql"]
+    assert len(queries) == 1
+    assert "yieldstar_commit_mutation_v2" in queries[0]["sql"]
 
     seen: list[str] = []
 
@@ -442,9 +445,74 @@ def test_an_update_is_two_statements_on_postgres(alias: str, wakes: WakeCollecto
         client.update_store(
             d, "q", updater=lambda s: s.update(other=2), step_id=StoreStepId("e", "k")
         )
-    assert len(seen) == 2
-    assert "yieldstar_appliedstep" in seen[0] and "yieldstar_storeinstance" in seen[0]
-    assert "yieldstar_commit_mutation_v2" in seen[1]
+        client.update_store(d, "q", updater=lambda s: s["jobs"].append({"id": 1}))
+        taken = client.take_from_store(
+            d, "q", selector=lambda s: s["jobs"][0] if s["jobs"] else None, claim=_pop_first
+        )
+        snap = client.get_store(d, "q")
+        client.delete_store_from(d, "q", snapshot=snap)
+    assert taken.matched
+    assert [_which(sql) for sql in seen] == [
+        "ledger and row",
+        "commit_mutation_v2",
+        "commit_mutation_v2",
+        "commit_mutation_v2",
+        "storeinstance",
+        "commit_deletion_v2",
+    ]
+
+
+def test_rows_of_an_open_transaction_are_not_remembered(alias: str, wakes: WakeCollector) -> None:
+    """A row committed or read inside ``atomic`` may be rolled back; remembering it would
+    let a later write commit over another writer's state of the same version number."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    client.get_store(d, "q")
+    before = client.snapshots.get(d.name, "q")
+    assert before is not None and before.version == 0
+    with pytest.raises(RuntimeError), transaction.atomic(using=alias):
+        client.update_store(d, "q", updater=lambda s: s.update(other=1))
+        client.get_store(d, "q")
+        assert client.snapshots.get(d.name, "q") == before
+        raise RuntimeError("roll back")
+    DatabaseStoreClient(alias).update_store(d, "q", updater=lambda s: s.update(other=2))
+    result = client.update_store(d, "q", updater=lambda s: s.update(other=s["other"] + 10))
+    assert result.state["other"] == 12
+    assert (result.previous_version, result.version) == (1, 2)
+
+
+def _pop_first(draft: Any, selected: Any) -> None:
+    draft["jobs"].pop(0)
+
+
+def _which(sql: str) -> str:
+    if "yieldstar_appliedstep" in sql and "yieldstar_storeinstance" in sql:
+        return "ledger and row"
+    for name in ("commit_mutation_v2", "commit_deletion_v2", "storeinstance"):
+        if name in sql:
+            return name
+    return sql
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_without_the_snapshot_cache_an_update_reads_first(
+    alias: str, wakes: WakeCollector, settings: Any
+) -> None:
+    """``SNAPSHOT_CACHE_SIZE = 0``: a read and one function call, with or without a step
+    id (the ledger lookup rides on the read)."""
+    settings.YIELDSTAR = {**getattr(settings, "YIELDSTAR", {}), "SNAPSHOT_CACHE_SIZE": 0}
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    client.get_store(d, "q")
+    with CaptureQueriesContext(connections[alias]) as queries:
+        client.update_store(d, "q", updater=lambda s: s.update(other=1))
+        client.update_store(
+            d, "q", updater=lambda s: s.update(other=2), step_id=StoreStepId("e", "k")
+        )
+    assert len(queries) == 4
+    assert "yieldstar_appliedstep" in queries[2]["sql"]
+    assert "yieldstar_storeinstance" in queries[2]["sql"]
+    assert "yieldstar_commit_mutation_v2" in queries[3]["sql"]
 
 
 def test_waiters_join_the_callers_transaction_without_a_savepoint(

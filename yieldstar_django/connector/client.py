@@ -85,6 +85,13 @@ class DatabaseStoreClient(CasStoreClient):
             max_delay=yieldstar_settings.CAS_BACKOFF_MAX,
         )
 
+    def snapshot_capacity(self) -> int:
+        return yieldstar_settings.SNAPSHOT_CACHE_SIZE
+
+    def may_remember(self) -> bool:
+        """Only rows read or committed outside ``transaction.atomic`` are committed for good."""
+        return not self.connection.in_atomic_block
+
     @property
     def connection(self) -> BaseDatabaseWrapper:
         return connections[self.using]

@@ -4,8 +4,16 @@ primitives (:mod:`.commits`).
 It runs all application code (``initial``, updaters, selectors, claims, schemas) outside
 any storage transaction and hands the connector only canonical text to commit; on a
 conflict it reads again and retries, with jittered backoff, at most
-``RetryPolicy.max_attempts`` times. The ledger is looked up first: a step already applied
-returns its recorded result. See ``docs/internals/architecture.md#stores``.
+``RetryPolicy.max_attempts`` times.
+
+A write starts from the last committed row the client saw of the store
+(:class:`.snapshots.SnapshotCache`) when it has one: an uncontended write is then one
+round trip, the commit. Whatever that speculative start would report without committing
+(a refused condition, no match, an error of the application's code) is confirmed from a
+fresh read first, so results are those of a start from the current row; a commit that
+loses because the row was old retries from the row the commit reports. The ledger is looked
+up first (by the commit itself after a speculative start): a step already applied returns
+its recorded result. See ``docs/internals/architecture.md#stores``.
 """
 
 from __future__ import annotations
@@ -25,10 +33,9 @@ from .commits import (
     StoreWrite,
     VersionCondition,
 )
-from .compute import call_sync, finalize, prepare_update, require_sync, validate_state
+from .compute import call_sync, plan_take, plan_update, require_sync, validate_state
 from .definition import StoreDefinition
-from .drafts import WriteLog, build_draft, detach
-from .durable import DEFAULT_LIMITS, DurableLimits, decode_durable, encode_durable
+from .durable import DEFAULT_LIMITS, DurableLimits, decode_durable
 from .errors import StoreContentionError
 from .results import (
     DELETE_RECORD,
@@ -42,12 +49,10 @@ from .results import (
     StoreUpdateResult,
     delete_from_record,
     take_from_record,
-    take_record,
     update_from_record,
-    update_record,
 )
-from .selectors import track_selector, unwrap_selected
-from .store import Claim, Selector, StoreClient, Updater, is_selector_match
+from .snapshots import DEFAULT_CAPACITY, SnapshotCache
+from .store import Claim, Selector, StoreClient, Updater
 
 __all__ = ["CasStoreClient"]
 
@@ -60,10 +65,16 @@ class CasStoreClient(StoreClient):
     """
 
     def __init__(
-        self, *, limits: DurableLimits | None = None, retry: RetryPolicy | None = None
+        self,
+        *,
+        limits: DurableLimits | None = None,
+        retry: RetryPolicy | None = None,
+        snapshots: int = DEFAULT_CAPACITY,
     ) -> None:
         self._limits = limits or DEFAULT_LIMITS
         self._retry = retry or RetryPolicy()
+        self._snapshot_capacity = snapshots
+        self._snapshot_cache = SnapshotCache(snapshots)
 
     # configuration hooks (a connector may read them from settings on every call)
 
@@ -76,6 +87,15 @@ class CasStoreClient(StoreClient):
     def create_instance_id(self) -> str:
         """Names a new instance of a store."""
         return str(uuid.uuid4())
+
+    def snapshot_capacity(self) -> int:
+        """How many stores' last rows to remember (0: every write reads first)."""
+        return self._snapshot_capacity
+
+    def may_remember(self) -> bool:
+        """Whether what the primitives return now is committed for good. A connector
+        answers ``False`` inside a transaction, whose writes a rollback could undo."""
+        return True
 
     # storage primitives
 
@@ -115,6 +135,47 @@ class CasStoreClient(StoreClient):
     def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
         """Atomically: a recorded step result wins; else compare, delete, record, wake."""
 
+    # the snapshot cache: every primitive's answer passes through here
+
+    @property
+    def snapshots(self) -> SnapshotCache:
+        capacity = self.snapshot_capacity()
+        if self._snapshot_cache.capacity != capacity:
+            self._snapshot_cache = SnapshotCache(capacity)
+        return self._snapshot_cache
+
+    def _remember(self, definition: StoreDefinition, id: str, row: StoredState | None) -> None:
+        if row is None:
+            self.snapshots.forget(definition.name, id)
+        elif self.may_remember():
+            self.snapshots.put(definition.name, id, row)
+
+    def _read(self, definition: StoreDefinition, id: str) -> StoredState | None:
+        row = self.read_store(definition, id)
+        self._remember(definition, id, row)
+        return row
+
+    def _insert(self, definition: StoreDefinition, id: str, stored: StoredState) -> StoredState:
+        row = self.insert_store(definition, id, stored)
+        self._remember(definition, id, row)
+        return row
+
+    def _try_mutation(self, mutation: StoreMutation) -> CommitOutcome:
+        outcome = self.commit_mutation(mutation)
+        definition, id, expected = mutation.definition, mutation.id, mutation.expected
+        if outcome.status == "committed":
+            after = StoredState(expected.instance_id, expected.version + 1, mutation.encoded_state)
+            self._remember(definition, id, after)
+        elif outcome.status in ("conflict", "missing"):
+            self._remember(definition, id, outcome.current)
+        return outcome
+
+    def _try_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
+        outcome = self.commit_deletion(deletion)
+        if outcome.status in ("committed", "conflict", "missing"):
+            self._remember(deletion.definition, deletion.id, outcome.current)
+        return outcome
+
     # shared machinery
 
     def _initial(self, definition: StoreDefinition, id: str, step_key: str) -> StoredState:
@@ -125,22 +186,29 @@ class CasStoreClient(StoreClient):
     def _read_or_initialize(
         self, definition: StoreDefinition, id: str, step_key: str
     ) -> tuple[StoredState, bool]:
-        return self._row_or_initial(definition, id, step_key, self.read_store(definition, id))
+        return self._row_or_initial(definition, id, step_key, self._read(definition, id))
 
     def _get_or_insert(self, definition: StoreDefinition, id: str, step_key: str) -> StoredState:
-        return self._row_or_insert(definition, id, step_key, self.read_store(definition, id))
+        return self._row_or_insert(definition, id, step_key, self._read(definition, id))
 
     def _begin(
-        self, definition: StoreDefinition, id: str, step_id: StoreStepId | None
-    ) -> tuple[dict[str, Any] | None, StoredState | None]:
-        """The first reads of an operation: the decoded ledger text of ``step_id`` (which
-        wins over everything, so it comes before any argument check), else the store row."""
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId | None, speculate: bool
+    ) -> tuple[dict[str, Any] | None, StoredState | None, bool]:
+        """The start of a write: ``(None, remembered row, True)`` when ``speculate``, there
+        is no ``step_id`` and the client remembers the store (no round trip); else the
+        decoded ledger text of ``step_id`` (which wins over everything, so a replay runs no
+        user code and no argument check) or the store row, and ``False``."""
+        if speculate and step_id is None:
+            row = self.snapshots.get(definition.name, id)
+            if row is not None:
+                return None, row, True
         if step_id is None:
-            return None, self.read_store(definition, id)
+            return None, self._read(definition, id), False
         recorded, row = self.read_store_and_step(definition, id, step_id)
         if recorded is not None:
-            return _decode_record(recorded), None
-        return None, row
+            return _decode_record(recorded), None, False
+        self._remember(definition, id, row)
+        return None, row, False
 
     def _row_or_initial(
         self, definition: StoreDefinition, id: str, step_key: str, row: StoredState | None
@@ -154,7 +222,7 @@ class CasStoreClient(StoreClient):
     ) -> StoredState:
         if row is not None:
             return row
-        return self.insert_store(definition, id, self._initial(definition, id, step_key))
+        return self._insert(definition, id, self._initial(definition, id, step_key))
 
     def _wait_before_retry(self, definition: StoreDefinition, id: str, attempts: int) -> bool:
         """Raise ``StoreContentionError`` at the cap; else back off. True if it slept (so
@@ -181,15 +249,21 @@ class CasStoreClient(StoreClient):
         updater: Updater,
         condition: VersionCondition | None,
         step_id: StoreStepId | None,
+        speculate: bool = True,
     ) -> StoreWrite:
         """The one update loop."""
-        applied, row = self._begin(definition, id, step_id)
+        applied, row, speculative = self._begin(definition, id, step_id, speculate)
         if applied is not None:
             assert step_id is not None
             return StoreWrite(update_from_record(applied, step_id), None)
-        if condition is not None:
-            condition.check()
-        require_sync(updater, "updater")
+        try:
+            if condition is not None:
+                condition.check()
+            require_sync(updater, "updater")
+        except Exception:
+            if not speculative:
+                raise
+            return self._conditional_update(definition, id, updater, condition, step_id, False)
         step_key = step_id.step_key if step_id else ""
         kind = "update" if condition is None else "update_from"
         if condition is None:
@@ -199,11 +273,24 @@ class CasStoreClient(StoreClient):
         attempts = 0
         while True:
             if condition is not None and not condition.accepts(stored):
+                if speculative:
+                    return self._conditional_update(
+                        definition, id, updater, condition, step_id, False
+                    )
                 return StoreWrite(condition.update_conflict(stored), None)
             attempts += 1
-            outcome, encoded = self._commit_update(
-                definition, id, stored, created, updater, step_id, kind
-            )
+            try:
+                limits = self.durable_limits()
+                mutation = plan_update(
+                    definition, id, stored, created, step_id, limits, updater, kind
+                )
+            except Exception:
+                if not speculative:
+                    raise
+                return self._conditional_update(definition, id, updater, condition, step_id, False)
+            speculative = False
+            outcome = self._try_mutation(mutation)
+            encoded = mutation.encoded_state
             if outcome.status == "committed":
                 result = StoreUpdateResult(
                     decode_durable(encoded), stored.version, stored.version + 1
@@ -243,7 +330,9 @@ class CasStoreClient(StoreClient):
         step_id: StoreStepId | None,
     ) -> StoreDeleteFromResult:
         """The one delete loop."""
-        applied, row = self._begin(definition, id, step_id)
+        applied, row, speculative = self._begin(definition, id, step_id, True)
+        if speculative and row is not None and not _checked_accepts(condition, row):
+            applied, row, speculative = self._begin(definition, id, step_id, False)
         if applied is not None:
             assert step_id is not None
             return delete_from_record(applied, step_id)
@@ -253,7 +342,7 @@ class CasStoreClient(StoreClient):
         attempts = 0
         while condition.accepts(current):
             attempts += 1
-            outcome = self.commit_deletion(
+            outcome = self._try_deletion(
                 StoreDeletion(definition, id, current, step_id, DELETE_RECORD if step_id else None)
             )
             if outcome.status == "committed":
@@ -276,56 +365,70 @@ class CasStoreClient(StoreClient):
         claim: Claim | None,
         step_id: StoreStepId | None = None,
     ) -> StoreTakeResult:
-        applied, row = self._begin(definition, id, step_id)
+        return self._take(definition, id, selector, claim, step_id, True)
+
+    def _take(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        selector: Selector,
+        claim: Claim | None,
+        step_id: StoreStepId | None,
+        speculate: bool,
+    ) -> StoreTakeResult:
+        """The take loop. A speculative start that would not commit (no match, an error)
+        starts again from a fresh read."""
+        applied, row, speculative = self._begin(definition, id, step_id, speculate)
         if applied is not None:
             assert step_id is not None
             return take_from_record(applied, step_id)
-        require_sync(selector, "selector")
-        if claim is not None:
-            require_sync(claim, "claim")
+        if speculative:
+            try:
+                return self._take_from(definition, id, selector, claim, step_id, row, True)
+            except _Unconfirmed:
+                return self._take(definition, id, selector, claim, step_id, False)
+        return self._take_from(definition, id, selector, claim, step_id, row, False)
+
+    def _take_from(
+        self,
+        definition: StoreDefinition,
+        id: str,
+        selector: Selector,
+        claim: Claim | None,
+        step_id: StoreStepId | None,
+        row: StoredState | None,
+        speculative: bool,
+    ) -> StoreTakeResult:
+        """Take from ``row`` on (``None``: a missing store). While ``speculative`` (the
+        row is a remembered one and nothing was committed yet), whatever would end the
+        take without a commit raises ``_Unconfirmed`` instead."""
         step_key = step_id.step_key if step_id else ""
-        limits = self.durable_limits()
         stored, created = self._row_or_initial(definition, id, step_key, row)
         attempts = 0
         while True:
-            log = WriteLog()
-            draft = build_draft(decode_durable(stored.encoded), log)
-            found, read_paths = track_selector(
-                draft, lambda view: call_sync(selector, "selector", view)
-            )
-            if not is_selector_match(found):
+            try:
+                limits = self.durable_limits()
+                plan = plan_take(definition, id, stored, created, step_id, limits, selector, claim)
+            except Exception:
+                if speculative:
+                    raise _Unconfirmed from None
+                raise
+            if isinstance(plan, StoreTakeUnmatched):
+                if speculative:
+                    raise _Unconfirmed
                 if created:
-                    current = self.insert_store(definition, id, stored)
+                    current = self._insert(definition, id, stored)
                     if current.instance_id != stored.instance_id:
                         stored, created = current, False
                         continue
-                return StoreTakeUnmatched(stored.instance_id, stored.version, tuple(read_paths))
+                return plan
             attempts += 1
-            selected = unwrap_selected(found, max_depth=limits.max_depth)
-            if claim is not None:
-                call_sync(claim, "claim", draft, selected)
-            encoded, paths = finalize(
-                definition, stored.encoded, draft, draft, log, limits, step_key
-            )
-            # Checked before the commit, so a selection that cannot be recorded changes nothing.
-            selected_encoded = encode_durable(
-                detach(selected),
-                limits=limits,
-                step_key=step_key,
-                label=f'Store take selection for "{definition.name}"',
-            )
-            version = stored.version + 1
-            record = None
-            if step_id:
-                record = take_record(stored.instance_id, selected_encoded, version)
-            outcome = self.commit_mutation(
-                StoreMutation(
-                    definition, id, stored, created, encoded, paths, step_id, record, "take"
-                )
-            )
+            speculative = False
+            mutation, selected_encoded = plan
+            outcome = self._try_mutation(mutation)
             if outcome.status == "committed":
                 return StoreTakeMatched(
-                    decode_durable(selected_encoded), stored.instance_id, version
+                    decode_durable(selected_encoded), stored.instance_id, stored.version + 1
                 )
             recorded = self._settled(outcome, definition, id, step_id)
             if recorded is not None:
@@ -335,28 +438,6 @@ class CasStoreClient(StoreClient):
                 stored, created = self._read_or_initialize(definition, id, step_key)
             else:
                 stored, created = outcome.current, False
-
-    def _commit_update(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        stored: StoredState,
-        created: bool,
-        updater: Updater,
-        step_id: StoreStepId | None,
-        kind: str,
-    ) -> tuple[CommitOutcome, str]:
-        """Compute ``updater`` from ``stored`` and try to commit it once."""
-        step_key = step_id.step_key if step_id else ""
-        limits = self.durable_limits()
-        encoded, paths = prepare_update(definition, stored.encoded, updater, limits, step_key)
-        record = None
-        if step_id:
-            record = update_record(kind, encoded, stored.version, stored.version + 1)
-        mutation = StoreMutation(
-            definition, id, stored, created, encoded, paths, step_id, record, "update"
-        )
-        return self.commit_mutation(mutation), encoded
 
     def _settled(
         self,
@@ -376,6 +457,18 @@ class CasStoreClient(StoreClient):
             return None
         recorded = self.get_applied_step(definition, id, step_id)
         return None if recorded is None else _decode_record(recorded)
+
+
+class _Unconfirmed(Exception):
+    """A speculative take found no match: confirm it from a fresh read."""
+
+
+def _checked_accepts(condition: VersionCondition, row: StoredState) -> bool:
+    try:
+        condition.check()
+    except ValueError:
+        return False
+    return condition.accepts(row)
 
 
 def _decode_record(text: str) -> dict[str, Any]:

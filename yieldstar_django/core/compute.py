@@ -11,14 +11,26 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from .commits import StoredState, StoreMutation
 from .definition import StoreDefinition
 from .drafts import WriteLog, build_draft, detach
 from .durable import DurableLimits, check_durable, decode_durable, encode_durable, encode_placed
 from .errors import StoreValidationError
 from .paths import diff_paths
+from .results import StoreStepId, StoreTakeUnmatched, take_record, update_record
+from .selectors import track_selector, unwrap_selected
+from .store import Claim, Selector, Updater, is_selector_match
 from .types import StorePath
 
-__all__ = ["call_sync", "finalize", "prepare_update", "require_sync", "validate_state"]
+__all__ = [
+    "call_sync",
+    "finalize",
+    "plan_take",
+    "plan_update",
+    "prepare_update",
+    "require_sync",
+    "validate_state",
+]
 
 
 def require_sync(fn: Any, role: str) -> None:
@@ -104,3 +116,63 @@ def finalize(
         return placed, log.paths()
     new = encode_durable(detach(state), limits=limits, step_key=step_key, label=label)
     return new, diff_paths(decode_durable(encoded), state)
+
+
+def plan_update(
+    definition: StoreDefinition,
+    id: str,
+    stored: StoredState,
+    created: bool,
+    step_id: StoreStepId | None,
+    limits: DurableLimits,
+    updater: Updater,
+    kind: str,
+) -> StoreMutation:
+    """The commit of ``updater`` computed from ``stored`` (recorded as a ``kind`` result)."""
+    step_key = step_id.step_key if step_id else ""
+    encoded, paths = prepare_update(definition, stored.encoded, updater, limits, step_key)
+    record = None
+    if step_id:
+        record = update_record(kind, encoded, stored.version, stored.version + 1)
+    return StoreMutation(definition, id, stored, created, encoded, paths, step_id, record, "update")
+
+
+def plan_take(
+    definition: StoreDefinition,
+    id: str,
+    stored: StoredState,
+    created: bool,
+    step_id: StoreStepId | None,
+    limits: DurableLimits,
+    selector: Selector,
+    claim: Claim | None,
+) -> StoreTakeUnmatched | tuple[StoreMutation, str]:
+    """Run the selector (and the claim) on ``stored``: no match, or the commit of the claim
+    with the encoded selection (checked before the commit, so a selection that cannot be
+    recorded changes nothing)."""
+    require_sync(selector, "selector")
+    if claim is not None:
+        require_sync(claim, "claim")
+    step_key = step_id.step_key if step_id else ""
+    log = WriteLog()
+    draft = build_draft(decode_durable(stored.encoded), log)
+    found, read_paths = track_selector(draft, lambda view: call_sync(selector, "selector", view))
+    if not is_selector_match(found):
+        return StoreTakeUnmatched(stored.instance_id, stored.version, tuple(read_paths))
+    selected = unwrap_selected(found, max_depth=limits.max_depth)
+    if claim is not None:
+        call_sync(claim, "claim", draft, selected)
+    encoded, paths = finalize(definition, stored.encoded, draft, draft, log, limits, step_key)
+    selected_encoded = encode_durable(
+        detach(selected),
+        limits=limits,
+        step_key=step_key,
+        label=f'Store take selection for "{definition.name}"',
+    )
+    record = None
+    if step_id:
+        record = take_record(stored.instance_id, selected_encoded, stored.version + 1)
+    mutation = StoreMutation(
+        definition, id, stored, created, encoded, paths, step_id, record, "take"
+    )
+    return mutation, selected_encoded
