@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from .pagination import EstimatedCountPaginator
 
@@ -25,6 +25,29 @@ class ObjectOncePerRequestMixin:
         if key not in cache:
             cache[key] = super().get_object(request, object_id, from_field)  # type: ignore[misc]
         return cache[key]
+
+
+class PageContextMixin(ObjectOncePerRequestMixin):
+    """A change page with more than the form: ``page_context(request, obj)`` is added to
+    the template context when the user may view ``obj``."""
+
+    def page_context(self, request: HttpRequest, obj: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        obj = self.get_object(request, object_id)
+        if obj is not None and self.has_view_permission(request, obj):  # type: ignore[attr-defined]
+            context.update(self.page_context(request, obj))
+        return super().change_view(  # type: ignore[misc, no-any-return]
+            request, object_id, form_url, extra_context=context
+        )
 
 
 class SearchLookupMixin:

@@ -6,7 +6,7 @@ from typing import Any, Final
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -14,7 +14,7 @@ from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStep
 from ..runtime.executions import cancel_execution
 from ..runtime.registry import registered_workflows
 from ..wakes import wake_now
-from .base import ObjectOncePerRequestMixin, ReadOnlyAdminMixin, SearchLookupMixin
+from .base import PageContextMixin, ReadOnlyAdminMixin, SearchLookupMixin
 from .display import pretty_block, short_json
 from .pagination import paginate
 
@@ -70,7 +70,7 @@ FIELDS: tuple[str, ...] = (
 class ExecutionAdmin(
     SearchLookupMixin,
     ReadOnlyAdminMixin,
-    ObjectOncePerRequestMixin,
+    PageContextMixin,
     admin.ModelAdmin,  # type: ignore[type-arg]
 ):
     """Executions, newest first; a page per execution with its input, result or error and
@@ -136,39 +136,27 @@ class ExecutionAdmin(
             messages.SUCCESS,
         )
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        context = dict(extra_context or {})
-        obj = self.get_object(request, object_id)
-        if obj is not None and self.has_view_permission(request, obj):
-            page = paginate(
-                request,
-                ExecutionStep.objects.filter(execution=obj).order_by("position", "pk"),
-                "steps",
-                STEPS_PER_PAGE,
-            )
-            context.update(
+    def page_context(self, request: HttpRequest, obj: Execution) -> dict[str, Any]:
+        page = paginate(
+            request,
+            ExecutionStep.objects.filter(execution=obj).order_by("position", "pk"),
+            "steps",
+            STEPS_PER_PAGE,
+        )
+        return {
+            "execution": obj,
+            "steps": [
                 {
-                    "execution": obj,
-                    "steps": [
-                        {
-                            "step": step,
-                            "value": short_json(step.value, limit=200) if step.value_json else "",
-                            "error": step.error,
-                        }
-                        for step in page.object_list
-                    ],
-                    "steps_page": page,
-                    "steps_range": page.paginator.get_elided_page_range(page.number),
-                    "can_operate": self.has_operate_permission(request) and not obj.is_finished,
+                    "step": step,
+                    "value": short_json(step.value, limit=200) if step.value_json else "",
+                    "error": step.error,
                 }
-            )
-        return super().change_view(request, object_id, form_url, extra_context=context)
+                for step in page.object_list
+            ],
+            "steps_page": page,
+            "steps_range": page.paginator.get_elided_page_range(page.number),
+            "can_operate": self.has_operate_permission(request) and not obj.is_finished,
+        }
 
 
 __all__ = ["ExecutionAdmin"]

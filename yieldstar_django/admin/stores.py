@@ -18,7 +18,7 @@ from django.contrib import admin
 from django.contrib.admin.utils import quote
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Length
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
@@ -29,7 +29,7 @@ from ..core.durable import decode_durable
 from ..core.errors import StoreValidationError, WorkflowValueError, YieldstarError, format_path
 from ..core.results import StoreSnapshot, StoreStepId, StoreUpdateConflict
 from ..models.stores import AppliedStep, StoreInstance, StoreVersion, Waiter
-from .base import LargeTableListMixin, ObjectOncePerRequestMixin, SearchLookupMixin
+from .base import LargeTableListMixin, PageContextMixin, SearchLookupMixin
 from .display import diff_block, format_paths, pretty_block, pretty_json, short_json
 from .pagination import paginate
 
@@ -172,7 +172,7 @@ def conflict_message(conflict: StoreUpdateConflict) -> str:
 class StoreInstanceAdmin(
     SearchLookupMixin,
     LargeTableListMixin,
-    ObjectOncePerRequestMixin,
+    PageContextMixin,
     admin.ModelAdmin,  # type: ignore[type-arg]
 ):
     """Store instances: the list, and a page per store with its state, history, waiters
@@ -311,18 +311,8 @@ class StoreInstanceAdmin(
 
     # the store page
 
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        context = dict(extra_context or {})
-        obj = self.get_object(request, object_id)
-        if obj is not None and self.has_view_permission(request, obj):
-            context.update(store_page_context(request, obj))
-        return super().change_view(request, object_id, form_url, extra_context=context)
+    def page_context(self, request: HttpRequest, obj: StoreInstance) -> dict[str, Any]:
+        return store_page_context(request, obj)
 
 
 def store_page_context(request: HttpRequest, obj: StoreInstance) -> dict[str, Any]:

@@ -67,6 +67,13 @@ from .serializers import (
 
 Updater = Callable[[Any], Any]
 
+#: The OpenAPI description shared by PUT and PATCH.
+WRITE_SCHEMA: dict[str, Any] = {
+    "parameters": [NAME, STORE_ID, IF_MATCH, IDEMPOTENCY_KEY, WRITE_ETAG_HEADER],
+    "responses": {200: StoreWriteResultSerializer, **errors(*WRITE_ERRORS)},
+    "tags": ["stores"],
+}
+
 
 def not_null(updater: Updater) -> Updater:
     """Refuse a write that would make the state ``null`` (an updater returning ``None``
@@ -169,14 +176,10 @@ class StoreDetailView(YieldstarAPIView):
         description="Validates the body with the definition's schema and commits it as the "
         "next version (compare-and-swap).",
         request={"application/json": OpenApiTypes.ANY},
-        parameters=[NAME, STORE_ID, IF_MATCH, IDEMPOTENCY_KEY, WRITE_ETAG_HEADER],
-        responses={200: StoreWriteResultSerializer, **errors(*WRITE_ERRORS)},
-        tags=["stores"],
+        **WRITE_SCHEMA,
     )
     def put(self, request: Request, name: str, id: str) -> Response:
-        definition = self.setup_store(request, name, id)
-        condition = self.condition(request)
-        body = self.body(request)
+        definition, condition, body = self.write_request(request, name, id)
 
         def replace(draft: Any) -> Any:
             return copy_json(body)
@@ -194,14 +197,10 @@ class StoreDetailView(YieldstarAPIView):
             MERGE_PATCH: OpenApiTypes.ANY,
             JSON_PATCH: JsonPatchOperationSerializer(many=True),
         },
-        parameters=[NAME, STORE_ID, IF_MATCH, IDEMPOTENCY_KEY, WRITE_ETAG_HEADER],
-        responses={200: StoreWriteResultSerializer, **errors(*WRITE_ERRORS)},
-        tags=["stores"],
+        **WRITE_SCHEMA,
     )
     def patch(self, request: Request, name: str, id: str) -> Response:
-        definition = self.setup_store(request, name, id)
-        condition = self.condition(request)
-        body = self.body(request)
+        definition, condition, body = self.write_request(request, name, id)
         media_type = body_media_type(request)
         if media_type == JSON_PATCH:
             operations = parse_patch(body)
@@ -258,6 +257,14 @@ class StoreDetailView(YieldstarAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     # helpers
+
+    def write_request(
+        self, request: Request, name: str, id: str
+    ) -> tuple[StoreDefinition, Condition | None, Any]:
+        """What a PUT or PATCH starts with: the store's definition (permission checked),
+        the ``If-Match`` condition and the parsed body."""
+        definition = self.setup_store(request, name, id)
+        return definition, self.condition(request), self.body(request)
 
     def condition(self, request: Request) -> Condition | None:
         condition = parse_if_match(request.headers.get("If-Match"))

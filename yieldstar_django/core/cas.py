@@ -33,7 +33,7 @@ from .commits import (
     StoreWrite,
     VersionCondition,
 )
-from .compute import call_sync, plan_take, plan_update, require_sync, validate_state
+from .compute import Attempt, call_sync, plan_take, plan_update, require_sync, validate_state
 from .definition import StoreDefinition
 from .durable import DEFAULT_LIMITS, DurableLimits, decode_durable
 from .errors import StoreContentionError
@@ -280,10 +280,8 @@ class CasStoreClient(StoreClient):
                 return StoreWrite(condition.update_conflict(stored), None)
             attempts += 1
             try:
-                limits = self.durable_limits()
-                mutation = plan_update(
-                    definition, id, stored, created, step_id, limits, updater, kind
-                )
+                attempt = Attempt(definition, id, stored, created, step_id, self.durable_limits())
+                mutation = plan_update(attempt, updater, kind)
             except Exception:
                 if not speculative:
                     raise
@@ -365,29 +363,16 @@ class CasStoreClient(StoreClient):
         claim: Claim | None,
         step_id: StoreStepId | None = None,
     ) -> StoreTakeResult:
-        return self._take(definition, id, selector, claim, step_id, True)
-
-    def _take(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        selector: Selector,
-        claim: Claim | None,
-        step_id: StoreStepId | None,
-        speculate: bool,
-    ) -> StoreTakeResult:
-        """The take loop. A speculative start that would not commit (no match, an error)
-        starts again from a fresh read."""
-        applied, row, speculative = self._begin(definition, id, step_id, speculate)
-        if applied is not None:
-            assert step_id is not None
-            return take_from_record(applied, step_id)
-        if speculative:
+        for speculate in (True, False):
+            applied, row, speculative = self._begin(definition, id, step_id, speculate)
+            if applied is not None:
+                assert step_id is not None
+                return take_from_record(applied, step_id)
             try:
-                return self._take_from(definition, id, selector, claim, step_id, row, True)
+                return self._take_from(definition, id, selector, claim, step_id, row, speculative)
             except _Unconfirmed:
-                return self._take(definition, id, selector, claim, step_id, False)
-        return self._take_from(definition, id, selector, claim, step_id, row, False)
+                continue  # a speculative start that would not commit: read, then take
+        raise AssertionError("a take that read first is never unconfirmed")
 
     def _take_from(
         self,
@@ -407,8 +392,8 @@ class CasStoreClient(StoreClient):
         attempts = 0
         while True:
             try:
-                limits = self.durable_limits()
-                plan = plan_take(definition, id, stored, created, step_id, limits, selector, claim)
+                attempt = Attempt(definition, id, stored, created, step_id, self.durable_limits())
+                plan = plan_take(attempt, selector, claim)
             except Exception:
                 if speculative:
                     raise _Unconfirmed from None

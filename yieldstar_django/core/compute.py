@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .commits import StoredState, StoreMutation
@@ -17,12 +18,13 @@ from .drafts import WriteLog, build_draft, detach
 from .durable import DurableLimits, check_durable, decode_durable, encode_durable, encode_placed
 from .errors import StoreValidationError
 from .paths import diff_paths
-from .results import StoreStepId, StoreTakeUnmatched, take_record, update_record
+from .results import LedgerOperation, StoreStepId, StoreTakeUnmatched, take_record, update_record
 from .selectors import track_selector, unwrap_selected
 from .store import Claim, Selector, Updater, is_selector_match
 from .types import StorePath
 
 __all__ = [
+    "Attempt",
     "call_sync",
     "finalize",
     "plan_take",
@@ -118,42 +120,51 @@ def finalize(
     return new, diff_paths(decode_durable(encoded), state)
 
 
-def plan_update(
-    definition: StoreDefinition,
-    id: str,
-    stored: StoredState,
-    created: bool,
-    step_id: StoreStepId | None,
-    limits: DurableLimits,
-    updater: Updater,
-    kind: str,
-) -> StoreMutation:
-    """The commit of ``updater`` computed from ``stored`` (recorded as a ``kind`` result)."""
-    step_key = step_id.step_key if step_id else ""
-    encoded, paths = prepare_update(definition, stored.encoded, updater, limits, step_key)
+@dataclass(frozen=True)
+class Attempt:
+    """One try of a write: the row it computes from (``created``: not stored yet, the
+    commit inserts it), the step it records and the limits its values must keep."""
+
+    definition: StoreDefinition
+    id: str
+    stored: StoredState
+    created: bool
+    step_id: StoreStepId | None
+    limits: DurableLimits
+
+    @property
+    def step_key(self) -> str:
+        return self.step_id.step_key if self.step_id else ""
+
+    def mutation(
+        self, encoded: str, paths: list[StorePath], record: str | None, operation: LedgerOperation
+    ) -> StoreMutation:
+        s = self
+        return StoreMutation(
+            s.definition, s.id, s.stored, s.created, encoded, paths, s.step_id, record, operation
+        )
+
+
+def plan_update(attempt: Attempt, updater: Updater, kind: str) -> StoreMutation:
+    """The commit of ``updater`` computed from the attempt's row (recorded as ``kind``)."""
+    a, stored = attempt, attempt.stored
+    encoded, paths = prepare_update(a.definition, stored.encoded, updater, a.limits, a.step_key)
     record = None
-    if step_id:
+    if a.step_id:
         record = update_record(kind, encoded, stored.version, stored.version + 1)
-    return StoreMutation(definition, id, stored, created, encoded, paths, step_id, record, "update")
+    return a.mutation(encoded, paths, record, "update")
 
 
 def plan_take(
-    definition: StoreDefinition,
-    id: str,
-    stored: StoredState,
-    created: bool,
-    step_id: StoreStepId | None,
-    limits: DurableLimits,
-    selector: Selector,
-    claim: Claim | None,
+    attempt: Attempt, selector: Selector, claim: Claim | None
 ) -> StoreTakeUnmatched | tuple[StoreMutation, str]:
-    """Run the selector (and the claim) on ``stored``: no match, or the commit of the claim
-    with the encoded selection (checked before the commit, so a selection that cannot be
-    recorded changes nothing)."""
+    """Run the selector (and the claim) on the attempt's row: no match, or the commit of the
+    claim with the encoded selection (checked before the commit, so a selection that cannot
+    be recorded changes nothing)."""
     require_sync(selector, "selector")
     if claim is not None:
         require_sync(claim, "claim")
-    step_key = step_id.step_key if step_id else ""
+    a, stored, limits = attempt, attempt.stored, attempt.limits
     log = WriteLog()
     draft = build_draft(decode_durable(stored.encoded), log)
     found, read_paths = track_selector(draft, lambda view: call_sync(selector, "selector", view))
@@ -162,17 +173,14 @@ def plan_take(
     selected = unwrap_selected(found, max_depth=limits.max_depth)
     if claim is not None:
         call_sync(claim, "claim", draft, selected)
-    encoded, paths = finalize(definition, stored.encoded, draft, draft, log, limits, step_key)
+    encoded, paths = finalize(a.definition, stored.encoded, draft, draft, log, limits, a.step_key)
     selected_encoded = encode_durable(
         detach(selected),
         limits=limits,
-        step_key=step_key,
-        label=f'Store take selection for "{definition.name}"',
+        step_key=a.step_key,
+        label=f'Store take selection for "{a.definition.name}"',
     )
     record = None
-    if step_id:
+    if a.step_id:
         record = take_record(stored.instance_id, selected_encoded, stored.version + 1)
-    mutation = StoreMutation(
-        definition, id, stored, created, encoded, paths, step_id, record, "take"
-    )
-    return mutation, selected_encoded
+    return a.mutation(encoded, paths, record, "take"), selected_encoded

@@ -18,12 +18,14 @@ from django.db import DatabaseError, transaction
 
 from ..connector import CommitHook, DatabaseStoreClient
 from ..core.commits import StoreMutation
+from ..core.definition import StoreDefinition
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import StoreContentionError
 from ..core.results import (
     StoreSnapshot,
     StoreStepId,
     StoreTakeMatched,
+    StoreTakeUnmatched,
     StoreUpdateResult,
     StoreWaiter,
 )
@@ -35,7 +37,17 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .steps import StepCall
 
-__all__ = ["commit_hook", "get", "revive", "selected_json", "take", "update", "update_json"]
+__all__ = [
+    "commit_hook",
+    "get",
+    "revive",
+    "selected_json",
+    "take",
+    "take_failed",
+    "update",
+    "update_json",
+    "wait_for",
+]
 
 
 def revive(kind: str, value_json: str) -> Any:
@@ -112,33 +124,57 @@ def take(
                 drop_waiter()
                 if row is None:
                     engine._write(call, key, position, None, status=StepStatus.PENDING)
-                engine.client.register_waiter(
-                    StoreWaiter(
-                        workflow_id=engine.execution.workflow_id,
-                        execution_id=engine.execution.id,
-                        step_key=key,
-                        store_name=definition.name,
-                        store_id=call.store_id,
-                        instance_id=result.instance_id,
-                        since_version=result.version,
-                        read_paths=result.read_paths,
-                    )
-                )
+                wait_for(engine, key, definition, call.store_id, result)
     except (LeaseLost, DatabaseError):
         raise
     except StoreContentionError:
         engine._contended(key)
     except Exception as exc:
-        with transaction.atomic(using=engine.alias):
-            engine._record_error(call, key, position, row, exc, 1)
+
+        def forget_waiter() -> None:
             if row is not None:
                 engine.client.remove_waiters(engine.execution.id, key)
-        engine.open_takes.discard(key)
-        return StepError(exc)
+
+        return take_failed(engine, call, key, position, row, exc, forget_waiter)
     if not result.matched:
         raise Suspend(ExecutionStatus.WAITING, key)
     engine.open_takes.discard(key)
     return StepValue(decode_durable(encoded))
+
+
+def wait_for(
+    engine: Engine, key: str, definition: StoreDefinition, store_id: str, missed: StoreTakeUnmatched
+) -> None:
+    """Register the waiter of a take (step ``key``) that ``missed`` on the store."""
+    engine.client.register_waiter(
+        StoreWaiter(
+            workflow_id=engine.execution.workflow_id,
+            execution_id=engine.execution.id,
+            step_key=key,
+            store_name=definition.name,
+            store_id=store_id,
+            instance_id=missed.instance_id,
+            since_version=missed.version,
+            read_paths=missed.read_paths,
+        )
+    )
+
+
+def take_failed(
+    engine: Engine,
+    call: StepCall,
+    key: str,
+    position: int,
+    row: ExecutionStep | None,
+    exc: Exception,
+    forget_waiters: Callable[[], None],
+) -> StepError:
+    """A take whose user code raised: the error recorded with its waiters gone."""
+    with transaction.atomic(using=engine.alias):
+        engine._record_error(call, key, position, row, exc, 1)
+        forget_waiters()
+    engine.open_takes.discard(key)
+    return StepError(exc)
 
 
 def update(

@@ -29,11 +29,11 @@ from ..connector import CommitHook
 from ..core.commits import StoreMutation
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import StoreContentionError
-from ..core.results import StoreStepId, StoreTakeMatched, StoreTakeUnmatched, StoreWaiter
+from ..core.results import StoreStepId, StoreTakeMatched, StoreTakeUnmatched
 from ..models.runtime import ExecutionStatus, ExecutionStep, StepStatus
 from . import store_steps
 from .leases import LeaseLost
-from .outcomes import StepError, StepResult, StepValue, Suspend, recorded_result
+from .outcomes import StepResult, StepValue, Suspend, recorded_result
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -138,17 +138,8 @@ def execute(
                         engine._timer(wake_at, "take_any")
                     for index, missed in misses:
                         definition, store_id = call.choices[index][0], call.choices[index][1]
-                        client.register_waiter(
-                            StoreWaiter(
-                                workflow_id=execution.workflow_id,
-                                execution_id=execution.id,
-                                step_key=choice_key(key, index),
-                                store_name=definition.name,
-                                store_id=store_id,
-                                instance_id=missed.instance_id,
-                                since_version=missed.version,
-                                read_paths=missed.read_paths,
-                            )
+                        store_steps.wait_for(
+                            engine, choice_key(key, index), definition, store_id, missed
                         )
                     engine.open_takes.add(key)
     except (LeaseLost, DatabaseError):
@@ -156,11 +147,7 @@ def execute(
     except StoreContentionError:
         engine._contended(key)
     except Exception as exc:
-        with transaction.atomic(using=engine.alias):
-            engine._record_error(call, key, position, row, exc, 1)
-            drop_waiters()
-        engine.open_takes.discard(key)
-        return StepError(exc)
+        return store_steps.take_failed(engine, call, key, position, row, exc, drop_waiters)
     if not encoded:
         raise Suspend(ExecutionStatus.WAITING, key, wake_at)
     engine.open_takes.discard(key)
