@@ -215,31 +215,16 @@ def commit_mutation(connection: BaseDatabaseWrapper, using: str, m: StoreMutatio
             ):
                 recorded = ledger_result(cursor, name, id, m.step_id, m.operation)
                 raise _StepRecordedMeanwhile
-            if m.created:
-                insert_version(
-                    cursor,
-                    connection,
-                    name,
-                    id,
-                    expected.instance_id,
-                    0,
-                    "[]",
-                    None,
-                    expected.encoded,
-                )
+            versions = [(version, paths_json(m.changed_paths), m.step_id, m.encoded_state)]
+            if m.created:  # version 0, the initial state, then the change
+                versions.insert(0, (0, "[]", None, expected.encoded))
             else:
                 cursor.execute(sql.UPDATE_STORE, [version, m.encoded_state, now(connection), pk])
-            insert_version(
-                cursor,
-                connection,
-                name,
-                id,
-                expected.instance_id,
-                version,
-                paths_json(m.changed_paths),
-                m.step_id,
-                m.encoded_state,
-            )
+            for number, paths, step_id, state in versions:
+                insert_version(
+                    cursor, connection, name, id, expected.instance_id, number, paths, step_id,
+                    state,
+                )  # fmt: skip
             _prune_versions(cursor, expected.instance_id, version)
             wakes = _matching_wakes(cursor, pk, m.changed_paths)
             return COMMITTED, write_intents(wakes, reason="store", using=using)
