@@ -11,7 +11,7 @@ from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 from yieldstar_django.connector import DatabaseStoreClient, get_store_client
-from yieldstar_django.core.commits import StoreMutation
+from yieldstar_django.core.commits import RetryPolicy, StoreMutation
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.errors import (
     StoreStepMismatchError,
@@ -479,6 +479,60 @@ def test_rows_of_an_open_transaction_are_not_remembered(alias: str, wakes: WakeC
     result = client.update_store(d, "q", updater=lambda s: s.update(other=s["other"] + 10))
     assert result.state["other"] == 12
     assert (result.previous_version, result.version) == (1, 2)
+
+
+def _lose_once(alias: str, client: DatabaseStoreClient, d: StoreDefinition) -> None:
+    """Another writer commits; ``client`` still remembers the row before it."""
+    old = client.snapshots.get(d.name, "q")
+    assert old is not None
+    DatabaseStoreClient(alias).update_store(d, "q", updater=lambda s: s.update(other=1))
+    client.snapshots.forget(d.name, "q")
+    client.snapshots.put(d.name, "q", old)
+
+
+def _row_locked(queries: CaptureQueriesContext) -> bool:
+    return any("FOR NO KEY UPDATE" in q["sql"] for q in queries.captured_queries)
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_a_write_that_lost_queues_on_the_row(alias: str, wakes: WakeCollector) -> None:
+    """After ``queue_after`` lost races the next attempt runs in a transaction that locks
+    the row first; an error in it rolls that transaction back."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias, retry=RetryPolicy(queue_after=1))
+    client.get_store(d, "q")
+    _lose_once(alias, client, d)
+    with CaptureQueriesContext(connections[alias]) as queries:
+        result = client.update_store(d, "q", updater=lambda s: s.update(other=s["other"] + 10))
+    assert result.state["other"] == 11
+    assert _row_locked(queries)
+
+    _lose_once(alias, client, d)
+    calls: list[int] = []
+
+    def fails_in_the_queue(state: Any) -> None:
+        calls.append(state["other"])
+        if len(calls) == 2:
+            raise RuntimeError("updater failed")
+
+    with pytest.raises(RuntimeError):
+        client.update_store(d, "q", updater=fails_in_the_queue)
+    assert len(calls) == 2, "tried on the remembered row, then under the lock"
+    assert not connections[alias].in_atomic_block
+    assert DatabaseStoreClient(alias).get_store(d, "q").state["other"] == 1
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_a_write_inside_a_transaction_never_queues(alias: str, wakes: WakeCollector) -> None:
+    """The row lock would outlive the attempt, held until the caller's transaction ends."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias, retry=RetryPolicy(queue_after=1))
+    client.get_store(d, "q")
+    _lose_once(alias, client, d)
+    with transaction.atomic(using=alias), CaptureQueriesContext(connections[alias]) as queries:
+        result = client.update_store(d, "q", updater=lambda s: s.update(other=s["other"] + 10))
+    assert result.state["other"] == 11
+    assert not _row_locked(queries)
 
 
 def _pop_first(draft: Any, selected: Any) -> None:

@@ -102,3 +102,36 @@ def test_register_versus_mutate_loses_no_wake(alias: str, spawn: Spawn) -> None:
     assert reasons["stale"] > 0 and reasons["store"] > 0, reasons
     spurious = [e for e in woken if int(e[1:]) not in set(waited)]
     assert spurious == [], "only waiting executions are woken"
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_writes_that_lost_several_races_take_turns(alias: str, spawn: Spawn) -> None:
+    """Six processes increment one store without backoff and with a cap of 6 attempts.
+    A write that lost 2 races queues for the store (``CAS_QUEUE_AFTER``) and then races
+    only fresh writes, so none reaches the cap (``StoreContentionError`` would fail the
+    child) and none is lost."""
+    name = unique("queued")
+    tight = {
+        "CAS_MAX_ATTEMPTS": 6,
+        "CAS_QUEUE_AFTER": 2,
+        "CAS_BACKOFF_BASE": 0,
+        "CAS_BACKOFF_MAX": 0,
+    }
+    attempts = spawn("increment", [(alias, name, 100, None)] * 6, yieldstar=tight)
+    snapshot = DatabaseStoreClient(alias).get_store(
+        StoreDefinition(name, None, lambda id: {"n": 0}), "c"
+    )
+    assert snapshot.state == {"n": 600}
+    assert sum(attempts) > 600, "the writes did race"
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_eight_processes_on_one_store_at_the_default_cap(alias: str, spawn: Spawn) -> None:
+    """The default settings: eight processes, 100 increments each, no
+    ``StoreContentionError``, nothing lost."""
+    name = unique("eight")
+    spawn("increment", [(alias, name, 100, None)] * 8)
+    snapshot = DatabaseStoreClient(alias).get_store(
+        StoreDefinition(name, None, lambda id: {"n": 0}), "c"
+    )
+    assert snapshot.state == {"n": 800}

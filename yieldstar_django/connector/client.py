@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -30,6 +30,7 @@ from .arguments import check_step, check_store, check_text
 from .cursors import fetchone
 from .hooks import CommitHook, NotCommitted, current_hook
 from .portable import Committed
+from .store_queue import store_queue
 
 __all__ = ["DatabaseStoreClient", "get_store_client"]
 
@@ -83,7 +84,18 @@ class DatabaseStoreClient(CasStoreClient):
             max_attempts=yieldstar_settings.CAS_MAX_ATTEMPTS,
             base_delay=yieldstar_settings.CAS_BACKOFF_BASE,
             max_delay=yieldstar_settings.CAS_BACKOFF_MAX,
+            queue_after=yieldstar_settings.CAS_QUEUE_AFTER,
         )
+
+    def queue(self, definition: StoreDefinition, id: str) -> AbstractContextManager[None]:
+        """On PostgreSQL outside ``transaction.atomic``: the next attempt in a transaction
+        that locks the store row first (:func:`.store_queue.store_queue`). Elsewhere none:
+        SQLite runs one writer at a time, and inside a caller's transaction the lock could
+        not be released before that transaction ends."""
+        connection = self.connection
+        if connection.vendor != "postgresql" or connection.in_atomic_block:
+            return nullcontext()
+        return store_queue(connection, self.using, definition.name, id)
 
     def snapshot_capacity(self) -> int:
         return yieldstar_settings.SNAPSHOT_CACHE_SIZE

@@ -18,9 +18,9 @@ its recorded result. See ``docs/internals/architecture.md#stores``.
 
 from __future__ import annotations
 
-import time
 import uuid
 from abc import abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from .commits import (
@@ -36,7 +36,6 @@ from .commits import (
 from .compute import Attempt, call_sync, plan_take, plan_update, require_sync, validate_state
 from .definition import StoreDefinition
 from .durable import DEFAULT_LIMITS, DurableLimits, decode_durable
-from .errors import StoreContentionError
 from .results import (
     DELETE_RECORD,
     StoreDeleted,
@@ -51,6 +50,7 @@ from .results import (
     take_from_record,
     update_from_record,
 )
+from .retries import Retries
 from .snapshots import DEFAULT_CAPACITY, SnapshotCache
 from .store import Claim, Selector, StoreClient, Updater
 
@@ -91,6 +91,12 @@ class CasStoreClient(StoreClient):
     def snapshot_capacity(self) -> int:
         """How many stores' last rows to remember (0: every write reads first)."""
         return self._snapshot_capacity
+
+    def queue(self, definition: StoreDefinition, id: str) -> AbstractContextManager[None]:
+        """The store's queue, entered by a write that lost ``RetryPolicy.queue_after``
+        races and held until it ends: a context in which its next attempt (which reads
+        first) cannot lose, served in arrival order. None here."""
+        return nullcontext()
 
     def may_remember(self) -> bool:
         """Whether what the primitives return now is committed for good. A connector
@@ -224,18 +230,6 @@ class CasStoreClient(StoreClient):
             return row
         return self._insert(definition, id, self._initial(definition, id, step_key))
 
-    def _wait_before_retry(self, definition: StoreDefinition, id: str, attempts: int) -> bool:
-        """Raise ``StoreContentionError`` at the cap; else back off. True if it slept (so
-        whatever the caller read before is stale and must be read again)."""
-        policy = self.retry_policy()
-        if attempts >= policy.max_attempts:
-            raise StoreContentionError(definition.name, id, attempts)
-        delay = policy.delay(attempts)
-        if delay > 0:
-            time.sleep(delay)
-            return True
-        return False
-
     # operations
 
     def get_store(self, definition: StoreDefinition, id: str) -> StoreSnapshot:
@@ -270,39 +264,43 @@ class CasStoreClient(StoreClient):
             stored, created = self._row_or_initial(definition, id, step_key, row)
         else:
             stored, created = self._row_or_insert(definition, id, step_key, row), False
-        attempts = 0
-        while True:
-            if condition is not None and not condition.accepts(stored):
-                if speculative:
+        with Retries(self.retry_policy(), self.queue, definition, id) as retry:
+            while True:
+                if condition is not None and not condition.accepts(stored):
+                    if speculative:
+                        return self._conditional_update(
+                            definition, id, updater, condition, step_id, False
+                        )
+                    return StoreWrite(condition.update_conflict(stored), None)
+                retry.attempts += 1
+                try:
+                    attempt = Attempt(
+                        definition, id, stored, created, step_id, self.durable_limits()
+                    )
+                    mutation = plan_update(attempt, updater, kind)
+                except Exception:
+                    if not speculative:
+                        raise
                     return self._conditional_update(
                         definition, id, updater, condition, step_id, False
                     )
-                return StoreWrite(condition.update_conflict(stored), None)
-            attempts += 1
-            try:
-                attempt = Attempt(definition, id, stored, created, step_id, self.durable_limits())
-                mutation = plan_update(attempt, updater, kind)
-            except Exception:
-                if not speculative:
-                    raise
-                return self._conditional_update(definition, id, updater, condition, step_id, False)
-            speculative = False
-            outcome = self._try_mutation(mutation)
-            encoded = mutation.encoded_state
-            if outcome.status == "committed":
-                result = StoreUpdateResult(
-                    decode_durable(encoded), stored.version, stored.version + 1
-                )
-                return StoreWrite(result, stored.instance_id)
-            recorded = self._settled(outcome, definition, id, step_id)
-            if recorded is not None:
-                assert step_id is not None
-                return StoreWrite(update_from_record(recorded, step_id), None)
-            stored, created = self._reread(definition, id, step_key, outcome, condition)
-            if condition is not None and not condition.accepts(stored):
-                continue
-            if self._wait_before_retry(definition, id, attempts):
-                stored, created = self._reread(definition, id, step_key, MISSING, condition)
+                speculative = False
+                outcome = self._try_mutation(mutation)
+                encoded = mutation.encoded_state
+                if outcome.status == "committed":
+                    result = StoreUpdateResult(
+                        decode_durable(encoded), stored.version, stored.version + 1
+                    )
+                    return StoreWrite(result, stored.instance_id)
+                recorded = self._settled(outcome, definition, id, step_id)
+                if recorded is not None:
+                    assert step_id is not None
+                    return StoreWrite(update_from_record(recorded, step_id), None)
+                stored, created = self._reread(definition, id, step_key, outcome, condition)
+                if condition is not None and not condition.accepts(stored):
+                    continue
+                if retry.wait():
+                    stored, created = self._reread(definition, id, step_key, MISSING, condition)
 
     def _reread(
         self,
@@ -337,22 +335,24 @@ class CasStoreClient(StoreClient):
         condition.check()
         step_key = step_id.step_key if step_id else ""
         current = self._row_or_insert(definition, id, step_key, row)
-        attempts = 0
-        while condition.accepts(current):
-            attempts += 1
-            outcome = self._try_deletion(
-                StoreDeletion(definition, id, current, step_id, DELETE_RECORD if step_id else None)
-            )
-            if outcome.status == "committed":
-                return StoreDeleted()
-            recorded = self._settled(outcome, definition, id, step_id)
-            if recorded is not None:
-                assert step_id is not None
-                return delete_from_record(recorded, step_id)
-            current = outcome.current or self._get_or_insert(definition, id, step_key)
-            if condition.accepts(current) and self._wait_before_retry(definition, id, attempts):
-                current = self._get_or_insert(definition, id, step_key)
-        return condition.delete_conflict(current)
+        with Retries(self.retry_policy(), self.queue, definition, id) as retry:
+            while condition.accepts(current):
+                retry.attempts += 1
+                outcome = self._try_deletion(
+                    StoreDeletion(
+                        definition, id, current, step_id, DELETE_RECORD if step_id else None
+                    )
+                )
+                if outcome.status == "committed":
+                    return StoreDeleted()
+                recorded = self._settled(outcome, definition, id, step_id)
+                if recorded is not None:
+                    assert step_id is not None
+                    return delete_from_record(recorded, step_id)
+                current = outcome.current or self._get_or_insert(definition, id, step_key)
+                if condition.accepts(current) and retry.wait():
+                    current = self._get_or_insert(definition, id, step_key)
+            return condition.delete_conflict(current)
 
     def take_from_store(
         self,
@@ -389,40 +389,42 @@ class CasStoreClient(StoreClient):
         take without a commit raises ``_Unconfirmed`` instead."""
         step_key = step_id.step_key if step_id else ""
         stored, created = self._row_or_initial(definition, id, step_key, row)
-        attempts = 0
-        while True:
-            try:
-                attempt = Attempt(definition, id, stored, created, step_id, self.durable_limits())
-                plan = plan_take(attempt, selector, claim)
-            except Exception:
-                if speculative:
-                    raise _Unconfirmed from None
-                raise
-            if isinstance(plan, StoreTakeUnmatched):
-                if speculative:
-                    raise _Unconfirmed
-                if created:
-                    current = self._insert(definition, id, stored)
-                    if current.instance_id != stored.instance_id:
-                        stored, created = current, False
-                        continue
-                return plan
-            attempts += 1
-            speculative = False
-            mutation, selected_encoded = plan
-            outcome = self._try_mutation(mutation)
-            if outcome.status == "committed":
-                return StoreTakeMatched(
-                    decode_durable(selected_encoded), stored.instance_id, stored.version + 1
-                )
-            recorded = self._settled(outcome, definition, id, step_id)
-            if recorded is not None:
-                assert step_id is not None
-                return take_from_record(recorded, step_id)
-            if self._wait_before_retry(definition, id, attempts) or outcome.current is None:
-                stored, created = self._read_or_initialize(definition, id, step_key)
-            else:
-                stored, created = outcome.current, False
+        with Retries(self.retry_policy(), self.queue, definition, id) as retry:
+            while True:
+                try:
+                    attempt = Attempt(
+                        definition, id, stored, created, step_id, self.durable_limits()
+                    )
+                    plan = plan_take(attempt, selector, claim)
+                except Exception:
+                    if speculative:
+                        raise _Unconfirmed from None
+                    raise
+                if isinstance(plan, StoreTakeUnmatched):
+                    if speculative:
+                        raise _Unconfirmed
+                    if created:
+                        current = self._insert(definition, id, stored)
+                        if current.instance_id != stored.instance_id:
+                            stored, created = current, False
+                            continue
+                    return plan
+                retry.attempts += 1
+                speculative = False
+                mutation, selected_encoded = plan
+                outcome = self._try_mutation(mutation)
+                if outcome.status == "committed":
+                    return StoreTakeMatched(
+                        decode_durable(selected_encoded), stored.instance_id, stored.version + 1
+                    )
+                recorded = self._settled(outcome, definition, id, step_id)
+                if recorded is not None:
+                    assert step_id is not None
+                    return take_from_record(recorded, step_id)
+                if retry.wait() or outcome.current is None:
+                    stored, created = self._read_or_initialize(definition, id, step_key)
+                else:
+                    stored, created = outcome.current, False
 
     def _settled(
         self,
