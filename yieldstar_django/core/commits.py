@@ -135,7 +135,7 @@ class RetryPolicy:
     base_delay: float = 0.001
     max_delay: float = 0.05
     #: After this many lost races an operation queues for the store (0: never).
-    queue_after: int = 10
+    queue_after: int = 20
 
     def delay(self, attempt: int) -> float:
         return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** min(attempt - 1, 30)))
