@@ -10,8 +10,9 @@ inside a request-wide transaction.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
@@ -26,7 +27,12 @@ from ..core.commits import VersionCondition
 from ..core.definition import StoreDefinition
 from ..core.durable import decode_durable
 from ..core.errors import StoreContentionError, StoreValidationError, WorkflowValueError
-from ..core.results import StoreSnapshot, StoreUpdateResult
+from ..core.results import (
+    StoreDeleteConflict,
+    StoreSnapshot,
+    StoreUpdateConflict,
+    StoreUpdateResult,
+)
 from . import idempotency
 from .base import (
     YieldstarAPIView,
@@ -73,6 +79,11 @@ WRITE_SCHEMA: dict[str, Any] = {
     "responses": {200: StoreWriteResultSerializer, **errors(*WRITE_ERRORS)},
     "tags": ["stores"],
 }
+
+
+def refuse(conflict: StoreUpdateConflict | StoreDeleteConflict) -> NoReturn:
+    """412 with the ETag of the version the store is at."""
+    raise PreconditionFailed(make_etag(conflict.actual_instance_id, conflict.actual_version))
 
 
 def not_null(updater: Updater) -> Updater:
@@ -239,7 +250,7 @@ class StoreDetailView(YieldstarAPIView):
         if claim is None and (condition is None or condition.any):
             client.delete_store(definition, id)
             return Response(status=status.HTTP_204_NO_CONTENT)
-        try:
+        with self.released_unless_committed(claim):
             result = client.delete_store_if(
                 definition,
                 id,
@@ -247,13 +258,7 @@ class StoreDetailView(YieldstarAPIView):
                 step_id=claim.step_id if claim else None,
             )
             if not result.deleted:
-                raise PreconditionFailed(
-                    make_etag(result.actual_instance_id, result.actual_version)
-                )
-        except BaseException as exc:
-            if claim is not None and self.not_committed(exc):
-                claim.release()
-            raise
+                refuse(result)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     # helpers
@@ -300,6 +305,17 @@ class StoreDetailView(YieldstarAPIView):
             ),
         )
 
+    @contextmanager
+    def released_unless_committed(self, claim: Any) -> Iterator[None]:
+        """Release the idempotency ``claim`` (if any) when the write raises an error that
+        proves it did not commit; any other error keeps it (the write may have committed)."""
+        try:
+            yield
+        except BaseException as exc:
+            if claim is not None and self.not_committed(exc):
+                claim.release()
+            raise
+
     @staticmethod
     def not_committed(exc: BaseException) -> bool:
         """Whether ``exc`` proves the write did not commit (so a claim may be released)."""
@@ -322,7 +338,7 @@ class StoreDetailView(YieldstarAPIView):
         body: Any,
     ) -> Response:
         claim = self.claim(request, definition, id, condition, body)
-        try:
+        with self.released_unless_committed(claim):
             # One core operation: the ledger first, then read/compute/compare-and-swap with
             # the client's backoff; the updater runs on the state each attempt read.
             write = store_client().update_store_if(
@@ -334,13 +350,7 @@ class StoreDetailView(YieldstarAPIView):
             )
             result = write.result
             if not result.updated:
-                raise PreconditionFailed(
-                    make_etag(result.actual_instance_id, result.actual_version)
-                )
-        except BaseException as exc:
-            if claim is not None and self.not_committed(exc):
-                claim.release()
-            raise
+                refuse(result)
         # A replayed result (recorded by an earlier or a concurrent twin request) does not
         # name its instance: the idempotency record remembers it.
         replayed = write.instance_id is None
