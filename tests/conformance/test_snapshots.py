@@ -27,13 +27,19 @@ def _plant(client: Any, d: StoreDefinition, id: str, row: StoredState) -> None:
     assert client.snapshots.get(d.name, id) == row
 
 
-def test_an_update_from_an_old_row_applies_to_the_current_state(harness: Any, define: Any) -> None:
+def _behind(harness: Any, define: Any, item: str) -> tuple[Any, StoreDefinition]:
+    """A store "a" with ``item`` appended, whose client remembers it as it was before."""
     d = define()
     c = harness.client
     c.get_store(d, "a")
     old = _row(c, d, "a")
-    c.update_store(d, "a", updater=lambda s: s["items"].append("first"))
+    c.update_store(d, "a", updater=lambda s: s["items"].append(item))
     _plant(c, d, "a", old)
+    return c, d
+
+
+def test_an_update_from_an_old_row_applies_to_the_current_state(harness: Any, define: Any) -> None:
+    c, d = _behind(harness, define, "first")
     result = c.update_store(d, "a", updater=lambda s: s["items"].append("second"))
     assert result == StoreUpdated(
         {"items": ["first", "second"], "count": 0}, previous_version=1, version=2
@@ -76,12 +82,7 @@ def test_a_condition_the_old_row_accepts_still_loses_to_the_current_one(
 
 
 def test_no_match_on_the_old_row_is_checked_on_the_current_one(harness: Any, define: Any) -> None:
-    d = define()
-    c = harness.client
-    c.get_store(d, "a")
-    old = _row(c, d, "a")
-    c.update_store(d, "a", updater=lambda s: s["items"].append("job"))
-    _plant(c, d, "a", old)
+    c, d = _behind(harness, define, "job")
     taken = c.take_from_store(
         d,
         "a",
