@@ -8,6 +8,7 @@ statements with CTEs (one round trip); other databases use the ORM (see the call
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ __all__ = [
 ]
 
 
+@functools.cache
 def field(model: type[Model], name: str) -> Field[Any, Any]:
     """The concrete field ``name`` of ``model``."""
     found = model._meta.get_field(name)
@@ -42,10 +44,17 @@ def field(model: type[Model], name: str) -> Field[Any, Any]:
 
 
 def column(connection: BaseDatabaseWrapper, model: type[Model], name: str) -> str:
-    """The quoted column of ``model``'s field ``name``."""
-    db_column = field(model, name).column
-    assert db_column is not None
-    return str(connection.ops.quote_name(db_column))
+    """The quoted column of ``model``'s field ``name`` (computed once per vendor)."""
+    key = (connection.vendor, model, name)
+    quoted = _quoted.get(key)
+    if quoted is None:
+        db_column = field(model, name).column
+        assert db_column is not None
+        quoted = _quoted[key] = str(connection.ops.quote_name(db_column))
+    return quoted
+
+
+_quoted: dict[tuple[str, type[Model], str], str] = {}
 
 
 def _table(connection: BaseDatabaseWrapper, model: type[Model]) -> str:
@@ -173,7 +182,19 @@ def fenced_update_sql(connection: BaseDatabaseWrapper, assignments: str) -> str:
 
 def fenced_insert_sql(connection: BaseDatabaseWrapper, names: Sequence[str]) -> str:
     """``INSERT ... SELECT`` of a heap row (one ``%s`` per field of ``names``, then the
-    fence's parameters) only while the lease is ours; nothing if the step is recorded."""
+    fence's parameters) only while the lease is ours; nothing if the step is recorded.
+    Built once per vendor and list of names (every step writes one)."""
+    key = (connection.vendor, tuple(names))
+    statement = _fenced_inserts.get(key)
+    if statement is None:
+        statement = _fenced_inserts[key] = _fenced_insert_sql(connection, names)
+    return statement
+
+
+_fenced_inserts: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def _fenced_insert_sql(connection: BaseDatabaseWrapper, names: Sequence[str]) -> str:
     columns = ", ".join(column(connection, ExecutionStep, name) for name in names)
     placeholders = ", ".join(["%s"] * len(names))
     unique = ", ".join(
