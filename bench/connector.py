@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .databases import create_database
 from .table import Row, Series
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/yieldstar_bench"
@@ -63,29 +64,8 @@ def setup_django() -> None:
 
     if apps.ready:
         return
-    _create_database(os.environ["BENCH_DATABASE_URL"])
+    create_database(os.environ["BENCH_DATABASE_URL"])
     django.setup()
-
-
-def _create_database(url: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    from demo_project.dburl import parse_database_url
-
-    entry = parse_database_url(url)
-    params = {
-        "user": entry["USER"] or None,
-        "password": entry["PASSWORD"] or None,
-        "host": entry["HOST"] or None,
-        "port": entry["PORT"] or None,
-    }
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", [entry["NAME"]]
-        ).fetchone()
-        if not exists:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(entry["NAME"])))
 
 
 def migrate() -> None:

@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .databases import create_database
 from .table import Row, Series
 
 SUITE = "runtime"
@@ -67,7 +68,7 @@ def _setup_django() -> None:
     from django.apps import apps
 
     if not apps.ready:
-        _recreate_database(os.environ["BENCH_DATABASE_URL"])
+        create_database(os.environ["BENCH_DATABASE_URL"], afresh=True)
         import django
 
         django.setup()
@@ -75,25 +76,6 @@ def _setup_django() -> None:
 
     call_command("migrate", verbosity=0)
     import bench.workflows  # noqa: F401  (registered even if this process has other settings)
-
-
-def _recreate_database(url: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    from demo_project.dburl import parse_database_url
-
-    entry = parse_database_url(url)
-    params = {
-        "user": entry["USER"] or None,
-        "password": entry["PASSWORD"] or None,
-        "host": entry["HOST"] or None,
-        "port": entry["PORT"] or None,
-    }
-    name = sql.Identifier(entry["NAME"])
-    with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
 
 
 @contextmanager
@@ -311,10 +293,8 @@ class Dbos:
 
         from demo_project.dburl import parse_database_url
 
-        from .connector import _create_database
-
         url = os.environ["BENCH_DATABASE_URL"] + "_dbos"
-        _create_database(url)
+        create_database(url)
         entry = parse_database_url(url)
         credentials = entry["USER"] + (f":{entry['PASSWORD']}" if entry["PASSWORD"] else "")
         system_url = (
