@@ -242,20 +242,20 @@ def measure_updates(ops: int, rounds: int) -> list[Row]:
     client.get_store(counter, "c")
     raw_store = RawStore(raw, 1, _counter_state("c"))
 
-    ours, base = interleaved(
-        lambda: client.update_store(counter, "c", updater=_increment),
-        lambda: raw_store.update_known(_increment),
-        ops=ops,
-        rounds=rounds,
-    )
+    def versus(
+        figure: str, ours: Callable[[], Any], baseline: str, base: Callable[[], Any], *info: str
+    ) -> Row:
+        """One ops/s figure against its raw baseline, interleaved rounds of ``ops`` calls."""
+        ours_rate, base_rate = interleaved(ours, base, ops=n, rounds=rounds)
+        return Row(SUITE, figure, ours_rate, baseline, base_rate, "ops/s", *info)
+
+    n = ops
     rows = [
-        Row(
-            SUITE,
+        versus(
             "update_store throughput",
-            ours,
+            lambda: client.update_store(counter, "c", updater=_increment),
             "raw UPDATE ... WHERE version of a known row",
-            base,
-            "ops/s",
+            lambda: raw_store.update_known(_increment),
             ">= 0.5x",
             "one round trip: commits from the row it remembers",
         )
@@ -267,20 +267,12 @@ def measure_updates(ops: int, rounds: int) -> list[Row]:
 
     read_first = ReadFirst()
     read_first.get_store(counter, "c")
-    ours, base = interleaved(
-        lambda: read_first.update_store(counter, "c", updater=_increment),
-        lambda: raw_store.update(_increment),
-        ops=ops,
-        rounds=rounds,
-    )
     rows.append(
-        Row(
-            SUITE,
+        versus(
             "update_store, reading first",
-            ours,
+            lambda: read_first.update_store(counter, "c", updater=_increment),
             "raw SELECT + UPDATE ... WHERE version",
-            base,
-            "ops/s",
+            lambda: raw_store.update(_increment),
             "comparison",
             "two round trips (SNAPSHOT_CACHE_SIZE = 0)",
         )
@@ -290,22 +282,14 @@ def measure_updates(ops: int, rounds: int) -> list[Row]:
     stepped = _definition("bench-stepped", _counter_state)
     client.get_store(stepped, "c")
     raw_stepped = RawStore(raw, 2, _counter_state("c"))
-    ours, base = interleaved(
-        lambda: client.update_store(
-            stepped, "c", updater=_increment, step_id=StoreStepId("bench", f"s{next(steps)}")
-        ),
-        lambda: raw_stepped.update(_increment, ledger=True),
-        ops=ops,
-        rounds=rounds,
-    )
     rows.append(
-        Row(
-            SUITE,
+        versus(
             "update_store with a step id",
-            ours,
+            lambda: client.update_store(
+                stepped, "c", updater=_increment, step_id=StoreStepId("bench", f"s{next(steps)}")
+            ),
             "raw loop + ledger INSERT in one transaction",
-            base,
-            "ops/s",
+            lambda: raw_stepped.update(_increment, ledger=True),
             ">= 0.5x",
             "ledger lookup + read + commit",
         )
@@ -323,24 +307,16 @@ def measure_updates(ops: int, rounds: int) -> list[Row]:
     def raw_pop(state: Any) -> Any:
         return state["items"].pop(0)
 
-    take_ops = max(1, 400 // rounds)
+    n = max(1, 400 // rounds)
     queue = _definition("bench-queue", queue_state)
     client.get_store(queue, "q")
     raw_queue = RawStore(raw, 3, queue_state("q"))
-    ours, base = interleaved(
-        lambda: client.take_from_store(queue, "q", selector=head, claim=pop),
-        lambda: raw_queue.update(raw_pop),
-        ops=take_ops,
-        rounds=rounds,
-    )
     rows.append(
-        Row(
-            SUITE,
+        versus(
             "take_from_store throughput",
-            ours,
+            lambda: client.take_from_store(queue, "q", selector=head, claim=pop),
             "raw pop with the same CAS loop",
-            base,
-            "ops/s",
+            lambda: raw_queue.update(raw_pop),
             ">= 0.5x",
             "head of a 500-item queue",
         )
