@@ -71,17 +71,56 @@ def test_waiter_on_another_instance_is_woken_at_once(harness: Any, define: Any) 
     assert harness.wakes == [Wake("exec", "wf")]
 
 
-def test_waiter_stays_registered_until_removed(harness: Any, define: Any) -> None:
+def test_a_waiter_is_woken_once_per_registration(harness: Any, define: Any) -> None:
+    """It stays registered until removed, but only the first intersecting change after its
+    registration wakes it: its execution registers again if its step still has to wait
+    (so N takers woken by N items are not woken again by each other's claims)."""
     d = define(initial=lambda id: {"jobs": []})
     wait_on(harness, d, "q", ready_job)
     harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append(1))
     harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append(2))
-    assert [w.execution_id for w in harness.wakes] == ["exec", "exec"]
+    assert [w.execution_id for w in harness.wakes] == ["exec"]
     assert len(harness.waiters(d, "q")) == 1
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].clear())
+    wait_on(harness, d, "q", ready_job)  # the step ran again and still waits
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append(3))
+    assert [w.execution_id for w in harness.wakes] == ["exec", "exec"]
     harness.client.remove_waiters("exec", "take-0")
     assert harness.waiters(d, "q") == []
-    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append(3))
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append(4))
     assert len(harness.wakes) == 2
+
+
+def test_a_waiter_registered_behind_a_change_is_woken_at_once_and_only_then(
+    harness: Any, define: Any
+) -> None:
+    d = define(initial=lambda id: {"jobs": []})
+    wait_on(harness, d, "q", ready_job)
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append(1))
+    missed = harness.client.take_from_store(d, "q", selector=lambda s: None, claim=None)
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append(2))
+    harness.client.register_waiter(
+        StoreWaiter("wf", "exec", "take-0", d.name, "q", missed.instance_id, missed.version, ())
+    )
+    assert [w.execution_id for w in harness.wakes] == ["exec", "exec"]
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append(3))
+    assert len(harness.wakes) == 2, "woken by its registration, not again until the next"
+
+
+def test_claims_of_woken_takers_do_not_wake_each_other(harness: Any, define: Any) -> None:
+    d = define(initial=lambda id: {"jobs": []})
+    takers = [f"taker{k}" for k in range(5)]
+    for taker in takers:
+        wait_on(harness, d, "q", ready_job, execution_id=taker)
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].extend(range(5)))
+    assert [w.execution_id for w in harness.wakes] == takers, "one wake each, in order"
+    for taker in takers:  # each resumes and claims an item, its waiter gone with the claim
+        result = harness.client.take_from_store(
+            d, "q", selector=ready_job, claim=lambda draft, job: draft["jobs"].remove(job)
+        )
+        assert result.matched
+        harness.client.remove_waiters(taker, "take-0")
+    assert len(harness.wakes) == 5
 
 
 def test_prefix_intersection_in_both_directions(harness: Any, define: Any) -> None:
@@ -93,6 +132,8 @@ def test_prefix_intersection_in_both_directions(harness: Any, define: Any) -> No
     harness.client.update_store(d, "s", updater=lambda s: s.update(a={"b": {"c": 2}}))
     assert {w.execution_id for w in harness.wakes} == {"deep", "shallow"}
     harness.wakes.clear()
+    wait_on(harness, d, "s", lambda s: s["a"]["b"]["c"] == 1 or None, execution_id="deep")
+    wait_on(harness, d, "s", lambda s: s["a"] == {"x": 1} or None, execution_id="shallow")
     harness.client.update_store(d, "s", updater=lambda s: s["a"]["b"].update(c=5))
     assert {w.execution_id for w in harness.wakes} == {"deep", "shallow"}
 

@@ -76,6 +76,21 @@ def test_duplicate_and_concurrent_resumes_are_harmless(services: Env) -> None:
     assert items == [{"value": "only", "claimed_by": eid}]
 
 
+def test_fifty_items_in_one_commit_resume_fifty_takers_about_once(services: Env) -> None:
+    """No thundering herd: 50 takers and 50 items in one commit cost at most 2N resumes
+    (each claim used to wake every taker still registered again)."""
+    store_id = f"herd-{uuid.uuid4().hex[:8]}"
+    ids = [start_workflow("e2e.take_one", store_id) for _ in range(50)]
+    executions = Execution.objects.filter(pk__in=ids)
+    wait_until("all 50 to wait", lambda: executions.filter(status="waiting").count() == 50, 120)
+    push(store_id, [f"item-{n}" for n in range(50)])
+    wait_until("all 50 to finish", lambda: executions.filter(status="completed").count() == 50)
+    results = sorted(get_execution(eid).result for eid in ids)
+    assert results == sorted(f"item-{n}" for n in range(50)), "each item taken once"
+    resumes = sum(executions.values_list("runs", flat=True)) - 50
+    assert resumes <= 100, f"{resumes} resumes for 50 items"
+
+
 def test_fifty_waiters_fifty_items_each_claimed_exactly_once(services: Env) -> None:
     store_id = f"fifty-{uuid.uuid4().hex[:8]}"
     ids = [start_workflow("e2e.take_one", store_id) for _ in range(50)]

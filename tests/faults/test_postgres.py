@@ -16,7 +16,9 @@ def test_postgres_restarted_immediately_under_load(faults: Faults) -> None:
     faults.start_workers()
     faults.start_relay()
     queue_id = fill_queue(faults, 200)
-    start_drain(faults, queue_id, executions=20, each=10, pause=0.05)
+    # Each execution works 10 x 0.25 s, so none can have finished when the crash comes
+    # (with 0.05 s, faster commits let all 20 finish within the 2 s).
+    start_drain(faults, queue_id, executions=20, each=10, pause=0.25)
     time.sleep(2)
     assert faults.count("completed") < 20  # the crash comes under load
     faults.cluster.crash()

@@ -104,6 +104,43 @@ def test_register_versus_mutate_loses_no_wake(alias: str, spawn: Spawn) -> None:
     assert spurious == [], "only waiting executions are woken"
 
 
+@pytest.mark.parametrize(
+    "batches",
+    [[24], [1, 3, 2, 1, 4, 1, 2, 3, 1, 2, 1, 3]],
+    ids=["at-once", "in-bursts"],
+)
+def test_woken_takers_resume_about_once_and_lose_no_wake(
+    alias: str, spawn: Spawn, batches: list[int]
+) -> None:
+    """24 takers in 4 processes wait on one queue; the jobs arrive in one commit or in
+    bursts. Every taker gets exactly one job (no wake lost: a woken waiter is not woken
+    again until its execution registers it anew, and that registration sees every change
+    since its take). Jobs arriving at once wake each taker once: N wakes and resumes for N
+    items, where each claim used to wake every taker still registered again."""
+    name = unique("takers")
+    executions = [f"t{k}" for k in range(24)]
+    groups = [(alias, name, executions[k::4], 60.0) for k in range(4)]
+    *taken, _ = spawn(
+        ["queue_takers"] * 4 + ["queue_producer"],
+        [*groups, (alias, name, batches, 0.02)],
+        timeout=120,
+    )
+    items = {e: job for result in taken for e, job in result["items"].items()}
+    resumes = {e: n for result in taken for e, n in result["resumes"].items()}
+    lost = [e for e, job in items.items() if job is None]
+    assert lost == [], f"{len(lost)} takers never woke up for their job"
+    assert sorted(items.values()) == list(range(24)), "each job taken exactly once"
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM yieldstar_wakeintent WHERE reason = 'store' AND execution_id IN "
+            f"({', '.join(['%s'] * len(executions))})",
+            executions,
+        )
+        wakes = cursor.fetchone()[0]
+    if len(batches) == 1:  # each a delivery, and a run unless its execution has finished
+        assert (wakes, sum(resumes.values())) == (24, 24), resumes
+
+
 @pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
 def test_writes_that_lost_several_races_take_turns(alias: str, spawn: Spawn) -> None:
     """Six processes increment one store without backoff and with a cap of 6 attempts.

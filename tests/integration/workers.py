@@ -190,6 +190,83 @@ def race_mutator(alias: str, name: str, trials: int, barrier: Any, seed: int) ->
     return trials
 
 
+def queue_takers(alias: str, name: str, executions: list[str], seconds: float) -> dict[str, Any]:
+    """Act as ``executions``, each waiting to pop one item of the ``jobs`` queue as the
+    runtime does: take; on a miss register a waiter (from what the take saw) and sleep
+    until a wake intent newer than the take arrives (a resume), then take again; on a
+    match remove the waiter. Returns each execution's item and resume count; one still
+    waiting after ``seconds`` has lost its wake (``None`` item)."""
+    from django.db import connections
+
+    from yieldstar_django.core.results import StoreStepId, StoreWaiter
+
+    client = _client(alias)
+    definition = _definition(name, "jobs")
+
+    def pop(draft: Any, job: Any) -> None:
+        draft["jobs"].remove(job)
+
+    def last_intent(execution: str) -> int:
+        with connections[alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT coalesce(max(id), 0) FROM yieldstar_wakeintent WHERE execution_id = %s",
+                [execution],
+            )
+            return int(cursor.fetchone()[0])
+
+    items: dict[str, Any] = {}
+    resumes = dict.fromkeys(executions, 0)
+    waiting: dict[str, int] = {}  # execution -> the newest intent before its take
+    to_run = list(executions)
+    deadline = time.monotonic() + seconds
+    while (to_run or waiting) and time.monotonic() < deadline:
+        for execution in to_run:
+            seen = last_intent(execution)
+            result = client.take_from_store(
+                definition,
+                "q",
+                selector=lambda s: s["jobs"][0] if s["jobs"] else None,
+                claim=pop,
+                step_id=StoreStepId(execution, "take"),
+            )
+            if result.matched:
+                client.remove_waiters(execution, "take")
+                items[execution] = result.selected
+                continue
+            waiter = ("wf", execution, "take", name, "q", result.instance_id, result.version)
+            client.register_waiter(StoreWaiter(*waiter, result.read_paths))
+            waiting[execution] = seen
+        to_run = [e for e, seen in waiting.items() if last_intent(e) > seen]
+        for execution in to_run:
+            del waiting[execution]
+            resumes[execution] += 1
+        time.sleep(0.002)
+    return {"items": {e: items.get(e) for e in executions}, "resumes": resumes}
+
+
+def queue_producer(alias: str, name: str, batches: list[int], pause: float) -> int:
+    """Push ``batches`` of jobs (one commit each) once every taker waits, ``pause`` apart."""
+    from django.db import connections
+
+    client = _client(alias)
+    definition = _definition(name, "jobs")
+    takers = sum(batches)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM yieldstar_waiter")
+            if cursor.fetchone()[0] >= takers:
+                break
+        time.sleep(0.005)
+    pushed = 0
+    for size in batches:
+        jobs = list(range(pushed, pushed + size))
+        client.update_store(definition, "q", updater=lambda s, jobs=jobs: s["jobs"].extend(jobs))
+        pushed += size
+        time.sleep(pause)
+    return pushed
+
+
 def _jitter(rng: random.Random, most: float = 0.0004) -> None:
     """Busy-wait up to ``most`` seconds, so either side may go first."""
     deadline = time.perf_counter() + rng.random() * most

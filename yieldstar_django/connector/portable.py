@@ -48,6 +48,9 @@ __all__ = [
 
 Committed = tuple[CommitOutcome, list[PendingWake]]
 
+#: Waiter ids per statement when marking waiters woken.
+WAKES_PER_STATEMENT = 500
+
 
 class _StepRecordedMeanwhile(Exception):
     """Rolls back a commit whose step was recorded by a concurrent commit."""
@@ -171,11 +174,33 @@ def _prune_versions(cursor: Any, instance_id: str, version: int) -> None:
         cursor.execute(sql.PRUNE_VERSION, [instance_id, version - limit])
 
 
-def _matching_wakes(cursor: Any, store_pk: int, changed_paths: Sequence[StorePath]) -> list[Wake]:
-    """The executions whose waiters the changed paths wake, in registration order."""
+def _matching(
+    cursor: Any, store_pk: int, changed_paths: Sequence[StorePath]
+) -> list[tuple[int, Wake, bool]]:
+    """The waiters the changed paths intersect, in registration order: (id, the wake of
+    its execution, whether it was woken since it registered)."""
     query, params = sql.matching_waiters_sql(store_pk, path_match(changed_paths))
     cursor.execute(query, params)
-    return [Wake(e, w) for e, w in cursor.fetchall()]
+    return [(int(pk), Wake(e, w), woken is not None) for pk, e, w, woken in cursor.fetchall()]
+
+
+def _executions(waiters: Sequence[tuple[int, Wake, bool]]) -> list[Wake]:
+    """One wake per execution of ``waiters``, in the order of its first waiter."""
+    return list(dict.fromkeys(wake for _, wake, _ in waiters))
+
+
+def _waking(
+    cursor: Any, connection: BaseDatabaseWrapper, store_pk: int, changed_paths: Sequence[StorePath]
+) -> list[Wake]:
+    """The executions with a waiter the changed paths intersect that was not woken since
+    it registered, in registration order; those waiters are marked woken (as
+    ``yieldstar_wake_waiters_v1`` does on PostgreSQL, rows locked elsewhere skipped)."""
+    unwoken = [w for w in _matching(cursor, store_pk, changed_paths) if not w[2]]
+    mark = sql.MARK_WOKEN.format(ids="{ids}", lock=lock(connection, "NO KEY UPDATE SKIP LOCKED"))
+    for start in range(0, len(unwoken), WAKES_PER_STATEMENT):
+        ids = [pk for pk, _, _ in unwoken[start : start + WAKES_PER_STATEMENT]]
+        cursor.execute(mark.format(ids=", ".join(["%s"] * len(ids))), [now(connection), *ids])
+    return _executions(unwoken)
 
 
 def commit_mutation(connection: BaseDatabaseWrapper, using: str, m: StoreMutation) -> Committed:
@@ -226,7 +251,7 @@ def commit_mutation(connection: BaseDatabaseWrapper, using: str, m: StoreMutatio
                     state,
                 )  # fmt: skip
             _prune_versions(cursor, expected.instance_id, version)
-            wakes = _matching_wakes(cursor, pk, m.changed_paths)
+            wakes = _waking(cursor, connection, pk, m.changed_paths)
             return COMMITTED, write_intents(wakes, reason="store", using=using)
     except _StepRecordedMeanwhile:
         assert recorded is not None
@@ -257,7 +282,7 @@ def commit_deletion(connection: BaseDatabaseWrapper, using: str, d: StoreDeletio
             recorded = ledger_result(cursor, name, id, step_id, operation)
             assert recorded is not None
             return recorded, []
-        wakes = _matching_wakes(cursor, pk, [()])  # a change at the root: all waiters
+        wakes = _executions(_matching(cursor, pk, [()]))  # all waiters, woken or not
         cursor.execute(sql.DELETE_STORE_WAITER_PATHS, [pk])
         cursor.execute(sql.DELETE_STORE_WAITERS, [pk])
         cursor.execute(sql.DELETE_STORE, [pk])

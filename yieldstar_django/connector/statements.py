@@ -98,12 +98,12 @@ READ_STORE_FOR_WAITER: Final = (
 )
 UPSERT_WAITER: Final = (
     f"INSERT INTO {WAITER_TABLE} (workflow_id, execution_id, step_key, store_pk, "
-    "instance_id, since_version, read_paths, created_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+    "instance_id, since_version, read_paths, created_at, woken_at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
     "ON CONFLICT (execution_id, step_key, store_pk) DO UPDATE SET "
     "workflow_id = excluded.workflow_id, instance_id = excluded.instance_id, "
     "since_version = excluded.since_version, read_paths = excluded.read_paths, "
-    "created_at = excluded.created_at RETURNING id"
+    "created_at = excluded.created_at, woken_at = excluded.woken_at RETURNING id"
 )
 DELETE_WAITER_PATHS: Final = f"DELETE FROM {WAITER_PATH_TABLE} WHERE waiter_id = %s"
 #: The start of a multi-row insert of path rows: append ``(%s, %s, %s, %s)`` per row.
@@ -116,6 +116,12 @@ REMOVE_WAITER_PATHS: Final = (
     f"(SELECT id FROM {WAITER_TABLE} WHERE {{where}})"
 )
 REMOVE_WAITERS: Final = f"DELETE FROM {WAITER_TABLE} WHERE {{where}}"
+#: Mark woken the waiters ``{ids}`` whose rows no other transaction holds (``{lock}``:
+#: `` FOR NO KEY UPDATE SKIP LOCKED`` on PostgreSQL): a commit never waits on a waiter row.
+MARK_WOKEN: Final = (
+    f"UPDATE {WAITER_TABLE} SET woken_at = %s WHERE id IN "
+    f"(SELECT id FROM {WAITER_TABLE} WHERE id IN ({{ids}}){{lock}})"
+)
 DELETE_STORE_WAITER_PATHS: Final = f"DELETE FROM {WAITER_PATH_TABLE} WHERE store_pk = %s"
 DELETE_STORE_WAITERS: Final = f"DELETE FROM {WAITER_TABLE} WHERE store_pk = %s"
 LIST_WAITERS: Final = (
@@ -127,19 +133,16 @@ LIST_WAITERS: Final = (
 
 
 def matching_waiters_sql(store_pk: int, match: PathMatch) -> tuple[str, list[Any]]:
-    """The portable query for the (execution_id, workflow_id) pairs a change wakes, in
-    registration order.
+    """The portable query for the waiters a change intersects: ``(id, execution_id,
+    workflow_id, woken_at)`` rows in registration order.
 
     Every lookup of a path row is an equality on all three columns of the
     ``(store_pk, kind, path)`` index, one key per ``UNION ALL`` branch (never ``IN (...)``,
     which a planner with stale statistics may check as a filter over every row of a kind),
     so any plan of it is an index probe whatever the statistics say."""
+    columns = f"SELECT id, execution_id, workflow_id, woken_at FROM {WAITER_TABLE} WHERE "
     if match.wake_all:
-        return (
-            f"SELECT execution_id, workflow_id FROM {WAITER_TABLE} WHERE store_pk = %s "
-            "GROUP BY execution_id, workflow_id ORDER BY MIN(id)",
-            [store_pk],
-        )
+        return f"{columns}store_pk = %s ORDER BY id", [store_pk]
     probe = f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND kind = "
     parts = [f"{probe}{WaiterKind.ALWAYS:d}"]
     params: list[Any] = [store_pk]
@@ -147,9 +150,4 @@ def matching_waiters_sql(store_pk: int, match: PathMatch) -> tuple[str, list[Any
         for key in keys:
             parts.append(f"{probe}{kind:d} AND path = %s")
             params += [store_pk, key]
-    sql = (
-        f"SELECT execution_id, workflow_id FROM {WAITER_TABLE} WHERE id IN ("
-        + " UNION ALL ".join(parts)
-        + ") GROUP BY execution_id, workflow_id ORDER BY MIN(id)"
-    )
-    return sql, params
+    return f"{columns}id IN ({' UNION ALL '.join(parts)}) ORDER BY id", params

@@ -37,7 +37,9 @@ def register_waiter(
     lookup, a later statement at READ COMMITTED, sees the new waiter. A missing store
     wakes the waiter at once and registers nothing.
 
-    Registering again for the same (execution, step, store) replaces the observation.
+    Registering again for the same (execution, step, store) replaces the observation. A
+    waiter is woken once per registration: a stale one is registered woken (``woken_at``),
+    a current one is marked by the commit that wakes it.
 
     Inside a caller's ``transaction.atomic()`` it joins that transaction without a
     savepoint (two round trips fewer): the registration commits or rolls back with the
@@ -63,6 +65,8 @@ def register_waiter(
             return write_intents([wake], reason="missing", using=using)
         store_pk, instance_id, version = int(row[0]), row[1], int(row[2])
         same_instance = instance_id == w.instance_id
+        stale = not same_instance or version != w.since_version
+        registered = now(connection)
         cursor.execute(
             sql.UPSERT_WAITER,
             [
@@ -73,7 +77,8 @@ def register_waiter(
                 w.instance_id,
                 w.since_version,
                 paths_json(read_paths),
-                now(connection),
+                registered,
+                registered if stale else None,  # woken now, by its registration
             ],
         )
         fetched = cursor.fetchone()
@@ -87,7 +92,6 @@ def register_waiter(
                 sql.INSERT_WAITER_PATHS + ", ".join(["(%s, %s, %s, %s)"] * len(chunk)),
                 [v for kind, key in chunk for v in (waiter_pk, store_pk, kind, key)],
             )
-        stale = not same_instance or version != w.since_version
         return write_intents([wake], reason="stale", using=using) if stale else []
 
 

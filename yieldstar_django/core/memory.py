@@ -63,6 +63,8 @@ class MemoryStoreClient(CasStoreClient):
         # The applied-steps ledger: (operation, recorded text) by (store, id, step).
         self._ledger: dict[tuple[str, str, str, str], tuple[LedgerOperation, str]] = {}
         self._waiters: dict[_Key, dict[tuple[str, str], StoreWaiter]] = {}
+        # Waiters woken since they registered, by (store, (execution id, step key)).
+        self._woken: set[tuple[_Key, tuple[str, str]]] = set()
         self.versions: list[MemoryVersion] = []
         self.commit_attempts = 0
 
@@ -160,20 +162,26 @@ class MemoryStoreClient(CasStoreClient):
             if current is None:
                 wakes = [Wake(waiter.execution_id, waiter.workflow_id)]
             else:
-                self._waiters.setdefault(key, {})[(waiter.execution_id, waiter.step_key)] = waiter
+                owner = (waiter.execution_id, waiter.step_key)
+                self._waiters.setdefault(key, {})[owner] = waiter
                 stale = (current.instance_id, current.version) != (
                     waiter.instance_id,
                     waiter.since_version,
                 )
+                if stale:  # woken now, by its registration
+                    self._woken.add((key, owner))
+                else:
+                    self._woken.discard((key, owner))
                 wakes = [Wake(waiter.execution_id, waiter.workflow_id)] if stale else []
         self._deliver(wakes)
 
     def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
         with self._lock:
-            for waiters in self._waiters.values():
+            for key, waiters in self._waiters.items():
                 for owner in [k for k in waiters if k[0] == execution_id]:
                     if step_key is None or owner[1] == step_key:
                         del waiters[owner]
+                        self._woken.discard((key, owner))
 
     def waiters(self, definition: StoreDefinition, id: str) -> list[StoreWaiter]:
         """Registered waiters of one store (for tests)."""
@@ -208,17 +216,22 @@ class MemoryStoreClient(CasStoreClient):
     def _matching_wakes(
         self, key: _Key, written: StoredState, changed: Iterable[StorePath]
     ) -> list[Wake]:
+        """The executions with a waiter the change intersects that was not woken since it
+        registered; those waiters are marked woken."""
         changed = list(changed)
         wakes: dict[str, Wake] = {}
-        for waiter in self._waiters.get(key, {}).values():
-            if waiter.instance_id != written.instance_id or wakes_waiter(
-                waiter.read_paths, changed
+        for owner, waiter in self._waiters.get(key, {}).items():
+            if (key, owner) not in self._woken and (
+                waiter.instance_id != written.instance_id
+                or wakes_waiter(waiter.read_paths, changed)
             ):
+                self._woken.add((key, owner))
                 wakes.setdefault(waiter.execution_id, Wake(waiter.execution_id, waiter.workflow_id))
         return list(wakes.values())
 
     def _drop_waiters(self, key: _Key) -> list[Wake]:
         waiters = self._waiters.pop(key, {})
+        self._woken -= {(key, owner) for owner in waiters}
         wakes = {w.execution_id: Wake(w.execution_id, w.workflow_id) for w in waiters.values()}
         return list(wakes.values())
 

@@ -178,6 +178,9 @@ class Waiter(models.Model):
 
     ``read_paths`` is the JSON list of the paths its selector read at
     (``instance_id``, ``since_version``). Matching goes through :class:`WaiterPath`.
+    ``woken_at`` is set by the first change that wakes it: a waiter is woken once per
+    registration, and its execution registers it again (``woken_at`` reset) if its step
+    still has to wait.
     """
 
     workflow_id = models.CharField("workflow id", max_length=MAX_KEY_LENGTH)
@@ -194,6 +197,7 @@ class Waiter(models.Model):
     since_version = models.BigIntegerField("since version")
     read_paths = models.TextField("read paths (JSON)", default="[]")
     created_at = models.DateTimeField("registered")
+    woken_at = models.DateTimeField("woken", null=True, blank=True)
 
     class Meta:
         verbose_name = "waiter"

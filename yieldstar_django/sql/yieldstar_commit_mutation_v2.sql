@@ -31,8 +31,9 @@ AS $$
 -- Compare (instance_id, version), write version + 1, record the step result (as a
 -- p_operation: a step id recorded by another operation is a step-mismatch), the version
 -- row and the wake intents of the waiters the changed paths intersect. Lock order: the
--- store row, then the ledger, the versions, the waiters (read only) and the outbox.
--- The waiter lookup is yieldstar_matching_waiters_v1, and enable_seqscan is off for the
+-- store row, then the ledger, the versions, the waiters (the woken ones marked, never
+-- waiting for a lock: SKIP LOCKED) and the outbox.
+-- The waiter lookup is yieldstar_wake_waiters_v1, and enable_seqscan is off for the
 -- whole body: every lookup here is an equality on a unique or btree index, and no plan
 -- cached while a table was small scans it in full later.
 DECLARE
@@ -140,15 +141,16 @@ BEGIN
          WHERE instance_id = p_instance_id AND version = v_version - p_history_limit;
     END IF;
 
-    -- The executions whose waiters the changed paths wake, by index probes only (see
-    -- yieldstar_matching_waiters_v1): one intent each, in registration order.
+    -- The executions whose waiters the changed paths wake, by index probes only, less
+    -- those already woken since they registered (yieldstar_wake_waiters_v1): one intent
+    -- each, in registration order.
     WITH woken AS (
         INSERT INTO yieldstar_wakeintent
             (execution_id, workflow_id, reason, available_at, delivered_at,
              attempts, last_error, created_at)
         SELECT g.execution_id, g.workflow_id, 'store',
                v_now + p_relay_delay * interval '1 second', NULL, 0, '', v_now
-          FROM yieldstar_matching_waiters_v1(v_pk, p_wake_all, p_read_keys, p_prefix_keys) g
+          FROM yieldstar_wake_waiters_v1(v_pk, p_wake_all, p_read_keys, p_prefix_keys, v_now) g
          ORDER BY g.first_id
         RETURNING id, execution_id, workflow_id
     )
