@@ -69,9 +69,10 @@ FIGURES: dict[str, Figure] = {
     ),
     "takers": Figure(
         "bench-takers.png",
-        "Takers waiting on one queue: resumes per item (items pushed one at a time)",
+        "Takers waiting on one queue: resumes per item",
         "takers waiting on the queue (executions)",
         "per item delivered (runs, or wake intents)",
+        xscale="symlog",
         xticks_at_data=True,
     ),
 }

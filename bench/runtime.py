@@ -194,11 +194,14 @@ def wake_latencies(n: int, spacing: float) -> tuple[list[float], list[float]]:
     return from_commit, from_call
 
 
-def drain_queue(takers: int, timeout: float = 300.0) -> tuple[float, float]:
+def drain_queue(
+    takers: int, timeout: float = 300.0, *, at_once: bool = False
+) -> tuple[float, float]:
     """``takers`` executions wait on a take from one queue store; items are pushed one at
-    a time, each after the previous one was taken. Returns the resumes per item (runs of
-    the takers, counted when a worker takes an execution's lease, less their first run,
-    over the items) and the store wakes per item (wake intents the commits wrote)."""
+    a time, each after the previous one was taken (``at_once``: all in one commit).
+    Returns the resumes per item (runs of the takers, counted when a worker takes an
+    execution's lease, less their first run, over the items) and the store wakes per item
+    (wake intents the commits wrote)."""
     from django.db.models import Sum
 
     from yieldstar_django import get_store_client
@@ -226,7 +229,14 @@ def drain_queue(takers: int, timeout: float = 300.0) -> tuple[float, float]:
             ).exists()
         )
 
-    for item in range(takers):
+    if at_once:
+        client.update_store(inbox, store_id, updater=lambda d: d["items"].extend([1] * takers))
+        _wait(
+            "every item to be taken",
+            lambda: not executions.exclude(status="completed").exists(),
+            timeout,
+        )
+    for item in range(0 if at_once else takers):
         client.update_store(inbox, store_id, updater=lambda d: d["items"].append(1))
         _wait(
             f"item {item} to be taken",
@@ -377,7 +387,9 @@ def run(quick: bool = False) -> list[Row]:
     one_steps = 300 if quick else 1000
     many, each = (40, 5) if quick else (100, 10)
     takers_sweep = (1, 4, 8) if quick else (1, 5, 10, 20)
+    at_once_sweep = (1, 20, 100) if quick else (1, 20, 100, 1000)
     resumes: dict[int, tuple[float, float]] = {}
+    herd: dict[int, tuple[float, float]] = {}
     broker = os.environ.get("BENCH_BROKER_URL", DEFAULT_BROKER)
     ours: list[float] = []
     ours_call: list[float] = []
@@ -400,6 +412,8 @@ def run(quick: bool = False) -> list[Row]:
                 celery += celery_latencies(worker, samples, spacing)
             for takers in takers_sweep:
                 resumes[takers] = drain_queue(takers)
+            for takers in at_once_sweep:
+                herd[takers] = drain_queue(takers, timeout=900, at_once=True)
             dbos, unavailable = _start_dbos()
             try:
                 if dbos is not None:
@@ -455,13 +469,39 @@ def run(quick: bool = False) -> list[Row]:
             note=f"items pushed one at a time; store wakes per item: {resumes[most][1]:.2f}; "
             f"worker -c {WORKER_CONCURRENCY}",
             series=[
-                Series("takers", "resumes per item (execution runs)",
-                       [float(n) for n in takers_sweep],
-                       [resumes[n][0] for n in takers_sweep]),
-                Series("takers", "store wakes per item (wake intents written)",
-                       [float(n) for n in takers_sweep],
-                       [resumes[n][1] for n in takers_sweep]),
+                Series(
+                    "takers",
+                    "resumes per item, items one at a time (execution runs)",
+                    [float(n) for n in takers_sweep],
+                    [resumes[n][0] for n in takers_sweep],
+                ),
+                Series(
+                    "takers",
+                    "store wakes per item, items one at a time (intents)",
+                    [float(n) for n in takers_sweep],
+                    [resumes[n][1] for n in takers_sweep],
+                ),
+                Series(
+                    "takers",
+                    "resumes per item, N items in one commit to N takers",
+                    [float(n) for n in at_once_sweep],
+                    [herd[n][0] for n in at_once_sweep],
+                ),
             ],
+        )
+    )
+    most = max(at_once_sweep)
+    rows.append(
+        Row(
+            SUITE,
+            f"resumes per item, {most} items in one commit to {most} takers",
+            herd[most][0],
+            "1 item to 1 taker",
+            herd[1][0],
+            "resumes/item",
+            target="<= 2x",
+            note="; ".join(f"N={n}: {herd[n][0]:.2f} resumes, {herd[n][1]:.2f} wakes per item"
+                           for n in at_once_sweep if n > 1) + "; no wake lost (all took one)",
         )
     )  # fmt: skip
     if dbos is None:
