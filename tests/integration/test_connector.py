@@ -432,7 +432,7 @@ def test_an_uncontended_write_is_one_statement_on_postgres(
     with CaptureQueriesContext(connections[alias]) as queries:
         client.update_store(d, "q", updater=lambda s: s.update(other=1))
     assert len(queries) == 1
-    assert "yieldstar_commit_mutation_v2" in queries[0]["sql"]
+    assert "yieldstar_commit_mutation_v3" in queries[0]["sql"]
 
     seen: list[str] = []
 
@@ -453,9 +453,9 @@ def test_an_uncontended_write_is_one_statement_on_postgres(
     assert taken.matched
     assert [_which(sql) for sql in seen] == [
         "ledger and row",
-        "commit_mutation_v2",
-        "commit_mutation_v2",
-        "commit_mutation_v2",
+        "commit_mutation_v3",
+        "commit_mutation_v3",
+        "commit_mutation_v3",
         "storeinstance",
         "commit_deletion_v2",
     ]
@@ -541,7 +541,7 @@ def _pop_first(draft: Any, selected: Any) -> None:
 def _which(sql: str) -> str:
     if "yieldstar_appliedstep" in sql and "yieldstar_storeinstance" in sql:
         return "ledger and row"
-    for name in ("commit_mutation_v2", "commit_deletion_v2", "storeinstance"):
+    for name in ("commit_mutation_v3", "commit_deletion_v2", "storeinstance"):
         if name in sql:
             return name
     return sql
@@ -565,7 +565,7 @@ def test_without_the_snapshot_cache_an_update_reads_first(
     assert len(queries) == 4
     assert "yieldstar_appliedstep" in queries[2]["sql"]
     assert "yieldstar_storeinstance" in queries[2]["sql"]
-    assert "yieldstar_commit_mutation_v2" in queries[3]["sql"]
+    assert "yieldstar_commit_mutation_v3" in queries[3]["sql"]
 
 
 def test_waiters_join_the_callers_transaction_without_a_savepoint(
@@ -670,3 +670,32 @@ def test_a_ledger_row_older_than_the_operation_column_still_replays(alias: str) 
     with pytest.raises(StoreStepMismatchError):
         client.take_from_store(d, "k", selector=first_job, claim=None, step_id=step)
     assert client.read_store(d, "k") == current
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_the_previous_commit_function_still_commits_and_wakes(
+    alias: str, wakes: WakeCollector
+) -> None:
+    """``yieldstar_commit_mutation_v2`` (called by the previous release's processes during
+    a rolling deploy) keeps its contract as a wrapper of ``_v3``: it commits, wakes the
+    waiters the change touches, and removes none."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    snap = client.get_store(d, "q")
+    wait_for_job(client, d)
+    match = path_match([("jobs",)])
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT status, intent_ids FROM yieldstar_commit_mutation_v2(%s, %s, %s, %s, "
+            "false, NULL, %s, %s, false, %s::text[], %s::text[], NULL, NULL, NULL, "
+            "'update', true, NULL, 0)",
+            [
+                d.name, "q", snap.instance_id, snap.version, '{"jobs": [1], "other": 0}',
+                '[["jobs"]]', match.read_keys, match.prefix_keys,
+            ],
+        )  # fmt: skip
+        status, intents = cursor.fetchone()
+    assert status == "committed"
+    assert len(intents) == 1
+    assert client.get_store(d, "q").state == {"jobs": [1], "other": 0}
+    assert [w.execution_id for w in client.waiters(d, "q")] == ["e"]

@@ -331,9 +331,10 @@ def _hook_store(names: Callable[[str], str]) -> StoreDefinition:
 def test_a_commit_hook_runs_in_the_commit_transaction_and_user_code_outside(
     alias: str, use_functions: bool | None, wakes: WakeCollector, names: Callable[[str], str]
 ) -> None:
-    """The read, the updater and ``prepare`` run in autocommit; ``before``, the commit (one
-    function call on PostgreSQL) and the prepared work run in one transaction. ``before``
-    drops the caller's own waiter ahead of the commit, so only the other waiter is woken."""
+    """The read, the updater and ``prepare`` run in autocommit; the commit (one function
+    call on PostgreSQL, its ``unwait`` included) and the prepared work run in one
+    transaction. ``unwait`` drops the caller's own waiter before the commit looks for
+    waiters to wake, so only the other waiter is woken."""
     from yieldstar_django.connector import CommitHook, DatabaseStoreClient
 
     d = _hook_store(names)
@@ -367,38 +368,41 @@ def test_a_commit_hook_runs_in_the_commit_transaction_and_user_code_outside(
 
         return work
 
-    hook = CommitHook(prepare, lambda: client.remove_waiters("mine"))
+    hook = CommitHook(prepare, unwait=("k",))
     with connection.execute_wrapper(record), client.commit_hook(hook):
         result = client.update_store(d, "s", updater=updater, step_id=StoreStepId("mine", "k"))
     assert result.version == 1
     assert in_updater == [False]
     assert seen[0][1] is False, "the first read is in autocommit"
     end = seen.index(("SELECT 'after hook'", True))
-    assert all(atomic for _, atomic in seen[1 : end + 1]), "one transaction from before"
+    assert all(atomic for _, atomic in seen[1 : end + 1]), "one transaction from the commit"
     assert not any(atomic for _, atomic in seen[end + 1 :]), "wakes go out after the commit"
     if connection.vendor == "postgresql" and use_functions is None:
-        calls = [s for s, _ in seen if "yieldstar_commit_mutation_v2" in s]
+        calls = [s for s, _ in seen if "yieldstar_commit_mutation_v3" in s]
         assert len(calls) == 1, "still one function call for the commit"
-        assert end == 4  # the read; then 2 deletes (before), the call, the work
+        assert end == 2  # the read; then the call (which drops the waiter), the work
     assert [w.execution_id for w in wakes] == ["other"]
     assert [w.execution_id for w in client.waiters(d, "s")] == ["other"]
 
 
+@pytest.mark.parametrize("use_functions", [None, False], ids=["default", "statements"])
 def test_a_commit_hook_rolls_back_with_a_conflict_or_its_own_error(
-    alias: str, wakes: WakeCollector, names: Callable[[str], str]
+    alias: str, use_functions: bool | None, wakes: WakeCollector, names: Callable[[str], str]
 ) -> None:
-    """``before``'s writes commit only with a committed mutation: a conflict (the core then
-    retries, calling the hook again) and an exception in the prepared work roll them back,
-    and the exception reaches the caller with the store unchanged."""
+    """``unwait`` removes the waiter only with a committed mutation: a conflict (the core
+    then retries, preparing the hook again) removes nothing, and an exception in the
+    prepared work rolls the removal back; the exception reaches the caller with the store
+    unchanged."""
     from yieldstar_django.connector import CommitHook, DatabaseStoreClient
 
     d = _hook_store(names)
-    client = DatabaseStoreClient(alias)
+    client = DatabaseStoreClient(alias, use_functions=use_functions)
     snap = client.get_store(d, "s")
     client.register_waiter(
         StoreWaiter("wf", "mine", "k", d.name, "s", snap.instance_id, 0, [("b",)])
     )
-    befores: list[int] = []
+    prepared: list[int] = []
+    in_work: list[int] = []
     other = threading.Event()
 
     def updater(state: Any) -> None:
@@ -414,20 +418,21 @@ def test_a_commit_hook_rolls_back_with_a_conflict_or_its_own_error(
             worker.join(WAIT)
         state["a"] += 1
 
-    def before() -> None:
-        befores.append(len(client.waiters(d, "s")))
-        client.remove_waiters("mine")
-
     def failing(mutation: Any) -> Callable[[], None]:
+        prepared.append(len(client.waiters(d, "s")))
+
         def work() -> None:
+            in_work.append(len(client.waiters(d, "s")))
             raise RuntimeError("the heap row could not be written")
 
         return work
 
-    with client.commit_hook(CommitHook(failing, before)), pytest.raises(RuntimeError):
+    with client.commit_hook(CommitHook(failing, unwait=("k",))), pytest.raises(RuntimeError):
         client.update_store(d, "s", updater=updater, step_id=StoreStepId("mine", "k"))
-    # Attempt 1 conflicted (rolled back: the waiter came back), attempt 2's work failed.
-    assert befores == [1, 1]
+    # Attempt 1 conflicted (nothing removed), attempt 2 removed the waiter, then its work
+    # failed: rolled back, the waiter is back.
+    assert prepared == [1, 1]
+    assert in_work == [0]
     stored = client.get_store(d, "s")
     assert (stored.version, stored.state) == (1, {"a": 0, "b": 5})
     assert client.get_applied_step(d, "s", StoreStepId("mine", "k")) is None

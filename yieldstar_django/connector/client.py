@@ -218,25 +218,23 @@ class DatabaseStoreClient(CasStoreClient):
         if hooked is not None and hooked[0] == self.using:
             outcome, pending = self._commit_hooked(mutation, hooked[1])
         else:
-            outcome, pending = self._commit(mutation)
+            outcome, pending = self._commit(mutation, ())
         if outcome.status == "committed":
             self._finish(pending)
         return outcome
 
-    def _commit(self, mutation: StoreMutation) -> Committed:
+    def _commit(self, mutation: StoreMutation, unwait: Sequence[str]) -> Committed:
         if self._functions():
-            return functions.commit_mutation(self.connection, mutation)
-        return portable.commit_mutation(self.connection, self.using, mutation)
+            return functions.commit_mutation(self.connection, mutation, unwait)
+        return portable.commit_mutation(self.connection, self.using, mutation, unwait)
 
     def _commit_hooked(self, mutation: StoreMutation, hook: CommitHook) -> Committed:
-        """The commit and ``hook``'s statements in one transaction (on PostgreSQL still
-        one function call for the commit itself, between the hook's statements)."""
+        """The commit and ``hook``'s statements in one transaction (on PostgreSQL one
+        function call for the commit and its ``unwait``, then the hook's work)."""
         work = hook.prepare(mutation)
         try:
             with transaction.atomic(using=self.using):
-                if hook.before is not None:
-                    hook.before()
-                outcome, pending = self._commit(mutation)
+                outcome, pending = self._commit(mutation, hook.unwait)
                 if outcome.status != "committed":
                     raise NotCommitted(outcome)
                 work()

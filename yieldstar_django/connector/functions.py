@@ -1,8 +1,8 @@
 """The commit as one call of a PL/pgSQL function (PostgreSQL): one round trip.
 
-The functions are ``yieldstar_django/sql/yieldstar_commit_mutation_v2.sql`` and
-``yieldstar_commit_deletion_v2.sql``, created by migration ``0002_postgres``; their steps are those
-of :mod:`.portable`.
+The functions are ``yieldstar_django/sql/yieldstar_commit_mutation_v3.sql`` (migration
+``0004_commit_unwaits``) and ``yieldstar_commit_deletion_v2.sql`` (``0002_postgres``);
+their steps are those of :mod:`.portable`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ from .portable import Committed
 __all__ = ["commit_deletion", "commit_mutation"]
 
 
-def commit_mutation(connection: BaseDatabaseWrapper, m: StoreMutation) -> Committed:
-    """Commit ``m`` with ``yieldstar_commit_mutation_v2``."""
+def commit_mutation(
+    connection: BaseDatabaseWrapper, m: StoreMutation, unwait: Sequence[str] = ()
+) -> Committed:
+    """Commit ``m`` with ``yieldstar_commit_mutation_v3``, removing the waiters of the
+    ``unwait`` step keys of its step's execution."""
     match = path_match(m.changed_paths)
     row = fetchone(
         connection,
@@ -59,6 +62,7 @@ def commit_mutation(connection: BaseDatabaseWrapper, m: StoreMutation) -> Commit
             yieldstar_settings.VERSION_HISTORY_KEEP_STATE,
             yieldstar_settings.VERSION_HISTORY_LIMIT,
             float(yieldstar_settings.RELAY_DELAY),
+            list(unwait) if unwait else None,
         ],
     )
     assert row is not None

@@ -17,15 +17,17 @@ class CommitHook:
 
     ``prepare(m)`` runs before the transaction opens, with the mutation about to be
     committed; it does any encoding or checking (it must not write) and returns the work
-    to do once ``m`` is written, before the transaction commits. ``before()`` runs first in
-    the transaction, before the store row is locked. The transaction commits only if the
-    mutation committed and neither raised: a conflict (which the core retries, preparing
-    again), a recorded step or an exception rolls back the hook's writes too. An exception
-    propagates to the store call. No user code may run in ``before`` or the work.
+    to do once ``m`` is written, before the transaction commits. ``unwait`` names steps of
+    the mutation's execution (it needs a step id) whose waiters the commit itself removes
+    once it holds the store row (inside the commit function on PostgreSQL: no statement
+    of its own). The transaction commits only if the mutation committed and the work did
+    not raise: a conflict (which the core retries, preparing again), a recorded step or an
+    exception rolls back the hook's writes too. An exception propagates to the store call.
+    No user code may run in the work.
     """
 
     prepare: Callable[[StoreMutation], Callable[[], None]]
-    before: Callable[[], None] | None = None
+    unwait: tuple[str, ...] = ()
 
 
 #: The hook of the current context and the database alias it applies to.

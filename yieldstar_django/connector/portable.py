@@ -174,6 +174,17 @@ def _prune_versions(cursor: Any, instance_id: str, version: int) -> None:
         cursor.execute(sql.PRUNE_VERSION, [instance_id, version - limit])
 
 
+def delete_waiters(cursor: Any, execution_id: str, step_keys: Sequence[str] | None) -> None:
+    """Delete the waiters (and their path rows) of an execution, or of those of its steps
+    whose keys are ``step_keys``."""
+    where, params = "execution_id = %s", [execution_id]
+    if step_keys is not None:
+        where += f" AND step_key IN ({', '.join(['%s'] * len(step_keys))})"
+        params += step_keys
+    cursor.execute(sql.REMOVE_WAITER_PATHS.format(where=where), params)
+    cursor.execute(sql.REMOVE_WAITERS.format(where=where), params)
+
+
 def _matching(
     cursor: Any, store_pk: int, changed_paths: Sequence[StorePath]
 ) -> list[tuple[int, Wake, bool]]:
@@ -203,8 +214,11 @@ def _waking(
     return _executions(unwoken)
 
 
-def commit_mutation(connection: BaseDatabaseWrapper, using: str, m: StoreMutation) -> Committed:
-    """Commit ``m`` as separate statements in one transaction (joining an enclosing one)."""
+def commit_mutation(
+    connection: BaseDatabaseWrapper, using: str, m: StoreMutation, unwait: Sequence[str] = ()
+) -> Committed:
+    """Commit ``m`` as separate statements in one transaction (joining an enclosing one),
+    removing the waiters of the ``unwait`` step keys of its step's execution."""
     name, id, expected = m.definition.name, m.id, m.expected
     version = expected.version + 1
     recorded: CommitOutcome | None = None
@@ -251,6 +265,9 @@ def commit_mutation(connection: BaseDatabaseWrapper, using: str, m: StoreMutatio
                     state,
                 )  # fmt: skip
             _prune_versions(cursor, expected.instance_id, version)
+            if unwait:
+                assert m.step_id is not None, "unwait names steps of the mutation's execution"
+                delete_waiters(cursor, m.step_id.execution_id, unwait)
             wakes = _waking(cursor, connection, pk, m.changed_paths)
             return COMMITTED, write_intents(wakes, reason="store", using=using)
     except _StepRecordedMeanwhile:

@@ -13,7 +13,7 @@ from ..core.waiter_index import waiter_path_rows
 from ..wakes.outbox import PendingWake, write_intents
 from . import statements as sql
 from .arguments import check_store, check_text, paths_json
-from .portable import lock, now
+from .portable import delete_waiters, lock, now
 
 __all__ = ["list_waiters", "register_waiter", "remove_waiters"]
 
@@ -103,13 +103,11 @@ def remove_waiters(
     Joins a caller's ``transaction.atomic()`` without a savepoint, as ``register_waiter``
     does."""
     check_text("execution id", execution_id)
-    where, params = "execution_id = %s", [execution_id]
     if step_key is not None:
         check_text("step key", step_key)
-        where, params = where + " AND step_key = %s", [execution_id, step_key]
+    keys = None if step_key is None else [step_key]
     with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
-        cursor.execute(sql.REMOVE_WAITER_PATHS.format(where=where), params)
-        cursor.execute(sql.REMOVE_WAITERS.format(where=where), params)
+        delete_waiters(cursor, execution_id, keys)
 
 
 def list_waiters(connection: BaseDatabaseWrapper, name: str, id: str) -> list[StoreWaiter]:

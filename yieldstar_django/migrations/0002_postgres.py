@@ -3,7 +3,8 @@ regenerating ``0001_initial``).
 
 The SQL is in ``yieldstar_django/sql/``:
 
-- the commit functions ``yieldstar_commit_mutation_v2`` and ``yieldstar_commit_deletion_v2``
+- the commit functions ``yieldstar_commit_mutation_v3`` (``_v2``: its previous contract, a
+  wrapper since ``0004_commit_unwaits``) and ``yieldstar_commit_deletion_v2``
   (one round trip per commit; they must run at READ COMMITTED, PostgreSQL's default: each
   statement of a VOLATILE PL/pgSQL function takes a fresh snapshot, so the ledger check and
   the waiter match that follow the row lock see everything committed before the lock was
@@ -34,6 +35,7 @@ forward, backward = postgres_only(
         load("yieldstar_recorded_status_v1"),
         load("yieldstar_waiter_ids_v1"),
         load("yieldstar_wake_waiters_v1"),
+        load("yieldstar_commit_mutation_v3"),
         load("yieldstar_commit_mutation_v2"),
         load("yieldstar_commit_deletion_v2"),
         *statements("postgres_tables"),

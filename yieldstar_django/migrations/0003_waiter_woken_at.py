@@ -1,7 +1,7 @@
 """A waiter is woken once per registration: ``Waiter.woken_at``, and on PostgreSQL
 ``yieldstar_waiter_ids_v1`` with ``yieldstar_wake_waiters_v1`` (the lookup that skips and
-marks woken waiters) and ``yieldstar_commit_mutation_v2`` loaded again to call it (same
-contract: ``CREATE OR REPLACE``); ``yieldstar_matching_waiters_v1`` is dropped.
+marks woken waiters) and the commit function loaded again to call it (``CREATE OR
+REPLACE``; ``_v3`` since ``0004_commit_unwaits``); ``yieldstar_matching_waiters_v1`` is dropped.
 Backward, ``yieldstar_wake_waiters_v1`` becomes the plain lookup (every matching waiter, no
 mark), so the commit function keeps working without the column."""
 
@@ -33,7 +33,7 @@ forward, backward = postgres_only(
     [
         load("yieldstar_waiter_ids_v1"),
         load("yieldstar_wake_waiters_v1"),
-        load("yieldstar_commit_mutation_v2"),
+        load("yieldstar_commit_mutation_v3"),
         *statements("postgres_retired"),
     ],
     [UNMARKED],

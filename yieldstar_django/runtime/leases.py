@@ -284,7 +284,7 @@ def _acquire_postgres(
     intents, INSERT the timer."""
     connection = connections[alias]
     fields = [f for f in Execution._meta.concrete_fields]
-    sql = acquire_lease_sql(connection, fields, HEAP_FIELDS)
+    sql = acquire_lease_sql(connection, fields, HEAP_FIELDS, relaxed=not connection.in_atomic_block)
     adapt = connection.ops.adapt_datetimefield_value
     params: list[Any] = [
         token,

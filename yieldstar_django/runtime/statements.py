@@ -9,7 +9,7 @@ statements with CTEs (one round trip); other databases use the ORM (see the call
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -130,10 +130,18 @@ def release_lease_sql(
 def acquire_lease_sql(
     connection: BaseDatabaseWrapper,
     execution_fields: Sequence[Field[Any, Any]],
-    heap_fields: Iterable[str],
+    heap_fields: Sequence[str],
+    *,
+    relaxed: bool,
 ) -> str:
     """Take a free or expired lease of a live execution, acknowledge its due intents,
     insert its takeover timer, and read its heap, in one statement (PostgreSQL).
+
+    With ``relaxed`` (a statement in autocommit) its commit does not wait for the WAL
+    flush (``synchronous_commit`` off for this transaction only): a crash may lose it, but
+    then nothing the run wrote after it survives either (a later durable commit flushes
+    the WAL up to it), and the relay delivers the intents it acknowledged again. Built
+    once per vendor and arguments.
 
     Parameters: owner token, expiry, status, ``updated_at``, execution id, the terminal
     statuses (sorted), now; the ``ACK_CONDITION``'s execution id and time and the
@@ -141,10 +149,29 @@ def acquire_lease_sql(
     ``available_at``, ``due_at``, ``created_at``. Returns the execution's
     ``execution_fields``, the timer's id and the heap as a JSON array of ``heap_fields``.
     """
+    key = (connection.vendor, tuple(f.name for f in execution_fields), tuple(heap_fields), relaxed)
+    statement = _acquisitions.get(key)
+    if statement is None:
+        statement = _acquisitions[key] = _acquire_lease_sql(
+            connection, execution_fields, heap_fields, relaxed
+        )
+    return statement
+
+
+_acquisitions: dict[tuple[str, tuple[str, ...], tuple[str, ...], bool], str] = {}
+
+
+def _acquire_lease_sql(
+    connection: BaseDatabaseWrapper,
+    execution_fields: Sequence[Field[Any, Any]],
+    heap_fields: Sequence[str],
+    relaxed: bool,
+) -> str:
     e = _columns(connection, Execution)
     s = _columns(connection, ExecutionStep)
     w = _columns(connection, WakeIntent)
     terminal = ", ".join(["%s"] * len(TERMINAL_STATUSES))
+    relax = ", (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed"
     returning = ", ".join(e(f.name) for f in execution_fields)
     heap = (
         "SELECT COALESCE(json_agg(json_build_array("
@@ -162,6 +189,7 @@ def acquire_lease_sql(
         f"WHERE {ACK_CONDITION} AND EXISTS (SELECT 1 FROM acquired)), "
         f"timer AS ({intent_insert_sql(connection)} FROM acquired RETURNING {w('id')}) "
         f"SELECT acquired.*, timer.{w('id')}, ({heap}) FROM acquired, timer"
+        + (relax if relaxed else "")
     )
 
 

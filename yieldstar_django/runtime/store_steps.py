@@ -74,8 +74,8 @@ def take(
     """Take, and record a match in the same transaction as the store's commit.
 
     The selector and claim run outside any transaction (the store client's CAS loop);
-    the commit's transaction first drops the step's waiter (so the claim does not wake
-    this very execution) and ends with the fenced heap row. No match registers the
+    the commit itself drops the step's waiter (so the claim does not wake this very
+    execution), and its transaction ends with the fenced heap row. No match registers the
     waiter again with the version and paths the selector saw, which wakes it at once
     if the store moved since. Wakes of other waiters go out when the commit commits.
     """
@@ -99,7 +99,8 @@ def take(
         return write
 
     try:
-        with commit_hook(engine, CommitHook(record, drop_waiter)):
+        unwait = (key,) if row is not None else ()
+        with commit_hook(engine, CommitHook(record, unwait)):
             result = engine.client.take_from_store(
                 definition,
                 call.store_id,

@@ -71,6 +71,7 @@ def execute(
         if row is not None:
             _remove_waiters(engine, key, len(call.choices))
 
+    unwait = tuple(choice_key(key, i) for i in range(len(call.choices))) if row is not None else ()
     try:
         misses: list[tuple[int, StoreTakeUnmatched]] = []
         for index, (definition, store_id, selector, claim) in enumerate(call.choices):
@@ -91,7 +92,7 @@ def execute(
 
                 return write
 
-            with store_steps.commit_hook(engine, CommitHook(record, drop_waiters)):
+            with store_steps.commit_hook(engine, CommitHook(record, unwait)):
                 result = client.take_from_store(
                     definition,
                     store_id,

@@ -2,6 +2,9 @@ ALTER TABLE yieldstar_waiterpath RESET (autovacuum_analyze_scale_factor, autovac
 ALTER TABLE yieldstar_waiter RESET (autovacuum_analyze_scale_factor, autovacuum_analyze_threshold);
 DROP INDEX IF EXISTS yieldstar_store_id_prefix;
 DROP INDEX IF EXISTS yieldstar_store_ids_c;
+DROP FUNCTION IF EXISTS yieldstar_commit_mutation_v3(
+    text, text, text, bigint, boolean, text, text, text, boolean, text[], text[],
+    text, text, text, text, boolean, bigint, double precision, text[]);
 DROP FUNCTION IF EXISTS yieldstar_commit_mutation_v2(
     text, text, text, bigint, boolean, text, text, text, boolean, text[], text[],
     text, text, text, text, boolean, bigint, double precision);

@@ -1,0 +1,85 @@
+"""The statements of a woken ``take`` on PostgreSQL: what a wake costs before its step is
+recorded (the figure behind the wake latency on the performance page)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from yieldstar_django.models import Waiter
+from yieldstar_django.runtime import Step, get_execution, start_workflow
+from yieldstar_django.runtime.executions import run_execution
+from yieldstar_django.runtime.leases import acquire_lease
+
+from .conftest import Runtime
+
+HEAP_ROW = 'UPDATE "yieldstar_execution_step"'
+
+
+def first(state: Any) -> Any:
+    return state["items"][0] if state["items"] else None
+
+
+def pop_first(draft: Any, selected: Any) -> None:
+    draft["items"].pop(0)
+
+
+@pytest.fixture
+def pg(rt: Runtime) -> Runtime:
+    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
+        pytest.skip("counts the database client's statements on PostgreSQL")
+    return rt
+
+
+def test_a_woken_take_reaches_its_heap_row_in_three_statements(pg: Runtime) -> None:
+    """Taking the lease (one statement, not waiting for a WAL flush), reading the ledger
+    and the store (one), and the commit function (opening the take's transaction), which
+    also drops the take's own waiter: no statement of its own deletes the waiter. Then the
+    heap row, the commit and the release."""
+    inbox = pg.define()
+
+    @pg.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.take(inbox, "q", first, pop_first))
+
+    eid = start_workflow(wf)
+    pg.pump()
+    assert Waiter.objects.filter(execution_id=eid).count() == 1
+    pg.client.update_store(inbox, "q", updater=lambda d: d["items"].append("job"))
+    with CaptureQueriesContext(connection) as captured:
+        run_execution(eid)
+    statements = [q["sql"] for q in captured.captured_queries if q["sql"] != "BEGIN"]
+    heap = next(i for i, s in enumerate(statements) if s.startswith(HEAP_ROW))
+    acquire, read, commit = statements[:heap]
+    assert "set_config('synchronous_commit', 'off', true)" in acquire
+    assert "yieldstar_appliedstep" in read and "yieldstar_storeinstance" in read
+    assert "yieldstar_commit_mutation_v3" in commit
+    assert not [s for s in statements if s.startswith("DELETE") and "yieldstar_waiter" in s]
+    assert get_execution(eid).result == "job"
+    assert not Waiter.objects.filter(execution_id=eid).exists()
+
+
+def test_only_the_lease_commit_skips_the_flush(pg: Runtime) -> None:
+    """The relaxed flush is local to the acquisition's own transaction: the next statement
+    runs with ``synchronous_commit`` as configured; inside a caller's ``atomic`` the
+    acquisition does not relax it (the caller's commit stays durable)."""
+
+    @pg.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.sleep(3600))
+
+    def setting() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            return str(cursor.fetchone()[0])
+
+    configured = setting()
+    first_id, second_id = start_workflow(wf), start_workflow(wf)
+    assert acquire_lease(first_id) is not None
+    assert setting() == configured
+    with transaction.atomic():
+        assert acquire_lease(second_id) is not None
+        assert setting() == configured
