@@ -1,8 +1,10 @@
 """Settings of the runtime benchmark's Celery worker (and of the benchmark process).
 
-``tests.settings`` on ``BENCH_DATABASE_URL``, with what a production worker should have:
-persistent connections (``CONN_MAX_AGE``) and ``CELERY_DB_REUSE_MAX``, without which
-Celery's Django fixup closes every connection around every task.
+``tests.settings`` on ``BENCH_DATABASE_URL``, with what a production worker should have
+(docs/howto/run-workers.md): persistent connections (``CONN_MAX_AGE``) and
+``CELERY_DB_REUSE_MAX``, without which Celery's Django fixup closes every connection around
+every task, and prepared hot statements (``prepare_threshold``: a direct connection, no
+transaction-pooling PgBouncer between).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from tests.settings import *  # noqa: F403
 from tests.settings import DATABASES, INSTALLED_APPS
 
 DATABASES["default"]["CONN_MAX_AGE"] = 600
+if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 INSTALLED_APPS = [*INSTALLED_APPS, "bench"]
 
 CELERY_BROKER_URL = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/13")

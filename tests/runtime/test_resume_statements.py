@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from yieldstar_django.models import Waiter
-from yieldstar_django.runtime import Step, get_execution, start_workflow
+from yieldstar_django.runtime import Step, executions, get_execution, start_workflow
 from yieldstar_django.runtime.executions import run_execution
 from yieldstar_django.runtime.leases import acquire_lease
 
@@ -30,15 +30,17 @@ def pop_first(draft: Any, selected: Any) -> None:
 @pytest.fixture
 def pg(rt: Runtime) -> Runtime:
     if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
-        pytest.skip("counts the database client's statements on PostgreSQL")
+        pytest.skip(
+            "needs the database client on PostgreSQL, where the lease reads the heap and stores"
+        )
     return rt
 
 
-def test_a_woken_take_reaches_its_heap_row_in_three_statements(pg: Runtime) -> None:
-    """Taking the lease (one statement, not waiting for a WAL flush), reading the ledger
-    and the store (one), and the commit function (opening the take's transaction), which
-    also drops the take's own waiter: no statement of its own deletes the waiter. Then the
-    heap row, the commit and the release."""
+def test_a_woken_take_reaches_its_heap_row_in_two_statements(pg: Runtime) -> None:
+    """Taking the lease, which also reads the ledger and the store the take waits on (one
+    statement, not waiting for a WAL flush), and the commit function (opening the take's
+    transaction), which also drops the take's own waiter: no statement of its own reads
+    the store or deletes the waiter. Then the heap row, the commit and the release."""
     inbox = pg.define()
 
     @pg.workflow
@@ -53,9 +55,9 @@ def test_a_woken_take_reaches_its_heap_row_in_three_statements(pg: Runtime) -> N
         run_execution(eid)
     statements = [q["sql"] for q in captured.captured_queries if q["sql"] != "BEGIN"]
     heap = next(i for i, s in enumerate(statements) if s.startswith(HEAP_ROW))
-    acquire, read, commit = statements[:heap]
+    acquire, commit = statements[:heap]
     assert "set_config('synchronous_commit', 'off', true)" in acquire
-    assert "yieldstar_appliedstep" in read and "yieldstar_storeinstance" in read
+    assert "yieldstar_appliedstep" in acquire and "yieldstar_storeinstance" in acquire
     assert "yieldstar_commit_mutation_v3" in commit
     assert not [s for s in statements if s.startswith("DELETE") and "yieldstar_waiter" in s]
     assert get_execution(eid).result == "job"
@@ -83,3 +85,31 @@ def test_only_the_lease_commit_skips_the_flush(pg: Runtime) -> None:
     with transaction.atomic():
         assert acquire_lease(second_id) is not None
         assert setting() == configured
+
+
+def test_a_store_changed_since_the_lease_was_taken_is_read_again(
+    pg: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row read with the lease is only a first snapshot: when another writer changes
+    the store between the acquisition and the take, the commit conflicts and the take runs
+    again on the current state (it takes what is there now, nothing twice)."""
+    inbox = pg.define()
+
+    @pg.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.take(inbox, "q", first, pop_first))
+
+    eid = start_workflow(wf)
+    pg.pump()
+    pg.client.update_store(inbox, "q", updater=lambda d: d["items"].append("early"))
+
+    def acquire_then_change(execution_id: str) -> Any:
+        lease = acquire_lease(execution_id)
+        assert lease is not None and lease.reads, "the acquisition read the store"
+        pg.client.update_store(inbox, "q", updater=lambda d: d.update(items=["late"]))
+        return lease
+
+    monkeypatch.setattr(executions, "acquire_lease", acquire_then_change)
+    run_execution(eid)
+    assert get_execution(eid).result == "late"
+    assert pg.client.get_store(inbox, "q").state == {"items": []}

@@ -147,11 +147,17 @@ class DatabaseStoreClient(CasStoreClient):
 
         For the start of an operation with a step id: a recorded result (the first item)
         wins, and the row is used only when there is none. Both lookups read one snapshot,
-        as if the ledger were looked up just before the row was read.
+        as if the ledger were looked up just before the row was read. A read the current
+        ``CommitHook`` holds for this store and step is used instead, once.
         """
         check_store(definition.name, id)
         check_step(step_id)
         name = definition.name
+        hooked = current_hook.get()
+        if hooked is not None and hooked[0] == self.using and hooked[1].reads:
+            known = hooked[1].reads.pop((name, id, step_id.execution_id, step_id.step_key), None)
+            if known is not None:
+                return known
         row = fetchone(
             self.connection,
             sql.READ_STORE_AND_STEP,

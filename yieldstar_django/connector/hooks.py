@@ -6,9 +6,13 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from ..core.commits import CommitOutcome, StoreMutation
+from ..core.commits import CommitOutcome, StoredState, StoreMutation
 
-__all__ = ["CommitHook", "NotCommitted", "current_hook"]
+__all__ = ["CommitHook", "KnownReads", "NotCommitted", "current_hook"]
+
+#: Rows a caller read ahead, by (store name, store id, execution id, step key): the step's
+#: ledger result (or ``None``) and the store row, as ``read_store_and_step`` returns them.
+KnownReads = dict[tuple[str, str, str, str], tuple[str | None, StoredState | None]]
 
 
 @dataclass(frozen=True)
@@ -24,10 +28,16 @@ class CommitHook:
     not raise: a conflict (which the core retries, preparing again), a recorded step or an
     exception rolls back the hook's writes too. An exception propagates to the store call.
     No user code may run in the work.
+
+    ``reads`` holds rows the caller read ahead (a woken run's, with its lease): the store
+    call's first read of a (store, step) found there is taken from it, once, instead of
+    the database. Any snapshot will do (the commit compares); the ledger result must be
+    one no one else can have recorded since (the step is the caller's, under its lease).
     """
 
     prepare: Callable[[StoreMutation], Callable[[], None]]
     unwait: tuple[str, ...] = ()
+    reads: KnownReads | None = None
 
 
 #: The hook of the current context and the database alias it applies to.

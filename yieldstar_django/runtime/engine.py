@@ -92,6 +92,9 @@ class Engine:
         if rows is None:
             rows = list(ExecutionStep.objects.filter(execution_id=self.execution.id))
         self.heap: dict[str, ExecutionStep] = {row.step_key: row for row in rows}
+        #: The stores its waiters are on, read with the lease: the first read of each
+        #: woken step (handed to the store commits with the steps' ``CommitHook``).
+        self.reads = lease.take_reads()
         self.used: set[str] = set()
         self.position = 0
         #: Keys of takes with a registered waiter whose result is not recorded yet.

@@ -32,6 +32,9 @@ from django.utils import timezone
 
 from .. import clock, wakes
 from ..conf import yieldstar_settings
+from ..connector.cursors import fetchone
+from ..connector.hooks import KnownReads
+from ..core.commits import StoredState
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus, ExecutionStep
 from . import timers
 from .statements import (
@@ -83,6 +86,10 @@ class Lease:
     lost: threading.Event = field(default_factory=threading.Event)
     #: The heap read with the lease (PostgreSQL), for the first run to use.
     heap: list[ExecutionStep] | None = None
+    #: The stores the execution waits on, read with the lease (PostgreSQL), by (store
+    #: name, store id, execution id, step key): ``(ledger result, row)``, each for the
+    #: first read of its step in the first run (a ``CommitHook``'s ``reads``).
+    reads: KnownReads | None = None
 
     @property
     def execution_id(self) -> str:
@@ -104,6 +111,11 @@ class Lease:
         """The heap read at acquisition, once (later runs read it again)."""
         heap, self.heap = self.heap, None
         return heap
+
+    def take_reads(self) -> KnownReads:
+        """The stores read at acquisition, once (later runs read them again)."""
+        reads, self.reads = self.reads, None
+        return reads if reads is not None else {}
 
     def check(self) -> None:
         if self.lost.is_set():
@@ -302,14 +314,17 @@ def _acquire_postgres(
         adapt(takeover),
         adapt(now),
     ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+    row = fetchone(connection, sql, params)
     if row is None:
         return None
     execution = Execution.from_db(alias, [f.attname for f in fields], row[: len(fields)])
-    steps = [_step_from_json(alias, values) for values in row[len(fields) + 1]]
-    return Lease(execution, token, expires, int(row[len(fields)]), heap=steps)
+    timer, heap, waited = row[len(fields) :]
+    steps = [_step_from_json(alias, values) for values in heap]
+    reads: KnownReads = {
+        (name, store_id, execution_id, key): (recorded, StoredState(instance, int(version), state))
+        for key, name, store_id, instance, version, state, recorded in waited
+    }
+    return Lease(execution, token, expires, int(timer), heap=steps, reads=reads)
 
 
 #: The heap columns a run needs, in the order the PostgreSQL acquisition returns them.

@@ -16,7 +16,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Field, Model
 
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStep
-from ..models.stores import WakeIntent
+from ..models.stores import AppliedStep, StoreInstance, Waiter, WakeIntent
 from ..wakes.outbox import ACK_CONDITION, INTENT_COLUMNS
 
 __all__ = [
@@ -135,7 +135,8 @@ def acquire_lease_sql(
     relaxed: bool,
 ) -> str:
     """Take a free or expired lease of a live execution, acknowledge its due intents,
-    insert its takeover timer, and read its heap, in one statement (PostgreSQL).
+    insert its takeover timer, and read its heap and the stores it waits on, in one
+    statement (PostgreSQL).
 
     With ``relaxed`` (a statement in autocommit) its commit does not wait for the WAL
     flush (``synchronous_commit`` off for this transaction only): a crash may lose it, but
@@ -147,7 +148,8 @@ def acquire_lease_sql(
     statuses (sorted), now; the ``ACK_CONDITION``'s execution id and time and the
     acknowledgement time before them (``delivered_at``, id, due by); the timer's reason,
     ``available_at``, ``due_at``, ``created_at``. Returns the execution's
-    ``execution_fields``, the timer's id and the heap as a JSON array of ``heap_fields``.
+    ``execution_fields``, the timer's id, the heap as a JSON array of ``heap_fields`` and
+    the reads of ``_reads_sql``.
     """
     key = (connection.vendor, tuple(f.name for f in execution_fields), tuple(heap_fields), relaxed)
     statement = _acquisitions.get(key)
@@ -188,8 +190,27 @@ def _acquire_lease_sql(
         f"acked AS (UPDATE {_table(connection, WakeIntent)} SET {w('delivered_at')} = %s "
         f"WHERE {ACK_CONDITION} AND EXISTS (SELECT 1 FROM acquired)), "
         f"timer AS ({intent_insert_sql(connection)} FROM acquired RETURNING {w('id')}) "
-        f"SELECT acquired.*, timer.{w('id')}, ({heap}) FROM acquired, timer"
-        + (relax if relaxed else "")
+        f"SELECT acquired.*, timer.{w('id')}, ({heap}), ({_reads_sql(connection, e('id'))}) "
+        "FROM acquired, timer" + (relax if relaxed else "")
+    )
+
+
+def _reads_sql(connection: BaseDatabaseWrapper, execution_id: str) -> str:
+    """The stores the acquired execution waits on, each as ``[step key, store name, store
+    id, instance id, version, state, the step's ledger result or null]``: what the woken
+    steps would read first (``READ_STORE_AND_STEP``), read with the lease."""
+    w = _columns(connection, Waiter)
+    i = _columns(connection, StoreInstance)
+    a = _columns(connection, AppliedStep)
+    return (
+        f"SELECT COALESCE(json_agg(json_build_array(w.{w('step_key')}, i.{i('name')}, "
+        f"i.{i('store_id')}, i.{i('instance_id')}, i.{i('version')}, i.{i('state')}, "
+        f"a.{a('result')})), '[]'::json) FROM {_table(connection, Waiter)} w "
+        f"JOIN {_table(connection, StoreInstance)} i ON i.{i('id')} = w.{w('store')} "
+        f"LEFT JOIN {_table(connection, AppliedStep)} a ON a.{a('store_name')} = i.{i('name')} "
+        f"AND a.{a('store_id')} = i.{i('store_id')} AND a.{a('execution_id')} = "
+        f"w.{w('execution_id')} AND a.{a('step_key')} = w.{w('step_key')} "
+        f"WHERE w.{w('execution_id')} = acquired.{execution_id}"
     )
 
 

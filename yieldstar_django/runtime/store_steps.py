@@ -100,7 +100,7 @@ def take(
 
     try:
         unwait = (key,) if row is not None else ()
-        with commit_hook(engine, CommitHook(record, unwait)):
+        with commit_hook(engine, CommitHook(record, unwait, engine.reads)):
             result = engine.client.take_from_store(
                 definition,
                 call.store_id,

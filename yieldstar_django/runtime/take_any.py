@@ -92,7 +92,7 @@ def execute(
 
                 return write
 
-            with store_steps.commit_hook(engine, CommitHook(record, unwait)):
+            with store_steps.commit_hook(engine, CommitHook(record, unwait, engine.reads)):
                 result = client.take_from_store(
                     definition,
                     store_id,
