@@ -113,3 +113,40 @@ def test_a_store_changed_since_the_lease_was_taken_is_read_again(
     run_execution(eid)
     assert get_execution(eid).result == "late"
     assert pg.client.get_store(inbox, "q").state == {"items": []}
+
+
+def test_the_hot_statements_run_prepared_where_the_connection_asks(pg: Runtime) -> None:
+    """With psycopg's ``prepare_threshold`` (Django's ``OPTIONS``; 0 here: at first use)
+    the lease acquisition, the store's read and commit and the heap's fenced writes are
+    prepared on the server, and work so: typed parameters, reused across executions."""
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    inbox = pg.define()
+
+    @pg.workflow
+    def wf(step: Step) -> Any:
+        first_value = yield from step.run(double, 1)
+        second_value = yield from step.run(double, first_value)
+        taken = yield from step.take(inbox, "q", first, pop_first)
+        return [second_value, taken]
+
+    connection.ensure_connection()
+    raw = connection.connection
+    previous = raw.prepare_threshold
+    raw.prepare_threshold = 0
+    try:
+        eids = [start_workflow(wf) for _ in range(3)]
+        pg.pump()
+        pg.client.update_store(inbox, "q", updater=lambda d: d["items"].extend(["a", "b", "c"]))
+        pg.settle()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            prepared = [row[0] for row in cursor.fetchall()]
+    finally:
+        raw.prepare_threshold = previous
+    assert sorted(get_execution(e).result[1] for e in eids) == ["a", "b", "c"]
+    assert all(get_execution(e).result[0] == 4 for e in eids)
+    for needle in ("WITH acquired", 'INSERT INTO "yieldstar_execution_step"', "commit_mutation_v3"):
+        assert any(needle in statement for statement in prepared), needle

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-__all__ = ["fetchone"]
+__all__ = ["execute", "fetchone"]
 
 
 def fetchone(
@@ -22,6 +22,17 @@ def fetchone(
     ``CaptureQueriesContext``) or an ``execute_wrapper`` installed, it goes through Django's
     cursor, so the statement is seen as any other.
     """
+    return cast(tuple[Any, ...] | None, _run(connection, sql, params, lambda c: c.fetchone()))
+
+
+def execute(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> int:
+    """Run one statement as :func:`fetchone` does and return its row count."""
+    return int(_run(connection, sql, params, lambda c: c.rowcount))
+
+
+def _run(
+    connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], result: Callable[[Any], Any]
+) -> Any:
     if (
         connection.vendor != "postgresql"
         or connection.queries_logged
@@ -29,13 +40,13 @@ def fetchone(
     ):
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            return cast(tuple[Any, ...] | None, cursor.fetchone())
+            return result(cursor)
     connection.ensure_connection()
     connection.validate_no_broken_transaction()
     with connection.wrap_database_errors:
         cursor = _server_cursor(connection)
         cursor.execute(sql, params)
-        return cast(tuple[Any, ...] | None, cursor.fetchone())
+        return result(cursor)
 
 
 def _server_cursor(connection: BaseDatabaseWrapper) -> Any:

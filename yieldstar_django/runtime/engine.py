@@ -31,6 +31,7 @@ from django.db import connections, transaction
 
 from .. import clock
 from ..conf import yieldstar_settings
+from ..connector.cursors import execute
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import WorkflowValueError
 from ..core.store import StoreClient
@@ -382,10 +383,7 @@ class Engine:
         connection = connections[self.alias]
         assignments, params = set_clause(ExecutionStep, changes, connection)
         params += [row.pk, StepStatus.PENDING.value, row.attempts, *self.lease.fence(connection)[1]]
-        with connection.cursor() as cursor:
-            cursor.execute(fenced_update_sql(connection, assignments), params)
-            written = cursor.rowcount
-        if written != 1:
+        if execute(connection, fenced_update_sql(connection, assignments), params) != 1:
             raise LeaseLost(self.execution.id)
 
     def _fenced_insert(self, values: dict[str, Any]) -> None:
@@ -397,10 +395,7 @@ class Engine:
             for name, value in values.items()
         ]
         params += self.lease.fence(connection)[1]
-        with connection.cursor() as cursor:
-            cursor.execute(fenced_insert_sql(connection, names), params)
-            inserted = cursor.rowcount
-        if inserted != 1:
+        if execute(connection, fenced_insert_sql(connection, names), params) != 1:
             # The lease is gone, or another run recorded this step first (and so holds
             # the lease now): this run records nothing more.
             raise LeaseLost(self.execution.id)

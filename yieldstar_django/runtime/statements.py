@@ -245,7 +245,11 @@ _fenced_inserts: dict[tuple[str, tuple[str, ...]], str] = {}
 
 def _fenced_insert_sql(connection: BaseDatabaseWrapper, names: Sequence[str]) -> str:
     columns = ", ".join(column(connection, ExecutionStep, name) for name in names)
-    placeholders = ", ".join(["%s"] * len(names))
+    # The SELECT list gives its values no column to take a type from: each is cast to
+    # its column's (a parameter bound on the server would be text otherwise).
+    placeholders = ", ".join(
+        f"CAST(%s AS {field(ExecutionStep, name).cast_db_type(connection)})" for name in names
+    )
     unique = ", ".join(
         column(connection, ExecutionStep, name) for name in ("execution", "step_key")
     )
