@@ -177,9 +177,7 @@ class Lease:
             unless_wake_pending=unless_wake_pending,
             with_timer=self.timer is not None,
         )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            row = cursor.fetchone()
+        row = fetchone(connection, sql, params)
         return bool(row and row[0])
 
     def start_heartbeat(self) -> None:
