@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Waiter
 from yieldstar_django.runtime import Step, executions, get_execution, start_workflow
 from yieldstar_django.runtime.executions import run_execution
@@ -27,6 +28,19 @@ def pop_first(draft: Any, selected: Any) -> None:
     draft["items"].pop(0)
 
 
+def waiting_take(pg: Runtime) -> tuple[StoreDefinition, str]:
+    """A store, and an execution whose take from it waits (its waiter registered)."""
+    inbox = pg.define()
+
+    @pg.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.take(inbox, "q", first, pop_first))
+
+    eid = start_workflow(wf)
+    pg.pump()
+    return inbox, eid
+
+
 @pytest.fixture
 def pg(rt: Runtime) -> Runtime:
     if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
@@ -41,14 +55,7 @@ def test_a_woken_take_reaches_its_heap_row_in_two_statements(pg: Runtime) -> Non
     statement, not waiting for a WAL flush), and the commit function (opening the take's
     transaction), which also drops the take's own waiter: no statement of its own reads
     the store or deletes the waiter. Then the heap row, the commit and the release."""
-    inbox = pg.define()
-
-    @pg.workflow
-    def wf(step: Step) -> Any:
-        return (yield from step.take(inbox, "q", first, pop_first))
-
-    eid = start_workflow(wf)
-    pg.pump()
+    inbox, eid = waiting_take(pg)
     assert Waiter.objects.filter(execution_id=eid).count() == 1
     pg.client.update_store(inbox, "q", updater=lambda d: d["items"].append("job"))
     with CaptureQueriesContext(connection) as captured:
@@ -93,14 +100,7 @@ def test_a_store_changed_since_the_lease_was_taken_is_read_again(
     """The row read with the lease is only a first snapshot: when another writer changes
     the store between the acquisition and the take, the commit conflicts and the take runs
     again on the current state (it takes what is there now, nothing twice)."""
-    inbox = pg.define()
-
-    @pg.workflow
-    def wf(step: Step) -> Any:
-        return (yield from step.take(inbox, "q", first, pop_first))
-
-    eid = start_workflow(wf)
-    pg.pump()
+    inbox, eid = waiting_take(pg)
     pg.client.update_store(inbox, "q", updater=lambda d: d["items"].append("early"))
 
     def acquire_then_change(execution_id: str) -> Any:

@@ -10,7 +10,9 @@ The SQL is in ``yieldstar_django/sql/``:
   the waiter match that follow the row lock see everything committed before the lock was
   granted), with ``yieldstar_waiter_ids_v1`` and ``yieldstar_wake_waiters_v1`` (the waiter
   lookup, whose ``woken_at`` column ``0003_waiter_woken_at`` adds) and
-  ``yieldstar_recorded_status_v1`` (a ledger row's kind against a commit's);
+  ``yieldstar_recorded_status_v1`` (a ledger row's kind against a commit's) and the
+  helpers both commit functions call (``sql.COMMIT_FUNCTIONS``: the ledger lookup and insert, the
+  wake intents), which ``0004_commit_unwaits`` introduced;
 - ``postgres_tables.sql``: the ``C``-collation and prefix indexes of store ids, and lower
   autovacuum analyze thresholds on the waiter tables (2% + 1,000 rows), so statistics follow
   a burst of registrations within an autovacuum round;
@@ -28,24 +30,22 @@ from __future__ import annotations
 
 from django.db import migrations
 
-from yieldstar_django.sql import load, postgres_only, statements
-
-forward, backward = postgres_only(
-    [
-        load("yieldstar_recorded_status_v1"),
-        load("yieldstar_waiter_ids_v1"),
-        load("yieldstar_wake_waiters_v1"),
-        load("yieldstar_commit_mutation_v3"),
-        load("yieldstar_commit_mutation_v2"),
-        load("yieldstar_commit_deletion_v2"),
-        *statements("postgres_tables"),
-        *statements("postgres_retired"),
-    ],
-    statements("postgres_drop"),
-)
+from yieldstar_django.sql import COMMIT_FUNCTIONS, load, postgres_only, statements
 
 
 class Migration(migrations.Migration):
     dependencies = [("yieldstar", "0001_initial")]
 
-    operations = [migrations.RunPython(forward, backward, elidable=False)]
+    operations = [
+        postgres_only(
+            [
+                load("yieldstar_recorded_status_v1"),
+                load("yieldstar_waiter_ids_v1"),
+                load("yieldstar_wake_waiters_v1"),
+                *COMMIT_FUNCTIONS,
+                *statements("postgres_tables"),
+                *statements("postgres_retired"),
+            ],
+            statements("postgres_drop"),
+        )
+    ]

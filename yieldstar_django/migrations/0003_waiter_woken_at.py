@@ -29,16 +29,6 @@ AS $$
 $$
 """
 
-forward, backward = postgres_only(
-    [
-        load("yieldstar_waiter_ids_v1"),
-        load("yieldstar_wake_waiters_v1"),
-        load("yieldstar_commit_mutation_v3"),
-        *statements("postgres_retired"),
-    ],
-    [UNMARKED],
-)
-
 
 class Migration(migrations.Migration):
     dependencies = [("yieldstar", "0002_postgres")]
@@ -49,5 +39,13 @@ class Migration(migrations.Migration):
             name="woken_at",
             field=models.DateTimeField(blank=True, null=True, verbose_name="woken"),
         ),
-        migrations.RunPython(forward, backward, elidable=False),
+        postgres_only(
+            [
+                load("yieldstar_waiter_ids_v1"),
+                load("yieldstar_wake_waiters_v1"),
+                load("yieldstar_commit_mutation_v3"),
+                *statements("postgres_retired"),
+            ],
+            [UNMARKED],
+        ),
     ]

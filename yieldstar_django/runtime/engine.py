@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
 
@@ -195,23 +196,10 @@ class Engine:
                 return StepValue(store_steps.revive(call.kind, row.value_json))
             if row.status == StepStatus.FAILED:
                 return StepError(error_from_record(decode_durable(row.error_json)))
-        if call.kind == StepKind.RUN:
-            return self._run(call, key, position, row)
-        if call.kind == StepKind.SLEEP:
-            return self._sleep(call, key, position, row)
-        if call.kind == StepKind.TAKE:
-            return store_steps.take(self, call, key, position, row)
-        if call.kind == StepKind.UPDATE:
-            return store_steps.update(self, call, key, position, row)
-        if call.kind == StepKind.GET:
-            return store_steps.get(self, call, key, position, row)
-        if call.kind == StepKind.TAKE_LEASE:
-            return claim_leases.take(self, call, key, position, row)
-        if call.kind == StepKind.END_LEASE:
-            return claim_leases.end(self, call, key, position, row)
-        if call.kind == StepKind.TAKE_ANY:
-            return take_any.execute(self, call, key, position, row)
-        raise TypeError(f"unknown step kind {call.kind!r}")  # pragma: no cover
+        executor = _EXECUTORS.get(call.kind)
+        if executor is None:  # pragma: no cover
+            raise TypeError(f"unknown step kind {call.kind!r}")
+        return executor(self, call, key, position, row)
 
     # -- primitives -----------------------------------------------------------------------
 
@@ -399,6 +387,19 @@ class Engine:
             # The lease is gone, or another run recorded this step first (and so holds
             # the lease now): this run records nothing more.
             raise LeaseLost(self.execution.id)
+
+
+#: How a step of each kind runs when the heap has no outcome for it.
+_EXECUTORS: dict[str, Callable[[Engine, StepCall, str, int, ExecutionStep | None], StepResult]] = {
+    StepKind.RUN: Engine._run,
+    StepKind.SLEEP: Engine._sleep,
+    StepKind.TAKE: store_steps.take,
+    StepKind.UPDATE: store_steps.update,
+    StepKind.GET: store_steps.get,
+    StepKind.TAKE_LEASE: claim_leases.take,
+    StepKind.END_LEASE: claim_leases.end,
+    StepKind.TAKE_ANY: take_any.execute,
+}
 
 
 def _close(gen: Any) -> None:

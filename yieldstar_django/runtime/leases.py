@@ -36,14 +36,7 @@ from ..connector.cursors import fetchone
 from ..connector.hooks import KnownReads
 from ..core.commits import StoredState
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus, ExecutionStep
-from . import timers
-from .statements import (
-    acquire_lease_sql,
-    lease_fence_sql,
-    release_lease_sql,
-    renew_lease_sql,
-    set_clause,
-)
+from . import statements as sql, timers
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
@@ -101,7 +94,7 @@ class Lease:
 
     def fence(self, connection: BaseDatabaseWrapper) -> tuple[str, list[Any]]:
         """``owned()`` as SQL on the execution table: the condition and its parameters."""
-        return lease_fence_sql(connection), [
+        return sql.lease_fence_sql(connection), [
             self.execution.id,
             self.token,
             *sorted(TERMINAL_STATUSES),
@@ -134,7 +127,7 @@ class Lease:
             _, fence_params = self.fence(connection)
             params = [adapt(expires), *fence_params, adapt(takeover), adapt(takeover), self.timer]
             with connection.cursor() as cursor:
-                cursor.execute(renew_lease_sql(connection), params)
+                cursor.execute(sql.renew_lease_sql(connection), params)
                 row = cursor.fetchone()
             renewed = bool(row and row[0])
         else:
@@ -167,17 +160,17 @@ class Lease:
             if released and self.timer is not None:
                 timers.cancel_timer(self.timer)
             return released
-        assignments, params = set_clause(Execution, changes, connection)
+        assignments, params = sql.set_clause(Execution, changes, connection)
         params += self.fence(connection)[1]
         if self.timer is not None:
             params.append(self.timer)
-        sql = release_lease_sql(
+        statement = sql.release_lease_sql(
             connection,
             assignments,
             unless_wake_pending=unless_wake_pending,
             with_timer=self.timer is not None,
         )
-        row = fetchone(connection, sql, params)
+        row = fetchone(connection, statement, params)
         return bool(row and row[0])
 
     def start_heartbeat(self) -> None:
@@ -294,7 +287,9 @@ def _acquire_postgres(
     intents, INSERT the timer."""
     connection = connections[alias]
     fields = [f for f in Execution._meta.concrete_fields]
-    sql = acquire_lease_sql(connection, fields, HEAP_FIELDS, relaxed=not connection.in_atomic_block)
+    statement = sql.acquire_lease_sql(
+        connection, fields, HEAP_FIELDS, relaxed=not connection.in_atomic_block
+    )
     adapt = connection.ops.adapt_datetimefield_value
     params: list[Any] = [
         token,
@@ -312,7 +307,7 @@ def _acquire_postgres(
         adapt(takeover),
         adapt(now),
     ]
-    row = fetchone(connection, sql, params)
+    row = fetchone(connection, statement, params)
     if row is None:
         return None
     execution = Execution.from_db(alias, [f.attname for f in fields], row[: len(fields)])

@@ -126,13 +126,7 @@ class Step:
 
         The wake-up time is recorded when the sleep first runs, so replays never extend it.
         """
-        if isinstance(seconds, timedelta):
-            seconds = seconds.total_seconds()
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-            raise TypeError(f"sleep() needs a number of seconds, not {seconds!r}")
-        if not math.isfinite(seconds) or seconds < 0:
-            raise ValueError(f"sleep() needs a finite, non-negative number of seconds: {seconds}")
-        yield StepCall("sleep", _check_key(key), "", seconds=float(seconds))
+        yield StepCall("sleep", _check_key(key), "", seconds=_seconds(seconds, "sleep()'s time"))
         return None
 
     def take(
@@ -237,14 +231,8 @@ class Step:
             if claim is not None and not callable(claim):
                 raise TypeError("a take_any() choice's claim must be callable or None")
             checked.append((definition, id, selector, claim))
-        if isinstance(timeout, timedelta):
-            timeout = timeout.total_seconds()
         if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-                raise TypeError(f"take_any()'s timeout is a number of seconds, not {timeout!r}")
-            if not math.isfinite(timeout) or timeout < 0:
-                raise ValueError(f"take_any() needs a finite, non-negative timeout: {timeout}")
-            timeout = float(timeout)
+            timeout = _seconds(timeout, "take_any()'s timeout")
         result: tuple[int | None, Any] = yield StepCall(
             "take_any",
             _check_key(key),

@@ -15,7 +15,9 @@ from collections.abc import Callable, Sequence
 from importlib.resources import files
 from typing import Any
 
-__all__ = ["load", "postgres_only", "statements"]
+from django.db import migrations
+
+__all__ = ["COMMIT_FUNCTIONS", "load", "postgres_only", "statements"]
 
 
 def load(name: str) -> str:
@@ -28,11 +30,25 @@ def statements(name: str) -> list[str]:
     return [part.strip() for part in load(name).split(";\n") if part.strip()]
 
 
-def postgres_only(
-    forward: Sequence[str], backward: Sequence[str]
-) -> tuple[Callable[[Any, Any], None], Callable[[Any, Any], None]]:
-    """``RunPython`` callables that execute the given SQL texts in order on PostgreSQL and
-    do nothing elsewhere (the portable path needs no functions)."""
+#: The commit functions as of ``0004_commit_unwaits``, as texts in the order they are
+#: created: the helpers they share (the ledger lookup and insert, the wake intents), the
+#: mutation (``_v3``, and ``_v2``: its previous contract, a wrapper), the deletion.
+COMMIT_FUNCTIONS = [
+    load(name)
+    for name in (
+        "yieldstar_ledger_status_v1",
+        "yieldstar_record_step_v1",
+        "yieldstar_write_intents_v1",
+        "yieldstar_commit_mutation_v3",
+        "yieldstar_commit_mutation_v2",
+        "yieldstar_commit_deletion_v2",
+    )
+]
+
+
+def postgres_only(forward: Sequence[str], backward: Sequence[str]) -> migrations.RunPython:
+    """A (non-elidable) ``RunPython`` operation that executes the given SQL texts in order
+    on PostgreSQL and does nothing elsewhere (the portable path needs no functions)."""
 
     def run(texts: Sequence[str]) -> Callable[[Any, Any], None]:
         def apply(apps: Any, schema_editor: Any) -> None:
@@ -42,4 +58,4 @@ def postgres_only(
 
         return apply
 
-    return run(forward), run(backward)
+    return migrations.RunPython(run(forward), run(backward), elidable=False)

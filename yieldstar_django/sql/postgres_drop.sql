@@ -13,4 +13,8 @@ DROP FUNCTION IF EXISTS yieldstar_commit_deletion_v2(
 DROP FUNCTION IF EXISTS yieldstar_wake_waiters_v1(bigint, boolean, text[], text[], timestamptz);
 DROP FUNCTION IF EXISTS yieldstar_waiter_ids_v1(bigint, text[], text[]);
 DROP FUNCTION IF EXISTS yieldstar_matching_waiters_v1(bigint, boolean, text[], text[]);
+DROP FUNCTION IF EXISTS yieldstar_ledger_status_v1(text, text, text, text, text);
+DROP FUNCTION IF EXISTS yieldstar_record_step_v1(text, text, text, text, text, text, timestamptz);
+DROP FUNCTION IF EXISTS yieldstar_write_intents_v1(
+    text[], text[], text, double precision, timestamptz);
 DROP FUNCTION IF EXISTS yieldstar_recorded_status_v1(text, text);

@@ -22,18 +22,18 @@ AS $$
 -- Delete the store if it is still at (p_instance_id, p_version) (unconditionally when
 -- p_instance_id is NULL), record the step result, remove its waiters and wake them.
 -- Versions of the deleted instance stay as history; ledger rows stay authoritative.
--- enable_seqscan is off for the whole body, as in yieldstar_commit_mutation_v2.
+-- enable_seqscan is off for the whole body, as in yieldstar_commit_mutation_v3.
 DECLARE
-    v_operation text;
     v_pk bigint;
+    v_executions text[];
+    v_workflows text[];
     v_now timestamptz := now();
 BEGIN
     IF p_step_key IS NOT NULL THEN
-        SELECT a.result, a.operation INTO recorded, v_operation FROM yieldstar_appliedstep a
-        WHERE a.store_name = p_name AND a.store_id = p_store_id
-          AND a.execution_id = p_execution_id AND a.step_key = p_step_key;
-        IF FOUND THEN
-            status := yieldstar_recorded_status_v1(v_operation, p_operation);
+        SELECT l.status, l.recorded INTO status, recorded
+          FROM yieldstar_ledger_status_v1(p_name, p_store_id, p_execution_id, p_step_key,
+                                          p_operation) l;
+        IF status IS NOT NULL THEN
             RETURN;
         END IF;
     END IF;
@@ -56,40 +56,30 @@ BEGIN
     current_version := NULL;
     current_state := NULL;
 
-    IF p_step_key IS NOT NULL THEN
-        INSERT INTO yieldstar_appliedstep
-            (store_name, store_id, execution_id, step_key, result, operation, created_at)
-        VALUES (p_name, p_store_id, p_execution_id, p_step_key, p_result, p_operation, v_now)
-        ON CONFLICT (store_name, store_id, execution_id, step_key) DO NOTHING;
-        IF NOT FOUND THEN
-            SELECT a.result, a.operation INTO recorded, v_operation FROM yieldstar_appliedstep a
-            WHERE a.store_name = p_name AND a.store_id = p_store_id
-              AND a.execution_id = p_execution_id AND a.step_key = p_step_key;
-            status := yieldstar_recorded_status_v1(v_operation, p_operation);
-            RETURN;
-        END IF;
+    IF p_step_key IS NOT NULL AND NOT yieldstar_record_step_v1(
+            p_name, p_store_id, p_execution_id, p_step_key, p_result, p_operation, v_now) THEN
+        SELECT l.status, l.recorded INTO status, recorded
+          FROM yieldstar_ledger_status_v1(p_name, p_store_id, p_execution_id, p_step_key,
+                                          p_operation) l;
+        RETURN;
     END IF;
 
     DELETE FROM yieldstar_waiterpath WHERE store_pk = v_pk;
     WITH gone AS (
         DELETE FROM yieldstar_waiter WHERE store_pk = v_pk
         RETURNING id, execution_id, workflow_id
-    ), woken AS (
-        INSERT INTO yieldstar_wakeintent
-            (execution_id, workflow_id, reason, available_at, delivered_at,
-             attempts, last_error, created_at)
-        SELECT g.execution_id, g.workflow_id, 'delete',
-               v_now + p_relay_delay * interval '1 second', NULL, 0, '', v_now
-          FROM (SELECT execution_id, workflow_id, min(id) AS first_id
-                  FROM gone GROUP BY execution_id, workflow_id) g
-         ORDER BY g.first_id
-        RETURNING id, execution_id, workflow_id
     )
-    SELECT array_agg(woken.id ORDER BY woken.id),
-           array_agg(woken.execution_id ORDER BY woken.id),
-           array_agg(woken.workflow_id ORDER BY woken.id)
-      INTO intent_ids, wake_execution_ids, wake_workflow_ids
-      FROM woken;
+    SELECT array_agg(g.execution_id ORDER BY g.first_id),
+           array_agg(g.workflow_id ORDER BY g.first_id)
+      INTO v_executions, v_workflows
+      FROM (SELECT execution_id, workflow_id, min(id) AS first_id
+              FROM gone GROUP BY execution_id, workflow_id) g;
+    IF v_executions IS NOT NULL THEN
+        SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
+          INTO intent_ids, wake_execution_ids, wake_workflow_ids
+          FROM yieldstar_write_intents_v1(v_executions, v_workflows, 'delete', p_relay_delay,
+                                          v_now) i;
+    END IF;
     DELETE FROM yieldstar_storeinstance WHERE id = v_pk;
     status := 'committed';
 END

@@ -40,18 +40,18 @@ AS $$
 -- whole body: every lookup here is an equality on a unique or btree index, and no plan
 -- cached while a table was small scans it in full later.
 DECLARE
-    v_operation text;
     v_pk bigint;
+    v_executions text[];
+    v_workflows text[];
     v_now timestamptz := now();
     v_version bigint := p_version + 1;
 BEGIN
     -- A recorded step result wins over every other check.
     IF p_step_key IS NOT NULL THEN
-        SELECT a.result, a.operation INTO recorded, v_operation FROM yieldstar_appliedstep a
-        WHERE a.store_name = p_name AND a.store_id = p_store_id
-          AND a.execution_id = p_execution_id AND a.step_key = p_step_key;
-        IF FOUND THEN
-            status := yieldstar_recorded_status_v1(v_operation, p_operation);
+        SELECT l.status, l.recorded INTO status, recorded
+          FROM yieldstar_ledger_status_v1(p_name, p_store_id, p_execution_id, p_step_key,
+                                          p_operation) l;
+        IF status IS NOT NULL THEN
             RETURN;
         END IF;
     END IF;
@@ -101,22 +101,16 @@ BEGIN
         current_version := NULL;
     END IF;
 
-    IF p_step_key IS NOT NULL THEN
-        INSERT INTO yieldstar_appliedstep
-            (store_name, store_id, execution_id, step_key, result, operation, created_at)
-        VALUES (p_name, p_store_id, p_execution_id, p_step_key, p_result, p_operation, v_now)
-        ON CONFLICT (store_name, store_id, execution_id, step_key) DO NOTHING;
-        IF NOT FOUND THEN
-            -- A concurrent commit of the same step won: undo our creation, report its result.
-            IF p_created THEN
-                DELETE FROM yieldstar_storeinstance WHERE id = v_pk;
-            END IF;
-            SELECT a.result, a.operation INTO recorded, v_operation FROM yieldstar_appliedstep a
-            WHERE a.store_name = p_name AND a.store_id = p_store_id
-              AND a.execution_id = p_execution_id AND a.step_key = p_step_key;
-            status := yieldstar_recorded_status_v1(v_operation, p_operation);
-            RETURN;
+    IF p_step_key IS NOT NULL AND NOT yieldstar_record_step_v1(
+            p_name, p_store_id, p_execution_id, p_step_key, p_result, p_operation, v_now) THEN
+        -- A concurrent commit of the same step won: undo our creation, report its result.
+        IF p_created THEN
+            DELETE FROM yieldstar_storeinstance WHERE id = v_pk;
         END IF;
+        SELECT l.status, l.recorded INTO status, recorded
+          FROM yieldstar_ledger_status_v1(p_name, p_store_id, p_execution_id, p_step_key,
+                                          p_operation) l;
+        RETURN;
     END IF;
 
     IF p_created THEN
@@ -155,21 +149,16 @@ BEGIN
     -- The executions whose waiters the changed paths wake, by index probes only, less
     -- those already woken since they registered (yieldstar_wake_waiters_v1): one intent
     -- each, in registration order.
-    WITH woken AS (
-        INSERT INTO yieldstar_wakeintent
-            (execution_id, workflow_id, reason, available_at, delivered_at,
-             attempts, last_error, created_at)
-        SELECT g.execution_id, g.workflow_id, 'store',
-               v_now + p_relay_delay * interval '1 second', NULL, 0, '', v_now
-          FROM yieldstar_wake_waiters_v1(v_pk, p_wake_all, p_read_keys, p_prefix_keys, v_now) g
-         ORDER BY g.first_id
-        RETURNING id, execution_id, workflow_id
-    )
-    SELECT array_agg(woken.id ORDER BY woken.id),
-           array_agg(woken.execution_id ORDER BY woken.id),
-           array_agg(woken.workflow_id ORDER BY woken.id)
-      INTO intent_ids, wake_execution_ids, wake_workflow_ids
-      FROM woken;
+    SELECT array_agg(g.execution_id ORDER BY g.first_id),
+           array_agg(g.workflow_id ORDER BY g.first_id)
+      INTO v_executions, v_workflows
+      FROM yieldstar_wake_waiters_v1(v_pk, p_wake_all, p_read_keys, p_prefix_keys, v_now) g;
+    IF v_executions IS NOT NULL THEN
+        SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
+          INTO intent_ids, wake_execution_ids, wake_workflow_ids
+          FROM yieldstar_write_intents_v1(v_executions, v_workflows, 'store', p_relay_delay,
+                                          v_now) i;
+    END IF;
     status := 'committed';
 END
 $$;
