@@ -39,6 +39,7 @@ from typing import Any
 
 from .databases import create_database
 from .table import Row, Series
+from .waiter_rows import insert_waiters
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/yieldstar_bench"
 SUITE = "connector"
@@ -422,28 +423,12 @@ def measure_contention(seconds: float, rounds: int) -> list[Row]:
 
 
 def add_waiters(store_pk: int, instance_id: str, count: int) -> None:
-    """Waiter ``e<i>`` reads ``("jobs", i, "status")``, indexed as ``register_waiter``
-    indexes it, written in bulk."""
+    """Waiter ``e<i>`` reads ``("jobs", i, "status")`` (:func:`.waiter_rows.insert_waiters`),
+    then ``ANALYZE``."""
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO yieldstar_waiter (workflow_id, execution_id, step_key, store_pk, "
-            "instance_id, since_version, read_paths, created_at) "
-            "SELECT 'wf', 'e' || i, 'take', %s, %s, 0, "
-            "'[[\"jobs\",' || i || ',\"status\"]]', now() FROM generate_series(0, %s) i",
-            [store_pk, instance_id, count - 1],
-        )
-        for kind, path in [
-            (0, "'[\"jobs\",' || substr(execution_id, 2) || ',\"status\"]'"),
-            (1, "'[\"jobs\",' || substr(execution_id, 2) || ']'"),
-            (1, "'[\"jobs\"]'"),
-        ]:
-            cursor.execute(
-                "INSERT INTO yieldstar_waiterpath (waiter_id, store_pk, kind, path) "
-                f"SELECT id, store_pk, {kind}, {path} FROM yieldstar_waiter WHERE store_pk = %s",
-                [store_pk],
-            )
+        insert_waiters(cursor.execute, store_pk, instance_id, count)
         cursor.execute("ANALYZE yieldstar_waiter, yieldstar_waiterpath")
 
 
@@ -501,76 +486,33 @@ def measure_waiters(ops: int, rounds: int) -> list[Row]:
             ("change one waiter read (wakes 1)", touch_job),
         ]
     ]
-    return [
-        Row(
-            SUITE,
-            "mutation cost, 100,000 waiters, wakes none",
-            cost[(100_000, touch_other)],
-            "no waiters",
-            cost[(0, touch_other)],
-            "ms",
-            "<= 1.5x",
-            "a change no waiter read",
-            series=series,
-        ),
-        Row(
-            SUITE,
-            "mutation cost, 1,000 waiters, wakes 1",
-            cost[(1_000, touch_job)],
-            "no waiters",
-            none,
-            "ms",
-            "",
-            "+ its wake intent, handed over on commit",
-        ),
-        Row(
-            SUITE,
-            "mutation cost, 100,000 waiters, wakes 1",
-            cost[(100_000, touch_job)],
-            "no waiters",
-            none,
-            "ms",
-            "<= 1.5x",
-            "+ its wake intent, handed over on commit",
-        ),
-        Row(
-            SUITE,
-            "mutation cost, 100,000 waiters, wakes 1",
-            cost[(100_000, touch_job)],
-            "wakes none of them",
-            cost[(100_000, touch_other)],
-            "ms",
-            "<= 1.2x",
-            "the wake's own cost: its intent row; WAKE_BACKEND a no-op",
-        ),
-    ]
+    wake_note = "+ its wake intent, handed over on commit"
+    rows = [
+        Row(SUITE, f"mutation cost, {label}", cost[key], baseline_label, baseline, "ms",
+            target, note)
+        for label, key, baseline_label, baseline, target, note in [
+            ("100,000 waiters, wakes none", (100_000, touch_other), "no waiters",
+             cost[(0, touch_other)], "<= 1.5x", "a change no waiter read"),
+            ("1,000 waiters, wakes 1", (1_000, touch_job), "no waiters", none, "", wake_note),
+            ("100,000 waiters, wakes 1", (100_000, touch_job), "no waiters", none, "<= 1.5x",
+             wake_note),
+            ("100,000 waiters, wakes 1", (100_000, touch_job), "wakes none of them",
+             cost[(100_000, touch_other)], "<= 1.2x",
+             "the wake's own cost: its intent row; WAKE_BACKEND a no-op"),
+        ]
+    ]  # fmt: skip
+    rows[0].series = series
+    return rows
 
 
 def burst_waiters(store_pk: int, instance_id: str, count: int) -> None:
-    """Register ``count`` waiters as :func:`add_waiters` does, from a connection of its
-    own, in one transaction, and leave the statistics as they were (no ``ANALYZE``): a
-    fan-out registering its waiters at once on a fresh database."""
+    """Register ``count`` waiters as :func:`add_waiters` does (``c<store_pk>-<i>``), from a
+    connection of its own, in one transaction, and leave the statistics as they were (no
+    ``ANALYZE``): a fan-out registering its waiters at once on a fresh database."""
     conn = raw_connection()
     try:
         with conn.transaction():
-            conn.execute(
-                "INSERT INTO yieldstar_waiter (workflow_id, execution_id, step_key, store_pk, "
-                "instance_id, since_version, read_paths, created_at) "
-                "SELECT 'wf', 'c' || %s::text || '-' || i, 'take', %s, %s, 0, "
-                "'[[\"jobs\",' || i || ',\"status\"]]', now() FROM generate_series(0, %s) i",
-                [store_pk, store_pk, instance_id, count - 1],
-            )
-            for kind, path in [
-                (0, "'[\"jobs\",' || split_part(execution_id, '-', 2) || ',\"status\"]'"),
-                (1, "'[\"jobs\",' || split_part(execution_id, '-', 2) || ']'"),
-                (1, "'[\"jobs\"]'"),
-            ]:
-                conn.execute(
-                    "INSERT INTO yieldstar_waiterpath (waiter_id, store_pk, kind, path) "
-                    f"SELECT id, store_pk, {kind}, {path} FROM yieldstar_waiter "
-                    "WHERE store_pk = %s",
-                    [store_pk],
-                )
+            insert_waiters(conn.execute, store_pk, instance_id, count, prefix=f"c{store_pk}-")
     finally:
         conn.close()
 

@@ -6,6 +6,7 @@ See docs/internals/architecture.md#stores.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -127,53 +128,50 @@ def test_retry_cap_raises_contention_and_commits_nothing_of_its_own(
 def test_concurrent_first_touches_record_one_initial_state(harness: Any, define: Any) -> None:
     d = define(initial=lambda id: {"items": [], "count": 0})
     results: list[StoreSnapshot] = []
-    errors: list[BaseException] = []
     barrier = threading.Barrier(4)
 
     def touch() -> None:
-        try:
-            barrier.wait()
-            results.append(harness.client.get_store(d, "first"))
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-        finally:
-            _close_thread_connections()
+        barrier.wait()
+        results.append(harness.client.get_store(d, "first"))
 
-    threads = [threading.Thread(target=touch) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    assert not _in_threads(touch, 4)
     assert len({r.instance_id for r in results}) == 1
     assert {r.version for r in results} == {0}
 
 
 def test_threaded_increments_lose_nothing(harness: Any, define: Any) -> None:
     d = define()
-    errors: list[BaseException] = []
 
     def work() -> None:
+        for _ in range(15):
+            harness.client.update_store(d, "n", updater=lambda s: s.update(count=s["count"] + 1))
+
+    with harness.configure(CAS_MAX_ATTEMPTS=1000):
+        assert not _in_threads(work, 4)
+    snap = harness.client.get_store(d, "n")
+    assert snap.state["count"] == 60
+    assert snap.version == 60
+
+
+def _in_threads(work: Callable[[], None], count: int) -> list[BaseException]:
+    """Run ``work`` in ``count`` threads at once (each closing its database connections);
+    return what they raised."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
         try:
-            for _ in range(15):
-                harness.client.update_store(
-                    d, "n", updater=lambda s: s.update(count=s["count"] + 1)
-                )
-        except BaseException as exc:  # pragma: no cover - reported below
+            work()
+        except BaseException as exc:  # pragma: no cover - reported by the caller
             errors.append(exc)
         finally:
             _close_thread_connections()
 
-    with harness.configure(CAS_MAX_ATTEMPTS=1000):
-        threads = [threading.Thread(target=work) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert not errors
-    snap = harness.client.get_store(d, "n")
-    assert snap.state["count"] == 60
-    assert snap.version == 60
+    threads = [threading.Thread(target=run) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
 
 
 def _close_thread_connections() -> None:

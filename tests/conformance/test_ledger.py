@@ -53,7 +53,9 @@ def test_step_ids_are_per_store_and_per_step(harness: Any, define: Any) -> None:
     assert c.get_store(d, "b").state["count"] == 1
 
 
-def test_ledger_lookup_comes_before_argument_checks(harness: Any, define: Any) -> None:
+def _recorded_update(harness: Any, define: Any) -> tuple[Any, Any, StoreStepId, Any, Any]:
+    """A client, a store ``a`` and step ``exec/s``, recorded by a conditional update to
+    ``{"count": 1}`` from the store's first snapshot; that snapshot and the result."""
     d = define()
     c = harness.client
     step = StoreStepId("exec", "s")
@@ -61,6 +63,11 @@ def test_ledger_lookup_comes_before_argument_checks(harness: Any, define: Any) -
     first = c.update_store_from(
         d, "a", snapshot=snap, updater=lambda s: s.update(count=1), step_id=step
     )
+    return c, d, step, snap, first
+
+
+def test_ledger_lookup_comes_before_argument_checks(harness: Any, define: Any) -> None:
+    c, d, step, _, first = _recorded_update(harness, define)
 
     async def async_updater(draft: Any) -> None:  # would be refused without a recorded result
         return None
@@ -71,13 +78,7 @@ def test_ledger_lookup_comes_before_argument_checks(harness: Any, define: Any) -
 
 
 def test_recorded_result_wins_over_the_version_check(harness: Any, define: Any) -> None:
-    d = define()
-    c = harness.client
-    step = StoreStepId("exec", "s")
-    snap = c.get_store(d, "a")
-    first = c.update_store_from(
-        d, "a", snapshot=snap, updater=lambda s: s.update(count=1), step_id=step
-    )
+    c, d, step, snap, first = _recorded_update(harness, define)
     assert isinstance(first, StoreUpdated)
     c.update_store(d, "a", updater=lambda s: s.update(count=50))
     replay = c.update_store_from(

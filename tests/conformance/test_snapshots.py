@@ -8,11 +8,12 @@ condition, no match, an error of the updater) is confirmed from a fresh read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from yieldstar_django.core.commits import StoredState
 from yieldstar_django.core.definition import StoreDefinition
-from yieldstar_django.core.results import StoreDeleted, StoreUpdated
+from yieldstar_django.core.results import StoreDeleted, StoreSnapshot, StoreUpdated
 
 
 def _row(client: Any, d: StoreDefinition, id: str) -> StoredState:
@@ -27,19 +28,23 @@ def _plant(client: Any, d: StoreDefinition, id: str, row: StoredState) -> None:
     assert client.snapshots.get(d.name, id) == row
 
 
-def _behind(harness: Any, define: Any, item: str) -> tuple[Any, StoreDefinition]:
-    """A store "a" with ``item`` appended, whose client remembers it as it was before."""
+def _behind(
+    harness: Any, define: Any, change: Callable[[Any], None]
+) -> tuple[Any, StoreDefinition, StoredState, StoreSnapshot, StoreSnapshot]:
+    """A store "a" that ``change`` updated after the client read it, the client made to
+    remember it as it was before; with that old row and the snapshots before and after."""
     d = define()
     c = harness.client
-    c.get_store(d, "a")
+    before = c.get_store(d, "a")
     old = _row(c, d, "a")
-    c.update_store(d, "a", updater=lambda s: s["items"].append(item))
+    c.update_store(d, "a", updater=change)
+    after = c.get_store(d, "a")
     _plant(c, d, "a", old)
-    return c, d
+    return c, d, old, before, after
 
 
 def test_an_update_from_an_old_row_applies_to_the_current_state(harness: Any, define: Any) -> None:
-    c, d = _behind(harness, define, "first")
+    c, d, *_ = _behind(harness, define, lambda s: s["items"].append("first"))
     result = c.update_store(d, "a", updater=lambda s: s["items"].append("second"))
     assert result == StoreUpdated(
         {"items": ["first", "second"], "count": 0}, previous_version=1, version=2
@@ -51,13 +56,7 @@ def test_an_update_from_an_old_row_applies_to_the_current_state(harness: Any, de
 def test_a_condition_the_old_row_refuses_is_checked_on_the_current_one(
     harness: Any, define: Any
 ) -> None:
-    d = define()
-    c = harness.client
-    c.get_store(d, "a")
-    old = _row(c, d, "a")
-    c.update_store(d, "a", updater=lambda s: s.update(count=1))
-    current = c.get_store(d, "a")
-    _plant(c, d, "a", old)
+    c, d, old, _, current = _behind(harness, define, lambda s: s.update(count=1))
     result = c.update_store_from(d, "a", snapshot=current, updater=lambda s: s.update(count=2))
     assert result == StoreUpdated({"items": [], "count": 2}, previous_version=1, version=2)
 
@@ -68,12 +67,7 @@ def test_a_condition_the_old_row_refuses_is_checked_on_the_current_one(
 def test_a_condition_the_old_row_accepts_still_loses_to_the_current_one(
     harness: Any, define: Any
 ) -> None:
-    d = define()
-    c = harness.client
-    first = c.get_store(d, "a")
-    old = _row(c, d, "a")
-    c.update_store(d, "a", updater=lambda s: s.update(count=1))
-    _plant(c, d, "a", old)
+    c, d, old, first, _ = _behind(harness, define, lambda s: s.update(count=1))
     result = c.update_store_from(d, "a", snapshot=first, updater=lambda s: s.update(count=9))
     assert not result.updated
     _plant(c, d, "a", old)
@@ -82,7 +76,7 @@ def test_a_condition_the_old_row_accepts_still_loses_to_the_current_one(
 
 
 def test_no_match_on_the_old_row_is_checked_on_the_current_one(harness: Any, define: Any) -> None:
-    c, d = _behind(harness, define, "job")
+    c, d, *_ = _behind(harness, define, lambda s: s["items"].append("job"))
     taken = c.take_from_store(
         d,
         "a",
@@ -96,12 +90,7 @@ def test_no_match_on_the_old_row_is_checked_on_the_current_one(harness: Any, def
 def test_an_updater_that_fails_on_the_old_row_runs_on_the_current_one(
     harness: Any, define: Any
 ) -> None:
-    d = define()
-    c = harness.client
-    c.get_store(d, "a")
-    old = _row(c, d, "a")
-    c.update_store(d, "a", updater=lambda s: s.update(flag=True))
-    _plant(c, d, "a", old)
+    c, d, *_ = _behind(harness, define, lambda s: s.update(flag=True))
     calls: list[bool] = []
 
     def needs_flag(s: Any) -> None:

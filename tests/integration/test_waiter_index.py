@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from django.db import connections, transaction
 
+from bench.waiter_rows import insert_waiters
 from yieldstar_django.connector import DatabaseStoreClient, matching_waiters_sql
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.results import Wake
@@ -27,31 +28,11 @@ _names = itertools.count()
 
 
 def add_waiters(alias: str, store_pk: int, instance_id: str, count: int) -> None:
-    """Waiter ``e<i>`` reads ``("jobs", i, "status")``, as ``register_waiter`` would
-    index it (a READ row and PREFIX rows for ``("jobs",)`` and ``("jobs", i)``), written
-    in bulk."""
+    """Waiter ``e<i>`` reads ``("jobs", i, "status")`` (``bench.waiter_rows``), then
+    ``ANALYZE``."""
     assert path_key(("jobs", 7, "status")) == '["jobs",7,"status"]'
-    numbers = (
-        f"WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {count - 1})"
-    )
     with connections[alias].cursor() as cursor:
-        cursor.execute(
-            f"{numbers} INSERT INTO yieldstar_waiter (workflow_id, execution_id, step_key, "
-            "store_pk, instance_id, since_version, read_paths, created_at) "
-            "SELECT 'wf', 'e' || i, 'take', %s, %s, 0, "
-            "'[[\"jobs\",' || i || ',\"status\"]]', CURRENT_TIMESTAMP FROM n",
-            [store_pk, instance_id],
-        )
-        for kind, path in [
-            (0, "'[\"jobs\",' || substr(execution_id, 2) || ',\"status\"]'"),
-            (1, "'[\"jobs\",' || substr(execution_id, 2) || ']'"),
-            (1, "'[\"jobs\"]'"),
-        ]:
-            cursor.execute(
-                "INSERT INTO yieldstar_waiterpath (waiter_id, store_pk, kind, path) "
-                f"SELECT id, store_pk, {kind}, {path} FROM yieldstar_waiter WHERE store_pk = %s",
-                [store_pk],
-            )
+        insert_waiters(cursor.execute, store_pk, instance_id, count)
         for table in ("yieldstar_waiter", "yieldstar_waiterpath"):
             cursor.execute(f"ANALYZE {table}")
 
@@ -159,24 +140,7 @@ def burst_from_another_connection(alias: str, store_pk: int, instance_id: str, c
         ) as conn,
         conn.transaction(),
     ):
-        conn.execute(
-            "INSERT INTO yieldstar_waiter (workflow_id, execution_id, step_key, store_pk, "
-            "instance_id, since_version, read_paths, created_at) "
-            "SELECT 'wf', 'e' || i, 'take', %s, %s, 0, "
-            "'[[\"jobs\",' || i || ',\"status\"]]', now() FROM generate_series(0, %s) i",
-            [store_pk, instance_id, count - 1],
-        )
-        for kind, path in [
-            (0, "'[\"jobs\",' || substr(execution_id, 2) || ',\"status\"]'"),
-            (1, "'[\"jobs\",' || substr(execution_id, 2) || ']'"),
-            (1, "'[\"jobs\"]'"),
-        ]:
-            conn.execute(
-                "INSERT INTO yieldstar_waiterpath (waiter_id, store_pk, kind, path) "
-                f"SELECT id, store_pk, {kind}, {path} FROM yieldstar_waiter "
-                "WHERE store_pk = %s",
-                [store_pk],
-            )
+        insert_waiters(conn.execute, store_pk, instance_id, count)
 
 
 def table_reads(alias: str) -> dict[str, tuple[int, int]]:

@@ -93,6 +93,19 @@ class Runtime:
             if not ran:
                 time.sleep(0.02)
 
+    def nondeterminism_after(self, wf: Workflow[Any, Any], change: Callable[[], None]) -> str:
+        """Start ``wf`` and run it until it waits, ``change()`` its code (a deploy), then
+        settle it: it must fail with ``NonDeterminismError``, whose message this returns."""
+        from yieldstar_django.runtime import get_execution, start_workflow
+
+        eid = start_workflow(wf)
+        self.pump()
+        change()
+        self.settle(lambda: get_execution(eid).is_finished)
+        error = get_execution(eid).error
+        assert error is not None and error["type"] == "NonDeterminismError", error
+        return str(error["message"])
+
     def execution(self, execution_id: str) -> Execution:
         return Execution.objects.get(pk=execution_id)
 

@@ -92,13 +92,7 @@ def test_unpatched_change_names_both_steps_and_suggests_patched(rt: Runtime) -> 
         yield from step.sleep(0.05)
         return (yield from step.run(b))
 
-    eid = start_workflow(wf)
-    rt.pump()
-    version["v"] = 2
-    rt.settle(lambda: get_execution(eid).is_finished)
-    error = get_execution(eid).error
-    assert error is not None and error["type"] == "NonDeterminismError"
-    message = error["message"]
+    message = rt.nondeterminism_after(wf, lambda: version.update(v=2))
     assert "step '1'" in message
     assert "kind 'run'" in message and "kind 'sleep'" in message
     assert "test_patched.c" in message

@@ -57,13 +57,8 @@ def test_changed_run_function_is_non_determinism(rt: Runtime) -> None:
         yield from step.run(pay if version["v"] == 1 else refund)
         yield from step.sleep(0.01)
 
-    eid = start_workflow(wf)
-    rt.pump()
-    version["v"] = 2
-    rt.settle(lambda: get_execution(eid).is_finished)
-    error = get_execution(eid).error
-    assert error is not None and error["type"] == "NonDeterminismError"
-    assert "pay" in error["message"] and "refund" in error["message"]
+    message = rt.nondeterminism_after(wf, lambda: version.update(v=2))
+    assert "pay" in message and "refund" in message
 
 
 def test_duplicate_step_key_fails(rt: Runtime) -> None:
