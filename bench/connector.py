@@ -432,36 +432,48 @@ def add_waiters(store_pk: int, instance_id: str, count: int) -> None:
         cursor.execute("ANALYZE yieldstar_waiter, yieldstar_waiterpath")
 
 
+def _store_row(client: Any, definition: Any) -> tuple[int, str]:
+    """Store ``q`` of ``definition`` (created if missing): its row's primary key and
+    instance id."""
+    from django.db import connection
+
+    instance_id = client.get_store(definition, "q").instance_id
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM yieldstar_storeinstance WHERE name = %s", [definition.name])
+        (store_pk,) = cursor.fetchone()
+    return int(store_pk), instance_id
+
+
+def jobs_state(id: str) -> Any:
+    """The stores of the waiter figures: ten jobs, and a field no waiter reads."""
+    return {"jobs": [{"status": "new"} for _ in range(10)], "other": 0}
+
+
+def touch_job(state: Any) -> None:
+    """Change ``jobs[5].status``, which waiter ``5`` reads."""
+    state["jobs"][5]["status"] = "new" if state["jobs"][5]["status"] == "done" else "done"
+
+
+def touch_other(state: Any) -> None:
+    """Change ``other``, which no waiter reads."""
+    state["other"] += 1
+
+
 def measure_waiters(ops: int, rounds: int) -> list[Row]:
     """One update of ``jobs[5].status`` (read by waiter ``e5``, woken) or of ``other`` (read
     by no waiter), on stores with 0, 1,000 and 100,000 waiters, in interleaved rounds."""
-    from django.db import connection
 
     from yieldstar_django.connector import DatabaseStoreClient
 
     reset()
     client = DatabaseStoreClient()
 
-    def jobs_state(id: str) -> Any:
-        return {"jobs": [{"status": "new"} for _ in range(10)], "other": 0}
-
-    def touch_job(state: Any) -> None:
-        state["jobs"][5]["status"] = "new" if state["jobs"][5]["status"] == "done" else "done"
-
-    def touch_other(state: Any) -> None:
-        state["other"] += 1
-
     stores: dict[int, Any] = {}
     for count in (0, 1_000, 100_000):
         definition = _definition(f"bench-waiters-{count}", jobs_state)
-        snapshot = client.get_store(definition, "q")
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT id FROM yieldstar_storeinstance WHERE name = %s", [definition.name]
-            )
-            (store_pk,) = cursor.fetchone()
+        store_pk, instance_id = _store_row(client, definition)
         if count:
-            add_waiters(store_pk, snapshot.instance_id, count)
+            add_waiters(store_pk, instance_id, count)
         stores[count] = definition
     cases = [(count, touch) for count in stores for touch in (touch_job, touch_other)]
     seconds: dict[tuple[int, Any], list[float]] = {case: [] for case in cases}
@@ -522,21 +534,11 @@ def measure_cold_waiters(ops: int, rounds: int, *, functions: bool = True) -> li
     database, no ``ANALYZE``, measured on a long-lived connection whose plans were cached
     while the waiter tables were empty, against a commit on a store with no waiters in the
     same rounds. ``functions`` picks the PL/pgSQL commit or the portable statements."""
-    from django.db import connection
 
     from yieldstar_django.connector import DatabaseStoreClient
 
     reset()  # empty tables, their statistics taken empty (TRUNCATE, VACUUM ANALYZE)
     client = DatabaseStoreClient(use_functions=functions)
-
-    def jobs_state(id: str) -> Any:
-        return {"jobs": [{"status": "new"} for _ in range(10)], "other": 0}
-
-    def touch_job(state: Any) -> None:
-        state["jobs"][5]["status"] = "new" if state["jobs"][5]["status"] == "done" else "done"
-
-    def touch_other(state: Any) -> None:
-        state["other"] += 1
 
     counts = (0, 20_000, 100_000)
     stores = {count: _definition(f"bench-cold-{count}", jobs_state) for count in counts}
@@ -555,13 +557,8 @@ def measure_cold_waiters(ops: int, rounds: int, *, functions: bool = True) -> li
     # The baseline: a commit with no waiter in the database, on the same connection.
     before = statistics.median(timed(0, touch_other) for _ in range(rounds)) * 1e3
     for count in counts[1:]:
-        snapshot = client.get_store(stores[count], "q")
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT id FROM yieldstar_storeinstance WHERE name = %s", [stores[count].name]
-            )
-            (store_pk,) = cursor.fetchone()
-        burst_waiters(store_pk, snapshot.instance_id, count)
+        store_pk, instance_id = _store_row(client, stores[count])
+        burst_waiters(store_pk, instance_id, count)
     cases = [(0, touch_other), (20_000, touch_other), (100_000, touch_other)]
     cases.append((100_000, touch_job))
     seconds: dict[tuple[int, Any], list[float]] = {case: [] for case in cases}

@@ -365,6 +365,31 @@ class Dbos:
 # -- the suite ------------------------------------------------------------------------------
 
 
+def _latency_rows(
+    ours: list[float],
+    name: str,
+    baseline: list[float],
+    baseline_name: str,
+    note: Callable[[str, float], str],
+    target: str = "",
+) -> list[Row]:
+    """Rows of p50 and p99 of latency samples (seconds) against a baseline's; ``name`` and
+    ``baseline_name`` take the quantile's label, ``target`` applies to p50."""
+    return [
+        Row(
+            SUITE,
+            name.format(label),
+            _ms(_quantile(ours, q)),
+            baseline_name.format(label),
+            _ms(_quantile(baseline, q)),
+            "ms",
+            target=target if label == "p50" else "",
+            note=note(label, q),
+        )
+        for label, q in (("p50", 0.5), ("p99", 0.99))
+    ]
+
+
 def _ms(seconds: float) -> float:
     return seconds * 1e3
 
@@ -442,20 +467,17 @@ def run(quick: bool = False) -> list[Row]:
         if dbos is not None
         else Series("wake-latency", f"DBOS: not measured ({unavailable[:50]})", []),
     ]  # fmt: skip
-    rows = [
-        Row(
-            SUITE,
-            f"wake latency {label}: store commit -> take recorded",
-            _ms(_quantile(ours, q)),
-            f"Celery enqueue->start {label}",
-            _ms(_quantile(celery, q)),
-            "ms",
-            target="p50 <= 2x" if label == "p50" else "",
-            note=f"{total} wakes, {broker_kind}, worker -c {WORKER_CONCURRENCY}; from the "
-            f"update_store call: {_ms(_quantile(ours_call, q)):.1f} ms",
-        )
-        for label, q in (("p50", 0.5), ("p99", 0.99))
-    ]
+    rows = _latency_rows(
+        ours,
+        "wake latency {}: store commit -> take recorded",
+        celery,
+        "Celery enqueue->start {}",
+        lambda label, q: (
+            f"{total} wakes, {broker_kind}, worker -c {WORKER_CONCURRENCY}; from "
+            f"the update_store call: {_ms(_quantile(ours_call, q)):.1f} ms"
+        ),
+        target="p50 <= 2x",
+    )
     rows[0].series = latency_series
     most, fewest = max(takers_sweep), min(takers_sweep)
     rows.append(
@@ -534,18 +556,15 @@ def run(quick: bool = False) -> list[Row]:
             note=f"{many} executions x {each} steps; ours on the Celery worker; {rounds} rounds",
         ),
     ]
-    rows += [
-        Row(
-            SUITE,
-            f"notify->resume {label} (store commit -> take recorded)",
-            _ms(_quantile(ours, q)),
-            f"DBOS send->recv {label}",
-            _ms(_quantile(notify, q)),
-            "ms",
-            note="ours crosses the broker to a worker process; DBOS is in-process"
+    rows += _latency_rows(
+        ours,
+        "notify->resume {} (store commit -> take recorded)",
+        notify,
+        "DBOS send->recv {}",
+        lambda label, q: (
+            "ours crosses the broker to a worker process; DBOS is in-process"
             if label == "p50"
-            else "",
-        )
-        for label, q in (("p50", 0.5), ("p99", 0.99))
-    ]
+            else ""
+        ),
+    )
     return rows
