@@ -73,9 +73,13 @@ def compile_schema(store_name: str, schema: Any) -> Validator:
     if _is_drf_serializer(schema):
         return _drf_validator(store_name, schema)
     if _is_pydantic_model(schema):
-        return _pydantic_model_validator(store_name, schema)
+        return _pydantic_validator(
+            store_name, schema.model_validate, lambda model: model.model_dump(mode="json")
+        )
     if _is_type_adapter(schema):
-        return _type_adapter_validator(store_name, schema)
+        return _pydantic_validator(
+            store_name, schema.validate_python, lambda value: schema.dump_python(value, mode="json")
+        )
     if callable(schema) and not isinstance(schema, type):
         return _callable_validator(store_name, schema)
     raise TypeError(
@@ -152,28 +156,19 @@ def _pydantic_issues(exc: Any) -> list[StoreIssue]:
     return [{"message": err["msg"], "path": _path(err.get("loc", ()))} for err in exc.errors()]
 
 
-def _pydantic_model_validator(store_name: str, model: Any) -> Validator:
+def _pydantic_validator(
+    store_name: str, parse: Callable[[Any], Any], dump: Callable[[Any], Any]
+) -> Validator:
+    """``dump(parse(value))``; pydantic's ``ValidationError`` from ``parse`` becomes a
+    ``StoreValidationError`` with its issues."""
     from pydantic import ValidationError
 
     def validate(value: Any) -> Any:
         try:
-            instance = model.model_validate(value)
+            result = parse(value)
         except ValidationError as exc:
             raise StoreValidationError(store_name, _pydantic_issues(exc)) from exc
-        return instance.model_dump(mode="json")
-
-    return validate
-
-
-def _type_adapter_validator(store_name: str, adapter: Any) -> Validator:
-    from pydantic import ValidationError
-
-    def validate(value: Any) -> Any:
-        try:
-            result = adapter.validate_python(value)
-        except ValidationError as exc:
-            raise StoreValidationError(store_name, _pydantic_issues(exc)) from exc
-        return adapter.dump_python(result, mode="json")
+        return dump(result)
 
     return validate
 
