@@ -17,12 +17,14 @@ ready; it writes the ``yieldstar_wakeintent`` table with SQL.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 from django.db import connections
+from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from .. import clock
@@ -222,24 +224,31 @@ def claim_due(using: str, limit: int) -> list[PendingWake]:
 
 def count_overdue(seconds: float, *, using: str | None = None) -> int:
     """Unacknowledged intents deliverable for more than ``seconds``."""
-    using = database_alias(using)
-    cutoff = _adapt(using, _now() - timedelta(seconds=seconds))
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            f"SELECT COUNT(*) FROM {INTENT_TABLE} WHERE delivered_at IS NULL AND available_at < %s",
-            [cutoff],
-        )
+    with _run_with_cutoff(
+        f"SELECT COUNT(*) FROM {INTENT_TABLE} WHERE delivered_at IS NULL AND available_at < %s",
+        seconds,
+        using,
+    ) as cursor:
         row = cursor.fetchone()
         return int(row[0]) if row else 0
 
 
 def prune_delivered(*, older_than: float, using: str | None = None) -> int:
     """Delete intents acknowledged more than ``older_than`` seconds ago; return how many."""
-    using = database_alias(using)
-    cutoff = _adapt(using, _now() - timedelta(seconds=older_than))
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {INTENT_TABLE} WHERE delivered_at IS NOT NULL AND delivered_at < %s",
-            [cutoff],
-        )
+    with _run_with_cutoff(
+        f"DELETE FROM {INTENT_TABLE} WHERE delivered_at IS NOT NULL AND delivered_at < %s",
+        older_than,
+        using,
+    ) as cursor:
         return int(cursor.rowcount)
+
+
+@contextmanager
+def _run_with_cutoff(sql: str, seconds: float, using: str | None) -> Iterator[CursorWrapper]:
+    """A cursor of ``using``'s alias that has run ``sql``, its one ``%s`` the time
+    ``seconds`` ago."""
+    using = database_alias(using)
+    cutoff = _adapt(using, _now() - timedelta(seconds=seconds))
+    with connections[using].cursor() as cursor:
+        cursor.execute(sql, [cutoff])
+        yield cursor
