@@ -93,65 +93,68 @@ class MemoryStoreClient(CasStoreClient):
             return None if entry is None else entry[1]
 
     def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
-        key = (mutation.definition.name, mutation.id)
-        with self._lock:
-            self.commit_attempts += 1
-            if mutation.step_id is not None:
-                entry = self._ledger.get(self._ledger_key(key, mutation.step_id))
-                if entry is not None:
-                    return recorded_outcome(entry[1], entry[0], mutation.operation)
-            current = self._stores.get(key)
-            expected = mutation.expected
-            if mutation.created:
-                if current is not None:
-                    return conflict(current)
-                self._log_version(*key, expected, (), None)
-            elif current is None:
-                return MISSING
-            elif (current.instance_id, current.version) != (expected.instance_id, expected.version):
-                return conflict(current)
-            written = StoredState(
-                expected.instance_id, expected.version + 1, mutation.encoded_state
-            )
-            self._stores[key] = written
-            if mutation.step_id is not None:
-                assert mutation.encoded_result is not None
-                self._ledger[self._ledger_key(key, mutation.step_id)] = (
-                    mutation.operation,
-                    mutation.encoded_result,
-                )
-            self._log_version(*key, written, tuple(mutation.changed_paths), mutation.step_id)
-            wakes = self._matching_wakes(key, written, mutation.changed_paths)
-        self._deliver(wakes)
-        return COMMITTED
+        return self._commit(mutation, lambda key, current: self._write(mutation, key, current))
 
     def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
-        key = (deletion.definition.name, deletion.id)
+        return self._commit(deletion, lambda key, current: self._delete(deletion, key, current))
+
+    def _commit(
+        self,
+        commit: StoreMutation | StoreDeletion,
+        apply: Callable[[_Key, StoredState | None], CommitOutcome | list[Wake]],
+    ) -> CommitOutcome:
+        """One atomic commit: a step the ledger holds answers with its recorded result;
+        else ``apply(key, current row)`` refuses (an outcome) or makes the change and
+        returns the wakes it causes, and the step's result is recorded."""
+        key = (commit.definition.name, commit.id)
         with self._lock:
             self.commit_attempts += 1
-            if deletion.step_id is not None:
-                entry = self._ledger.get(self._ledger_key(key, deletion.step_id))
+            if commit.step_id is not None:
+                entry = self._ledger.get(self._ledger_key(key, commit.step_id))
                 if entry is not None:
-                    return recorded_outcome(entry[1], entry[0], deletion.operation)
-            current = self._stores.get(key)
-            if current is None:
-                return MISSING
-            expected = deletion.expected
-            if expected is not None and (current.instance_id, current.version) != (
-                expected.instance_id,
-                expected.version,
-            ):
-                return conflict(current)
-            del self._stores[key]
-            if deletion.step_id is not None:
-                assert deletion.encoded_result is not None
-                self._ledger[self._ledger_key(key, deletion.step_id)] = (
-                    deletion.operation,
-                    deletion.encoded_result,
+                    return recorded_outcome(entry[1], entry[0], commit.operation)
+            applied = apply(key, self._stores.get(key))
+            if isinstance(applied, CommitOutcome):
+                return applied
+            if commit.step_id is not None:
+                assert commit.encoded_result is not None
+                self._ledger[self._ledger_key(key, commit.step_id)] = (
+                    commit.operation,
+                    commit.encoded_result,
                 )
-            wakes = self._drop_waiters(key)
-        self._deliver(wakes)
+        self._deliver(applied)
         return COMMITTED
+
+    def _write(
+        self, mutation: StoreMutation, key: _Key, current: StoredState | None
+    ) -> CommitOutcome | list[Wake]:
+        expected = mutation.expected
+        if mutation.created:
+            if current is not None:
+                return conflict(current)
+            self._log_version(*key, expected, (), None)
+        elif current is None:
+            return MISSING
+        elif (current.instance_id, current.version) != (expected.instance_id, expected.version):
+            return conflict(current)
+        written = StoredState(expected.instance_id, expected.version + 1, mutation.encoded_state)
+        self._stores[key] = written
+        self._log_version(*key, written, tuple(mutation.changed_paths), mutation.step_id)
+        return self._matching_wakes(key, written, mutation.changed_paths)
+
+    def _delete(
+        self, deletion: StoreDeletion, key: _Key, current: StoredState | None
+    ) -> CommitOutcome | list[Wake]:
+        if current is None:
+            return MISSING
+        expected = deletion.expected
+        if expected is not None and (current.instance_id, current.version) != (
+            expected.instance_id,
+            expected.version,
+        ):
+            return conflict(current)
+        del self._stores[key]
+        return self._drop_waiters(key)
 
     # waiters and the rest of the client
 
