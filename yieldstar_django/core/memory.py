@@ -128,6 +128,7 @@ class MemoryStoreClient(CasStoreClient):
     def _write(
         self, mutation: StoreMutation, key: _Key, current: StoredState | None
     ) -> CommitOutcome | list[Wake]:
+        """``apply`` of a mutation: compare, write, log the version; the wakes it causes."""
         expected = mutation.expected
         if mutation.created:
             if current is not None:
@@ -145,6 +146,7 @@ class MemoryStoreClient(CasStoreClient):
     def _delete(
         self, deletion: StoreDeletion, key: _Key, current: StoredState | None
     ) -> CommitOutcome | list[Wake]:
+        """``apply`` of a deletion: compare, delete; the wakes of the waiters it drops."""
         if current is None:
             return MISSING
         expected = deletion.expected
