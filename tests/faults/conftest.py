@@ -355,6 +355,19 @@ class Faults:
     def count(self, status: str) -> int:
         return sum(1 for s in self.statuses().values() if s == status)
 
+    def waiting_to_be_woken(self) -> int:
+        """Executions that wait with a waiter no commit has woken yet (the next change they
+        read wakes them), their lease let go."""
+        with self.cluster.connect() as conn:
+            row = conn.execute(
+                "SELECT count(DISTINCT e.id) FROM yieldstar_execution e "
+                "JOIN yieldstar_waiter w ON w.execution_id = e.id "
+                "WHERE e.id = ANY(%s) AND e.status = 'waiting' AND e.lease_owner = '' "
+                "AND w.woken_at IS NULL",
+                [self.executions],
+            ).fetchone()
+        return int(row[0]) if row else 0
+
     def verify(self, timeout: float = 90.0) -> list[str]:
         """Wait for every execution to finish, then for no wake intent to be overdue, and
         record the figures; the anomalies of the history (the caller asserts there are

@@ -22,6 +22,9 @@ def test_processes_that_exit_between_commit_and_on_commit_lose_no_wake(faults: F
     start_drain(faults, queue_id, executions=10, each=3)
     faults.driver("push", queue_id, "a", "29")
     wait_until("29 items taken", lambda: faults.count("completed") == 9, 120)
+    # The last taker may still be resuming from a wake of the last claims (its waiter
+    # marked woken): only a registered, unwoken waiter makes the push's commit wake it.
+    wait_until("the last taker to wait", lambda: faults.waiting_to_be_woken() == 1, 60)
     faults.driver("push", queue_id, "last", "1", extra={EXIT_AFTER_COMMIT: "1"}, exit_code=3)
     moment = time.time()
     anomalies = faults.verify(timeout=120)
