@@ -14,21 +14,20 @@ from __future__ import annotations
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connections, transaction
 
-from yieldstar_django.conf import database_alias, yieldstar_settings
+from yieldstar_django.conf import yieldstar_settings
+from yieldstar_django.management.commands._base import DatabaseCommand
 from yieldstar_django.retention import prune_finished
 from yieldstar_django.wakes import prune_delivered
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = "Delete delivered wake intents and store versions beyond the history limit."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument(
-            "--database", default=None, help="database alias (default: YIELDSTAR['DATABASE_ALIAS'])"
-        )
+        super().add_arguments(parser)
         parser.add_argument(
             "--intents-age",
             type=float,
@@ -64,7 +63,7 @@ class Command(BaseCommand):
             age = yieldstar_settings.RETENTION_SECONDS
         if age is not None and age < 0:
             raise CommandError("--executions-age must be >= 0")
-        using = database_alias(options["database"])
+        using = self.using(options)
         if age is not None:
             pruned = prune_finished(older_than=age, batch_size=options["batch_size"], using=using)
             self.stdout.write(

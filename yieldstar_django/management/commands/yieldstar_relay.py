@@ -11,22 +11,21 @@ import threading
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from yieldstar_django.conf import database_alias, yieldstar_settings
+from yieldstar_django.conf import yieldstar_settings
+from yieldstar_django.management.commands._base import DatabaseCommand
 from yieldstar_django.wakes import run_relay, stop_on_signals
 
 
-class Command(BaseCommand):
+class Command(DatabaseCommand):
     help = (
         "Deliver wake intents not delivered on commit (broker down, process killed) and "
         "durable timers once due."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument(
-            "--database", default=None, help="database alias (default: YIELDSTAR['DATABASE_ALIAS'])"
-        )
+        super().add_arguments(parser)
         parser.add_argument(
             "--interval",
             type=float,
@@ -39,7 +38,7 @@ class Command(BaseCommand):
         interval = options["interval"]
         if interval is not None and interval <= 0:
             raise CommandError("--interval must be > 0")
-        using = database_alias(options["database"])
+        using = self.using(options)
         stop = threading.Event()
         if not options["once"]:
             stop_on_signals(stop)
