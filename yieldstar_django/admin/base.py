@@ -75,6 +75,17 @@ class LargeTableListMixin:
     show_full_result_count = False
 
 
+class OperateActionsMixin:
+    """Actions declared with ``permissions=["operate"]`` need the user to hold
+    ``operate_permission`` (``"app_label.codename"``). The read-only admins deny Django's
+    ``change`` permission on their own rows, so their actions cannot ask for that."""
+
+    operate_permission: str
+
+    def has_operate_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm(self.operate_permission))
+
+
 class ReadOnlyAdminMixin(LargeTableListMixin):
     """Rows the protocol writes: listed and shown, never added, changed or deleted here."""
 
@@ -91,6 +102,7 @@ class ReadOnlyAdminMixin(LargeTableListMixin):
 __all__ = [
     "LargeTableListMixin",
     "ObjectOncePerRequestMixin",
+    "OperateActionsMixin",
     "ReadOnlyAdminMixin",
     "SearchLookupMixin",
 ]

@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString
 
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..runtime.claim_leases import release_now
-from .base import ReadOnlyAdminMixin
+from .base import OperateActionsMixin, ReadOnlyAdminMixin
 from .display import short_json
 
 
@@ -43,7 +43,7 @@ class LiveFilter(admin.SimpleListFilter):
 
 
 @admin.register(ClaimLeaseRecord)
-class ClaimLeaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class ClaimLeaseAdmin(OperateActionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     """Leased claims, soonest expiry first. Action "release now" needs the change
     permission on executions and a confirmation."""
 
@@ -56,8 +56,7 @@ class ClaimLeaseAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[typ
         "expires_at", "created_at", "ended_at",
     )  # fmt: skip
 
-    def has_operate_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.has_perm("yieldstar.change_execution"))
+    operate_permission = "yieldstar.change_execution"  # release now
 
     @admin.display(description="store")
     def store(self, obj: ClaimLeaseRecord) -> str:

@@ -14,7 +14,7 @@ from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStep
 from ..runtime.executions import cancel_execution
 from ..runtime.registry import registered_workflows
 from ..wakes import wake_now
-from .base import PageContextMixin, ReadOnlyAdminMixin, SearchLookupMixin
+from .base import OperateActionsMixin, PageContextMixin, ReadOnlyAdminMixin, SearchLookupMixin
 from .display import pretty_block, short_json
 from .pagination import paginate
 
@@ -69,6 +69,7 @@ FIELDS: tuple[str, ...] = (
 @admin.register(Execution)
 class ExecutionAdmin(
     SearchLookupMixin,
+    OperateActionsMixin,
     ReadOnlyAdminMixin,
     PageContextMixin,
     admin.ModelAdmin,  # type: ignore[type-arg]
@@ -89,9 +90,7 @@ class ExecutionAdmin(
     readonly_fields = FIELDS
     fields = FIELDS
 
-    def has_operate_permission(self, request: HttpRequest) -> bool:
-        """Resume and cancel need ``yieldstar.change_execution``."""
-        return bool(request.user.has_perm("yieldstar.change_execution"))
+    operate_permission = "yieldstar.change_execution"  # resume and cancel
 
     @admin.display(description="status", ordering="status")
     def pretty_status(self, obj: Execution) -> SafeString:

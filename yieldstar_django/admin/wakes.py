@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 from ..core.results import Wake
 from ..models.stores import WakeIntent
 from ..wakes import PendingWake, deliver_wakes
-from .base import ReadOnlyAdminMixin, SearchLookupMixin
+from .base import OperateActionsMixin, ReadOnlyAdminMixin, SearchLookupMixin
 from .display import ellipsize
 
 
@@ -49,7 +49,12 @@ FIELDS: tuple[str, ...] = (
 
 
 @admin.register(WakeIntent)
-class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class WakeIntentAdmin(
+    SearchLookupMixin,
+    OperateActionsMixin,
+    ReadOnlyAdminMixin,
+    admin.ModelAdmin,  # type: ignore[type-arg]
+):
     """Wake intents, newest first. An intent is pending until a run of its execution
     acknowledges it; "deliver again" hands the selected wakes to the ``WAKE_BACKEND`` now
     (a spurious wake is harmless: resuming is idempotent)."""
@@ -74,9 +79,7 @@ class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin): 
     readonly_fields = FIELDS
     fields = FIELDS
 
-    def has_deliver_permission(self, request: HttpRequest) -> bool:
-        """ "Deliver again" needs ``yieldstar.change_wakeintent``."""
-        return bool(request.user.has_perm("yieldstar.change_wakeintent"))
+    operate_permission = "yieldstar.change_wakeintent"  # deliver again
 
     @admin.display(description="execution", ordering="execution_id")
     def execution_link(self, obj: WakeIntent) -> SafeString:
@@ -97,7 +100,7 @@ class WakeIntentAdmin(SearchLookupMixin, ReadOnlyAdminMixin, admin.ModelAdmin): 
     def short_error(self, obj: WakeIntent) -> str:
         return ellipsize(obj.last_error)
 
-    @admin.action(description="Deliver again", permissions=["deliver"])
+    @admin.action(description="Deliver again", permissions=["operate"])
     def deliver_again(self, request: HttpRequest, queryset: QuerySet[WakeIntent]) -> None:
         pending = [
             PendingWake(intent_id, Wake(execution_id, workflow_id))
