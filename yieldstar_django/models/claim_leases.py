@@ -8,6 +8,7 @@ from django.db import models
 from django.utils import timezone
 
 from ..core.durable import decode_durable
+from .decoded import Decoded
 
 __all__ = ["ClaimLeaseRecord", "ClaimLeaseState"]
 
@@ -48,7 +49,6 @@ class ClaimLeaseRecord(models.Model):
     def __str__(self) -> str:
         return f"{self.store_name}/{self.store_id} held by {self.execution_id} ({self.state})"
 
-    @property
-    def value(self) -> Any:
-        """The claimed value (what the release callback hands back)."""
-        return decode_durable(self.value_json)
+    value = Decoded[Any](
+        "value_json", decode_durable, "The claimed value (what the release callback hands back)."
+    )

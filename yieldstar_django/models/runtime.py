@@ -15,6 +15,7 @@ from django.db import models
 from django.utils import timezone
 
 from ..core.durable import decode_durable
+from .decoded import Decoded
 
 __all__ = ["Execution", "ExecutionStatus", "ExecutionStep", "StepKind", "StepStatus"]
 
@@ -113,16 +114,14 @@ class Execution(models.Model):
         value: dict[str, Any] = decode_durable(self.input_json)
         return value
 
-    @property
-    def result(self) -> Any:
-        """The workflow's return value once ``completed``, else ``None``."""
-        return _decoded(self.result_json)
-
-    @property
-    def error(self) -> dict[str, Any] | None:
-        """Once ``failed``: ``{"type", "message", "traceback", ...}`` of the error."""
-        value: dict[str, Any] | None = _decoded(self.error_json)
-        return value
+    result = Decoded[Any](
+        "result_json", _decoded, "The workflow's return value once ``completed``, else ``None``."
+    )
+    error = Decoded[dict[str, Any] | None](
+        "error_json",
+        _decoded,
+        """Once ``failed``: ``{"type", "message", "traceback", ...}`` of the error.""",
+    )
 
     @property
     def is_finished(self) -> bool:
@@ -168,13 +167,11 @@ class ExecutionStep(models.Model):
     def __str__(self) -> str:
         return f"{self.execution_id}/{self.step_key} {self.kind} ({self.status})"
 
-    @property
-    def value(self) -> Any:
-        """The recorded result (``None`` unless ``completed``)."""
-        return _decoded(self.value_json)
-
-    @property
-    def error(self) -> dict[str, Any] | None:
-        """The recorded error (``failed``), or the last retryable error (``pending``)."""
-        value: dict[str, Any] | None = _decoded(self.error_json)
-        return value
+    value = Decoded[Any](
+        "value_json", _decoded, "The recorded result (``None`` unless ``completed``)."
+    )
+    error = Decoded[dict[str, Any] | None](
+        "error_json",
+        _decoded,
+        "The recorded error (``failed``), or the last retryable error (``pending``).",
+    )

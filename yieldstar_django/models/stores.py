@@ -20,6 +20,7 @@ from django.db.models import Q
 from ..core.constants import MAX_KEY_LENGTH, WaiterKind
 from ..core.durable import decode_durable
 from ..core.types import StorePath
+from .decoded import Decoded
 
 __all__ = [
     "AppliedStep",
@@ -65,10 +66,7 @@ class StoreInstance(models.Model):
     def __str__(self) -> str:
         return f"{self.name}/{self.store_id} v{self.version}"
 
-    @property
-    def value(self) -> Any:
-        """The decoded state."""
-        return decode_durable(self.state)
+    value = Decoded[Any]("state", decode_durable, "The decoded state.")
 
 
 class StoreVersion(models.Model):
@@ -108,10 +106,7 @@ class StoreVersion(models.Model):
     def __str__(self) -> str:
         return f"{self.store_name}/{self.store_id} v{self.version}"
 
-    @property
-    def paths(self) -> list[StorePath]:
-        """The decoded changed paths, as tuples."""
-        return _decode_paths(self.changed_paths)
+    paths = Decoded("changed_paths", _decode_paths, "The decoded changed paths, as tuples.")
 
     @property
     def value(self) -> Any:
@@ -167,10 +162,7 @@ class AppliedStep(models.Model):
     def __str__(self) -> str:
         return f"{self.execution_id}:{self.step_key} on {self.store_name}/{self.store_id}"
 
-    @property
-    def value(self) -> Any:
-        """The decoded ledger record."""
-        return decode_durable(self.result)
+    value = Decoded[Any]("result", decode_durable, "The decoded ledger record.")
 
 
 class Waiter(models.Model):
@@ -211,10 +203,7 @@ class Waiter(models.Model):
     def __str__(self) -> str:
         return f"{self.execution_id}:{self.step_key} waits since v{self.since_version}"
 
-    @property
-    def paths(self) -> list[StorePath]:
-        """The decoded read paths, as tuples."""
-        return _decode_paths(self.read_paths)
+    paths = Decoded("read_paths", _decode_paths, "The decoded read paths, as tuples.")
 
 
 class WaiterPath(models.Model):
