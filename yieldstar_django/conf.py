@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Generic, TypeVar, cast, overload
 
@@ -120,31 +120,28 @@ NON_EMPTY_TEXT: Final = Rule(
 # --- the table -----------------------------------------------------------------------------
 
 
+@dataclass(eq=False)
 class Setting(Generic[T]):
     """One ``YIELDSTAR`` key, declared once: its default, the rule the system checks apply
     (``None``: checked elsewhere), whether it is pinned public API, how its default is
-    shown (``shown``) and its documentation (Markdown). As an attribute of
-    :class:`YieldstarSettings` it reads the configured value, typed ``T``."""
+    shown (``shown``; by default the default itself as Python writes it, in backticks) and
+    its documentation (Markdown). As an attribute of :class:`YieldstarSettings` it reads
+    the configured value, typed ``T``."""
 
-    def __init__(
-        self,
-        default: object,
-        *,
-        doc: str,
-        shown: str,
-        rule: Rule | None = None,
-        pinned: bool = False,
-        import_path: bool = False,
-        derive: Callable[[YieldstarSettings, object], T] | None = None,
-    ) -> None:
-        self.name = ""
-        self.default = default
-        self.doc = doc
-        self.shown = shown
-        self.rule = rule
-        self.pinned = pinned
-        self.import_path = import_path
-        self.derive = derive
+    default: object
+    _: KW_ONLY
+    doc: str
+    shown: str = ""
+    rule: Rule | None = None
+    pinned: bool = False
+    import_path: bool = False
+    derive: Callable[[YieldstarSettings, object], T] | None = None
+    name: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        if not self.shown:
+            default = self.default
+            self.shown = f'`"{default}"`' if isinstance(default, str) else f"`{default!r}`"
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.name = name
@@ -181,7 +178,6 @@ class YieldstarSettings:
     WAKE_BACKEND = Setting[str | WakeBackend](
         "yieldstar_django.wakes.celery_backend",
         pinned=True,
-        shown='`"yieldstar_django.wakes.celery_backend"`',
         import_path=True,
         doc="""\
 Dotted path of a callable `deliver(wakes)` (a callable may also be given directly). Each
@@ -197,7 +193,6 @@ does not import.
         50,
         rule=int_at_least(1),
         pinned=True,
-        shown="`50`",
         doc="""\
 How many times one store operation (`update_store`, `take_from_store`,
 `delete_store_from`) reads, computes and tries its compare-and-swap before it gives up with
@@ -243,7 +238,6 @@ first, two round trips.
     CAS_QUEUE_AFTER = Setting[int](
         20,
         rule=int_at_least(0),
-        shown="`20`",
         doc="""\
 After this many lost compare-and-swap races, a store operation queues on the store row: on
 PostgreSQL its next attempt runs in a transaction that first locks the row (writers waiting
@@ -274,7 +268,6 @@ durable value: a store state, a step result, a selected value. A larger value ra
         256,
         rule=int_at_least(1),
         pinned=True,
-        shown="`256`",
         doc="""\
 The deepest nesting of lists and dicts in a durable value; deeper values raise
 `WorkflowValueError` (`INVALID_STEP_VALUE`). An integer >= 1.
@@ -284,7 +277,6 @@ The deepest nesting of lists and dicts in a durable value; deeper values raise
     VERSION_HISTORY_LIMIT = Setting[int | None](
         100,
         rule=optional(int_at_least(1)),
-        shown="`100`",
         doc="""\
 How many past versions are kept per store instance for the admin's history (the oldest are
 pruned as new ones commit). `None` keeps every version. An integer >= 1 or `None`. History
@@ -295,7 +287,6 @@ is for people; the protocol never reads it.
     VERSION_HISTORY_KEEP_STATE = Setting[bool](
         True,
         rule=BOOLEAN,
-        shown="`True`",
         doc="""\
 Whether kept versions store the full state. `False` keeps only the changed paths, when and
 by which step, which is much smaller for big stores.
@@ -355,7 +346,6 @@ paused) loses its lease and records nothing more. A number > 0.
     API_REQUIRE_IF_MATCH = Setting[bool](
         False,
         rule=BOOLEAN,
-        shown="`False`",
         doc="""\
 When `True`, the HTTP API refuses a `PUT`, `PATCH` or `DELETE` of a store without an
 `If-Match` header (`428 Precondition Required`), so every write through the API is a
@@ -377,7 +367,6 @@ The largest request body the HTTP API reads. An integer >= 1024 or `None`;
     PUBLISH_IN_TESTS = Setting[bool](
         False,
         rule=BOOLEAN,
-        shown="`False`",
         doc="""\
 While Django's test environment is set up (`manage.py test`, pytest-django), the default
 Celery wake backend refuses to publish and raises `BrokerInTestsError`: a worker listening
@@ -392,7 +381,6 @@ real Celery workers against a broker of their own.
         "default",
         rule=NON_EMPTY_TEXT,
         pinned=True,
-        shown='`"default"`',
         doc="""\
 The database alias every part of the app uses: the store client, the runtime (executions,
 their heap, leases, timers), the wake outbox and the relay, the HTTP API, the admin's
