@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
 from .types import StorePath
@@ -19,7 +20,11 @@ class StoreIssue(TypedDict):
 
 
 class YieldstarError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose.
+
+    Errors that keep their arguments as attributes are ``@dataclass(eq=False, repr=False)``
+    (identity equality and the usual repr, as for any exception), building their message
+    in ``__post_init__``."""
 
 
 class DuplicateStoreError(YieldstarError):
@@ -62,22 +67,25 @@ class WorkflowValueError(YieldstarError):
         super().__init__(message)
 
 
+@dataclass(eq=False, repr=False)
 class StoreContentionError(YieldstarError):
     """A compare-and-swap loop lost the version race ``attempts`` times in a row.
 
     Nothing was committed by the failing call. Retry later, or raise ``CAS_MAX_ATTEMPTS``.
     """
 
-    def __init__(self, store_name: str, store_id: str, attempts: int) -> None:
-        self.store_name = store_name
-        self.store_id = store_id
-        self.attempts = attempts
+    store_name: str
+    store_id: str
+    attempts: int
+
+    def __post_init__(self) -> None:
         super().__init__(
-            f'Gave up on store "{store_name}" id {store_id!r} after {attempts} '
+            f'Gave up on store "{self.store_name}" id {self.store_id!r} after {self.attempts} '
             "conflicting compare-and-swap attempts"
         )
 
 
+@dataclass(eq=False, repr=False)
 class StoreStepMismatchError(YieldstarError):
     """A step id was replayed by an operation of another kind than the one it recorded.
 
@@ -88,13 +96,15 @@ class StoreStepMismatchError(YieldstarError):
     ``step.patched``, or two Idempotency-Keys collide).
     """
 
-    def __init__(self, step_id: StoreStepId, recorded: str, requested: str) -> None:
-        self.step_id = step_id
-        self.recorded = recorded
-        self.requested = requested
+    step_id: StoreStepId
+    recorded: str
+    requested: str
+
+    def __post_init__(self) -> None:
+        step_id = self.step_id
         super().__init__(
             f"Step {step_id.step_key!r} of execution {step_id.execution_id!r} recorded a "
-            f"{recorded!r} store operation and cannot be replayed as {requested!r}"
+            f"{self.recorded!r} store operation and cannot be replayed as {self.requested!r}"
         )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import traceback
+from dataclasses import KW_ONLY, dataclass
 from datetime import timedelta
 from importlib import import_module
 from typing import Any, ClassVar
@@ -89,6 +90,7 @@ class RetryableError(YieldstarError):
         return cause if isinstance(cause, Exception) else self
 
 
+@dataclass(eq=False, repr=False)
 class NonDeterminismError(YieldstarError):
     """Replay reached a recorded step that the workflow code no longer makes.
 
@@ -99,26 +101,21 @@ class NonDeterminismError(YieldstarError):
     points to ``step.patched``.
     """
 
-    def __init__(
-        self,
-        execution_id: str,
-        step_key: str,
-        *,
-        recorded: str,
-        replayed: str,
-        recorded_kind: str = "",
-        replayed_kind: str = "",
-    ) -> None:
-        self.execution_id = execution_id
-        self.step_key = step_key
-        self.recorded = recorded
-        self.replayed = replayed
-        self.recorded_kind = recorded_kind
-        self.replayed_kind = replayed_kind
+    execution_id: str
+    step_key: str
+    _: KW_ONLY
+    recorded: str
+    replayed: str
+    recorded_kind: str = ""
+    replayed_kind: str = ""
+
+    def __post_init__(self) -> None:
+        step_key = self.step_key
         super().__init__(
-            f"Execution {execution_id!r} replayed step {step_key!r} as {replayed} "
-            f"(kind {replayed_kind!r}, key {step_key!r}), but its heap recorded {recorded} "
-            f"(kind {recorded_kind!r}, key {step_key!r}). The workflow code changed under a "
+            f"Execution {self.execution_id!r} replayed step {step_key!r} as {self.replayed} "
+            f"(kind {self.replayed_kind!r}, key {step_key!r}), but its heap recorded "
+            f"{self.recorded} (kind {self.recorded_kind!r}, key {step_key!r}). "
+            "The workflow code changed under a "
             "running execution: guard the change with "
             '`if (yield from step.patched("change-id")):` so executions recorded before it '
             "keep the old steps (see docs/howto/versioning.md), give new steps their own "
