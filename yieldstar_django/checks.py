@@ -18,7 +18,8 @@ registered by :meth:`yieldstar_django.apps.YieldstarConfig.ready`.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django.apps import AppConfig, apps
@@ -48,6 +49,21 @@ TAG = "yieldstar"
 SQLITE_LOCKING_MODES = frozenset({"IMMEDIATE", "EXCLUSIVE"})
 
 
+def system_check(
+    find: Callable[[], Iterator[CheckMessage]],
+) -> Callable[..., list[CheckMessage]]:
+    """A Django system check (``check(app_configs=None, **kwargs)``, the messages as a list)
+    made of ``find``, which yields them. Named and documented as ``find``, but without
+    ``__wrapped__``: Django reads the check's own signature (it must take ``**kwargs``)."""
+
+    def check(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[CheckMessage]:
+        return list(find())
+
+    functools.update_wrapper(check, find, ("__module__", "__name__", "__qualname__", "__doc__"), ())
+    del check.__wrapped__  # type: ignore[attr-defined]
+    return check
+
+
 def _setting_error(key: str, value: object, expected: str) -> checks.Error:
     return checks.Error(
         f"{SETTING_NAME}[{key!r}] = {value!r} is invalid: it must be {expected}.",
@@ -59,72 +75,61 @@ def _setting_error(key: str, value: object, expected: str) -> checks.Error:
     )
 
 
-def check_settings(
-    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
-) -> list[CheckMessage]:
+@system_check
+def check_settings() -> Iterator[CheckMessage]:
     """E003 for invalid values, W001 for unknown keys, W002 for a body cap below the state cap."""
     try:
         user = yieldstar_settings.user_settings
     except ImproperlyConfigured as exc:
-        return [
-            checks.Error(
-                str(exc),
-                hint=f"Set settings.{SETTING_NAME} to a dict such as {{'CAS_MAX_ATTEMPTS': 50}}.",
-                id="yieldstar.E003",
-            )
-        ]
+        yield checks.Error(
+            str(exc),
+            hint=f"Set settings.{SETTING_NAME} to a dict such as {{'CAS_MAX_ATTEMPTS': 50}}.",
+            id="yieldstar.E003",
+        )
+        return
 
-    messages: list[CheckMessage] = []
     invalid: set[str] = set()
     for setting in SETTINGS:
         key, rule = setting.name, setting.rule
         if rule is not None and key in user and not rule.accepts(user[key]):
-            messages.append(_setting_error(key, user[key], rule.expected))
+            yield _setting_error(key, user[key], rule.expected)
             invalid.add(key)
 
     if not invalid & {"CAS_BACKOFF_BASE", "CAS_BACKOFF_MAX"}:
         base, cap = yieldstar_settings.CAS_BACKOFF_BASE, yieldstar_settings.CAS_BACKOFF_MAX
         if cap < base:
-            messages.append(
-                checks.Error(
-                    f"{SETTING_NAME}['CAS_BACKOFF_MAX'] = {cap!r} is below "
-                    f"{SETTING_NAME}['CAS_BACKOFF_BASE'] = {base!r}.",
-                    hint="Make CAS_BACKOFF_MAX greater than or equal to CAS_BACKOFF_BASE.",
-                    id="yieldstar.E003",
-                )
+            yield checks.Error(
+                f"{SETTING_NAME}['CAS_BACKOFF_MAX'] = {cap!r} is below "
+                f"{SETTING_NAME}['CAS_BACKOFF_BASE'] = {base!r}.",
+                hint="Make CAS_BACKOFF_MAX greater than or equal to CAS_BACKOFF_BASE.",
+                id="yieldstar.E003",
             )
 
     if not invalid & {"MAX_STATE_BYTES", "API_MAX_BODY_BYTES"}:
         body, state = yieldstar_settings.API_MAX_BODY_BYTES, yieldstar_settings.MAX_STATE_BYTES
         if body < state:
-            messages.append(
-                checks.Warning(
-                    f"{SETTING_NAME}['API_MAX_BODY_BYTES'] = {body} is below "
-                    f"MAX_STATE_BYTES = {state}: the HTTP API will refuse states that "
-                    "the store accepts.",
-                    hint="Remove API_MAX_BODY_BYTES (it then follows MAX_STATE_BYTES) "
-                    "or raise it above MAX_STATE_BYTES.",
-                    id="yieldstar.W002",
-                )
+            yield checks.Warning(
+                f"{SETTING_NAME}['API_MAX_BODY_BYTES'] = {body} is below "
+                f"MAX_STATE_BYTES = {state}: the HTTP API will refuse states that "
+                "the store accepts.",
+                hint="Remove API_MAX_BODY_BYTES (it then follows MAX_STATE_BYTES) "
+                "or raise it above MAX_STATE_BYTES.",
+                id="yieldstar.W002",
             )
 
     for key in yieldstar_settings.unknown_keys():
         close = difflib.get_close_matches(key, list(DEFAULTS), n=1)
         suggestion = f" Did you mean {close[0]!r}?" if close else ""
-        messages.append(
-            checks.Warning(
-                f"Unknown setting {SETTING_NAME}[{key!r}]: it is ignored.",
-                hint=f"Remove it or fix its name.{suggestion} "
-                f"Known keys: {', '.join(sorted(DEFAULTS))}.",
-                id="yieldstar.W001",
-            )
+        yield checks.Warning(
+            f"Unknown setting {SETTING_NAME}[{key!r}]: it is ignored.",
+            hint=f"Remove it or fix its name.{suggestion} "
+            f"Known keys: {', '.join(sorted(DEFAULTS))}.",
+            id="yieldstar.W001",
         )
-    return messages
 
 
-def check_wake_backend(
-    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
-) -> list[CheckMessage]:
+@system_check
+def check_wake_backend() -> Iterator[CheckMessage]:
     """E002 if ``WAKE_BACKEND`` cannot be imported or is not callable."""
     try:
         configured = yieldstar_settings.get("WAKE_BACKEND")
@@ -133,7 +138,7 @@ def check_wake_backend(
         problem = str(exc)
     else:
         if callable(backend):
-            return []
+            return
         problem = f"{SETTING_NAME}['WAKE_BACKEND'] = {configured!r} is not callable."
     if configured == DEFAULTS["WAKE_BACKEND"]:
         hint = (
@@ -146,7 +151,7 @@ def check_wake_backend(
             f"Set {SETTING_NAME}['WAKE_BACKEND'] to the dotted path of a callable "
             f"deliver(wakes), or remove it to use the default ({DEFAULTS['WAKE_BACKEND']!r})."
         )
-    return [checks.Error(problem, hint=hint, id="yieldstar.E002")]
+    yield checks.Error(problem, hint=hint, id="yieldstar.E002")
 
 
 def _is_sqlite(engine: str) -> bool:
@@ -158,9 +163,8 @@ def _is_sqlite(engine: str) -> bool:
     return getattr(wrapper, "vendor", None) == "sqlite"
 
 
-def check_sqlite_transaction_mode(
-    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
-) -> list[CheckMessage]:
+@system_check
+def check_sqlite_transaction_mode() -> Iterator[CheckMessage]:
     """E001 for each SQLite database whose transactions do not take the write lock at BEGIN.
 
     yieldstar reads a store and then writes it in one transaction. SQLite's default
@@ -168,7 +172,6 @@ def check_sqlite_transaction_mode(
     transactions deadlock and one fails with "database is locked" at once, without
     waiting for the busy timeout. ``IMMEDIATE`` (or ``EXCLUSIVE``) avoids that.
     """
-    messages: list[CheckMessage] = []
     databases: Mapping[str, Mapping[str, Any]] = getattr(settings, "DATABASES", {})
     for alias, config in databases.items():
         engine = str(config.get("ENGINE", ""))
@@ -178,78 +181,66 @@ def check_sqlite_transaction_mode(
         mode = options.get("transaction_mode")
         if isinstance(mode, str) and mode.upper() in SQLITE_LOCKING_MODES:
             continue
-        messages.append(
-            checks.Error(
-                f"SQLite database {alias!r} uses transaction_mode={mode!r}: concurrent "
-                "store updates fail with 'database is locked'.",
-                hint=(
-                    f'Set DATABASES[{alias!r}]["OPTIONS"]["transaction_mode"] = "IMMEDIATE" '
-                    "(Django 5.1+), or use PostgreSQL."
-                ),
-                obj=alias,
-                id="yieldstar.E001",
-            )
+        yield checks.Error(
+            f"SQLite database {alias!r} uses transaction_mode={mode!r}: concurrent "
+            "store updates fail with 'database is locked'.",
+            hint=(
+                f'Set DATABASES[{alias!r}]["OPTIONS"]["transaction_mode"] = "IMMEDIATE" '
+                "(Django 5.1+), or use PostgreSQL."
+            ),
+            obj=alias,
+            id="yieldstar.E001",
         )
-    return messages
 
 
-def check_database_alias(
-    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
-) -> list[CheckMessage]:
+@system_check
+def check_database_alias() -> Iterator[CheckMessage]:
     """E004 if ``DATABASE_ALIAS`` is not in ``DATABASES``; E005 for each of yieldstar's
     models that ``DATABASE_ROUTERS`` read, write or migrate elsewhere."""
     alias = yieldstar_settings.get("DATABASE_ALIAS")
     databases: Mapping[str, Any] = getattr(settings, "DATABASES", {})
     if not isinstance(alias, str) or alias not in databases:
-        return [
-            checks.Error(
-                f"{SETTING_NAME}['DATABASE_ALIAS'] = {alias!r} is not a database of DATABASES.",
-                hint=f"Use one of {', '.join(sorted(databases))}, or remove the key ('default').",
-                id="yieldstar.E004",
-            )
-        ]
-    messages: list[CheckMessage] = []
+        yield checks.Error(
+            f"{SETTING_NAME}['DATABASE_ALIAS'] = {alias!r} is not a database of DATABASES.",
+            hint=f"Use one of {', '.join(sorted(databases))}, or remove the key ('default').",
+            id="yieldstar.E004",
+        )
+        return
     for model in apps.get_app_config("yieldstar").get_models():
         label = model._meta.label
         read, write = router.db_for_read(model), router.db_for_write(model)
         migrate = router.allow_migrate_model(alias, model)
         if read == alias and write == alias and migrate:
             continue
-        messages.append(
-            checks.Error(
-                f"DATABASE_ROUTERS send {label} to {read!r} (read) and {write!r} (write)"
-                f"{'' if migrate else ', and do not migrate it there'}, but "
-                f"{SETTING_NAME}['DATABASE_ALIAS'] is {alias!r}: a step row and its store "
-                "commit would not share a transaction.",
-                hint=f"Route every model of the app label 'yieldstar' to {alias!r} (reads, "
-                f"writes and migrations), or set {SETTING_NAME}['DATABASE_ALIAS'] to where "
-                "your router sends them.",
-                obj=label,
-                id="yieldstar.E005",
-            )
+        yield checks.Error(
+            f"DATABASE_ROUTERS send {label} to {read!r} (read) and {write!r} (write)"
+            f"{'' if migrate else ', and do not migrate it there'}, but "
+            f"{SETTING_NAME}['DATABASE_ALIAS'] is {alias!r}: a step row and its store "
+            "commit would not share a transaction.",
+            hint=f"Route every model of the app label 'yieldstar' to {alias!r} (reads, "
+            f"writes and migrations), or set {SETTING_NAME}['DATABASE_ALIAS'] to where "
+            "your router sends them.",
+            obj=label,
+            id="yieldstar.E005",
         )
-    return messages
 
 
-def check_celery_app(
-    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
-) -> list[CheckMessage]:
+@system_check
+def check_celery_app() -> Iterator[CheckMessage]:
     """W003 when the Celery wake backend is configured but no Celery app was created once
     Django is set up (the project's package did not import it)."""
     try:
         backend = yieldstar_settings.import_setting("WAKE_BACKEND")
     except Exception:  # E002 reports it
-        return []
+        return
     if backend is not celery_backend or not is_default_app(current_app()):
-        return []
-    return [
-        checks.Warning(
-            "WAKE_BACKEND is the Celery backend, but no Celery app was created: wakes "
-            "would be refused (and retried by the relay) until one is.",
-            hint=HINT,
-            id="yieldstar.W003",
-        )
-    ]
+        return
+    yield checks.Warning(
+        "WAKE_BACKEND is the Celery backend, but no Celery app was created: wakes "
+        "would be refused (and retried by the relay) until one is.",
+        hint=HINT,
+        id="yieldstar.W003",
+    )
 
 
 def register() -> None:
