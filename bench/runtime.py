@@ -526,36 +526,24 @@ def run(quick: bool = False) -> list[Row]:
                            for n in at_once_sweep if n > 1) + "; no wake lost (all took one)",
         )
     )  # fmt: skip
+    steps = [
+        ("one execution", ours_one, "DBOS steps/s, one workflow", dbos_one, ">= 6x",
+         f"{one_steps} step.run in one execution, in-process, both; {rounds} rounds"),
+        ("many executions", ours_many, "DBOS start_workflow (threads)", dbos_many, ">= 3x",
+         f"{many} executions x {each} steps; ours on the Celery worker; {rounds} rounds"),
+    ]  # fmt: skip
     if dbos is None:
         rows += [
-            Row(SUITE, "durable steps/s, one execution", statistics.median(ours_one),
-                unavailable, 0, "steps/s"),
-            Row(SUITE, "durable steps/s, many executions", statistics.median(ours_many),
-                unavailable, 0, "steps/s"),
+            Row(SUITE, f"durable steps/s, {name}", statistics.median(values), unavailable, 0,
+                "steps/s")
+            for name, values, *_ in steps
         ]  # fmt: skip
         return rows
     rows += [
-        Row(
-            SUITE,
-            "durable steps/s, one execution",
-            statistics.median(ours_one),
-            "DBOS steps/s, one workflow",
-            statistics.median(dbos_one),
-            "steps/s",
-            target=">= 6x",
-            note=f"{one_steps} step.run in one execution, in-process, both; {rounds} rounds",
-        ),
-        Row(
-            SUITE,
-            "durable steps/s, many executions",
-            statistics.median(ours_many),
-            "DBOS start_workflow (threads)",
-            statistics.median(dbos_many),
-            "steps/s",
-            target=">= 3x",
-            note=f"{many} executions x {each} steps; ours on the Celery worker; {rounds} rounds",
-        ),
-    ]
+        Row(SUITE, f"durable steps/s, {name}", statistics.median(values), baseline_name,
+            statistics.median(baseline), "steps/s", target=target, note=note)
+        for name, values, baseline_name, baseline, target, note in steps
+    ]  # fmt: skip
     rows += _latency_rows(
         ours,
         "notify->resume {} (store commit -> take recorded)",
