@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
 from yieldstar_django.core.store import StoreClient
@@ -86,3 +88,11 @@ def staff(db: None) -> Callable[[str], Client]:
         return client
 
     return make
+
+
+def count_queries(client: Client, url: str) -> tuple[int, str]:
+    """GET ``url`` (it must answer 200): the number of queries it made, and the page."""
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == 200
+    return len(queries), response.content.decode()

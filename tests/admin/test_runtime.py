@@ -8,9 +8,7 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.utils import quote
-from django.db import connection
 from django.test import Client
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -23,6 +21,7 @@ from yieldstar_django.models import (
 from yieldstar_django.runtime import start_workflow
 
 from ..api import workflows  # noqa: F401  (registers api-test-greet)
+from .conftest import count_queries
 
 pytestmark = pytest.mark.django_db
 
@@ -51,13 +50,6 @@ def make_execution(execution_id: str, steps: int = 0, **fields: Any) -> Executio
         for n in range(steps)
     )
     return execution
-
-
-def count_queries(client: Client, url: str) -> tuple[int, str]:
-    with CaptureQueriesContext(connection) as queries:
-        response = client.get(url)
-    assert response.status_code == 200
-    return len(queries), response.content.decode()
 
 
 class TestExecutions:

@@ -18,6 +18,8 @@ from yieldstar_django.core.results import StoreWaiter
 from yieldstar_django.core.store import StoreClient
 from yieldstar_django.models import AppliedStep, StoreInstance, StoreVersion, Waiter
 
+from .conftest import count_queries
+
 pytestmark = pytest.mark.django_db
 
 LIST = reverse("admin:yieldstar_storeinstance_changelist")
@@ -46,10 +48,7 @@ def add_waiter(client: StoreClient, definition: StoreDefinition, id: str, n: int
 
 
 def list_queries(admin_client: Client, url: str = LIST) -> tuple[int, str]:
-    with CaptureQueriesContext(connection) as queries:
-        response = admin_client.get(url)
-    assert response.status_code == 200
-    return len(queries), response.content.decode()
+    return count_queries(admin_client, url)
 
 
 class TestList:

@@ -41,21 +41,18 @@ def test_start_and_read(api: Client) -> None:
 def test_read_lists_steps_in_order(api: Client) -> None:
     execution_id = start_workflow("api-test-greet", "x", execution_id="with-steps")
     execution = Execution.objects.get(pk=execution_id)
-    ExecutionStep.objects.create(
-        execution=execution,
-        step_key="1",
-        position=1,
-        kind="run",
-        status="completed",
-        value_json='{"b":2}',
-    )
-    ExecutionStep.objects.create(
-        execution=execution,
-        step_key="0",
-        position=0,
-        kind="sleep",
-        status="pending",
-    )
+    for key, kind, status, value_json in [
+        ("1", "run", "completed", '{"b":2}'),
+        ("0", "sleep", "pending", ""),
+    ]:
+        ExecutionStep.objects.create(
+            execution=execution,
+            step_key=key,
+            position=int(key),
+            kind=kind,
+            status=status,
+            value_json=value_json,
+        )
     steps = api.get(reverse("yieldstar:execution-detail", args=[execution_id])).json()["steps"]
     assert [(s["key"], s["kind"], s["value"]) for s in steps] == [
         ("0", "sleep", None),
