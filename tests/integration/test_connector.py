@@ -42,6 +42,14 @@ def first_job(state: Any) -> Any:
     return state["jobs"][0] if state["jobs"] else None
 
 
+def job_awaited(alias: str) -> tuple[StoreDefinition, DatabaseStoreClient]:
+    """A jobs store on ``alias``, a client, and execution ``e`` waiting for a job in it."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    wait_for_job(client, d)
+    return d, client
+
+
 def wait_for_job(client: DatabaseStoreClient, d: StoreDefinition, execution: str = "e") -> None:
     result = client.take_from_store(d, "q", selector=first_job, claim=None)
     assert result.matched is False
@@ -234,9 +242,7 @@ def test_delete_store_keeps_the_ledger_and_history(alias: str) -> None:
 def test_intersecting_change_wakes_once_and_disjoint_wakes_nobody(
     alias: str, wakes: WakeCollector
 ) -> None:
-    d = jobs_store()
-    client = DatabaseStoreClient(alias)
-    wait_for_job(client, d)
+    d, client = job_awaited(alias)
     client.update_store(d, "q", updater=lambda s: s.update(other=1))
     assert wakes == []
     assert intents(alias) == []
@@ -246,9 +252,7 @@ def test_intersecting_change_wakes_once_and_disjoint_wakes_nobody(
 
 
 def test_no_wake_before_the_outer_commit(alias: str, wakes: WakeCollector) -> None:
-    d = jobs_store()
-    client = DatabaseStoreClient(alias)
-    wait_for_job(client, d)
+    d, client = job_awaited(alias)
     with transaction.atomic(using=alias):
         client.update_store(d, "q", updater=lambda s: s["jobs"].append("j"))
         with transaction.atomic(using=alias):
@@ -262,9 +266,7 @@ def test_no_wake_before_the_outer_commit(alias: str, wakes: WakeCollector) -> No
 
 
 def test_a_rollback_wakes_nobody_and_changes_nothing(alias: str, wakes: WakeCollector) -> None:
-    d = jobs_store()
-    client = DatabaseStoreClient(alias)
-    wait_for_job(client, d)
+    d, client = job_awaited(alias)
     before = row(alias, d)
     with pytest.raises(RuntimeError), transaction.atomic(using=alias):
         client.update_store(d, "q", updater=lambda s: s["jobs"].append("j"))
@@ -295,9 +297,7 @@ def test_user_models_and_stores_commit_together(alias: str, wakes: WakeCollector
 def test_a_failing_backend_never_fails_the_committed_write(
     alias: str, wakes: WakeCollector
 ) -> None:
-    d = jobs_store()
-    client = DatabaseStoreClient(alias)
-    wait_for_job(client, d)
+    d, client = job_awaited(alias)
     wakes.fail = ConnectionError("broker down")
     result = client.update_store(d, "q", updater=lambda s: s["jobs"].append("j"))
     assert result.version == 1
@@ -370,9 +370,7 @@ BAD_VALUES = {
 def test_bad_values_are_rejected_with_store_and_connection_unchanged(
     alias: str, wakes: WakeCollector, bad: str
 ) -> None:
-    d = jobs_store()
-    client = DatabaseStoreClient(alias)
-    wait_for_job(client, d)
+    d, client = job_awaited(alias)
     before = row(alias, d)
     value = BAD_VALUES[bad]
     with configure(WAKE_BACKEND=wakes, MAX_STATE_BYTES=4096):

@@ -13,16 +13,13 @@ from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.definition import define_store
 from yieldstar_django.core.durable import decode_durable
 from yieldstar_django.models import ClaimLeaseRecord, ExecutionStep
-from yieldstar_django.runtime.registry import workflow
 from yieldstar_django.runtime.steps import Step
 
-from . import outside
 from .test_outside_transactions import (  # noqa: F401  (fixtures)
     Gate,
-    SecondWriter,
-    _push,
     names,
     routed,
+    run_while_pushed,
 )
 
 
@@ -62,14 +59,7 @@ def test_a_second_writer_commits_while_an_issue12_step_runs_user_code(
             return (yield from step.release(lease, key="end"))
         return lease.value
 
-    name = names("wf")
-    workflow(name)(wf)
-    get_store_client(routed).get_store(store, "s")
-    outside.start(routed, name, "e1")
-    writer = SecondWriter(routed, gate, _push(routed, store))
-    writer.start()
-    outcome = outside.run_once(routed, name, "e1")
-    writer.finish()
+    outcome = run_while_pushed(routed, names("wf"), wf, store, gate)
 
     assert outcome.kind == "completed", outcome
     state = get_store_client(routed).get_store(store, "s").state

@@ -143,6 +143,21 @@ def _push(alias: str, store: StoreDefinition) -> Callable[[], None]:
     return push
 
 
+def run_while_pushed(
+    alias: str, name: str, wf: Callable[..., Any], store: StoreDefinition, gate: Gate
+) -> Any:
+    """Register ``wf`` as ``name``, start execution ``e1`` and run it once while a second
+    writer pushes to ``store`` (when ``gate`` opens in user code): the run's outcome."""
+    workflow(name)(wf)
+    get_store_client(alias).get_store(store, "s")
+    outside.start(alias, name, "e1")
+    writer = SecondWriter(alias, gate, _push(alias, store))
+    writer.start()
+    outcome = outside.run_once(alias, name, "e1")
+    writer.finish()
+    return outcome
+
+
 def _operation(kind: str, gate: Gate) -> tuple[Any, Any, Any]:
     """(updater, selector, claim) with ``gate`` in the callback named by ``kind``."""
 
@@ -179,14 +194,7 @@ def test_a_second_writer_commits_while_a_workflow_step_runs_user_code(
         taken = yield from step.take(store, "s", selector, claim, key="op")
         return taken
 
-    name = names("wf")
-    workflow(name)(wf)
-    get_store_client(alias).get_store(store, "s")
-    outside.start(alias, name, "e1")
-    writer = SecondWriter(alias, gate, _push(alias, store))
-    writer.start()
-    outcome = outside.run_once(alias, name, "e1")
-    writer.finish()
+    outcome = run_while_pushed(alias, names("wf"), wf, store, gate)
 
     assert outcome.kind == "completed", outcome
     snapshot = get_store_client(alias).get_store(store, "s")

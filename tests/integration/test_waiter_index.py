@@ -37,22 +37,32 @@ def add_waiters(alias: str, store_pk: int, instance_id: str, count: int) -> None
             cursor.execute(f"ANALYZE {table}")
 
 
-def setup_store(alias: str) -> tuple[StoreDefinition, DatabaseStoreClient, int]:
-    d = StoreDefinition(
-        f"many{next(_names)}",
+def jobs_store(prefix: str) -> StoreDefinition:
+    """A store definition of ten jobs and a field no waiter reads."""
+    return StoreDefinition(
+        f"{prefix}{next(_names)}",
         None,
         lambda id: {"jobs": [{"status": "new"} for _ in range(10)], "other": 0},
     )
-    client = DatabaseStoreClient(alias)
-    snapshot = client.get_store(d, "q")
+
+
+def primary_key(alias: str, d: StoreDefinition) -> int:
+    """The primary key of store ``q`` of ``d``."""
     with connections[alias].cursor() as cursor:
         cursor.execute(
             "SELECT id FROM yieldstar_storeinstance WHERE name = %s AND store_id = %s",
             [d.name, "q"],
         )
-        store_pk = int(cursor.fetchone()[0])
-    add_waiters(alias, store_pk, snapshot.instance_id, WAITERS)
-    return d, client, store_pk
+        return int(cursor.fetchone()[0])
+
+
+def setup_store(alias: str) -> tuple[StoreDefinition, DatabaseStoreClient, int]:
+    d = jobs_store("many")
+    client = DatabaseStoreClient(alias)
+    snapshot = client.get_store(d, "q")
+    pk = primary_key(alias, d)
+    add_waiters(alias, pk, snapshot.instance_id, WAITERS)
+    return d, client, pk
 
 
 def waiter_path_stats(alias: str) -> dict[str, Any]:
@@ -166,24 +176,16 @@ def test_a_burst_without_analyze_is_matched_by_index_on_a_warm_connection(
     with connections[alias].cursor() as cursor:
         for table in ("yieldstar_waiter", "yieldstar_waiterpath"):
             cursor.execute(f"VACUUM ANALYZE {table}")  # statistics of empty tables
-    d = StoreDefinition(
-        f"burst{next(_names)}",
-        None,
-        lambda id: {"jobs": [{"status": "new"} for _ in range(10)], "other": 0},
-    )
+    d = jobs_store("burst")
     clients = [DatabaseStoreClient(alias, use_functions=f) for f in (True, False)]
     snapshot = clients[0].get_store(d, "q")
     for _ in range(8):  # past PostgreSQL's five custom plans: the generic ones are cached
         for client in clients:
             client.update_store(d, "q", updater=lambda s: s.update(other=s["other"] + 1))
             client.update_store(d, "q", updater=lambda s: s["jobs"][5].update(status="new"))
+    store_pk = primary_key(alias, d)
+    burst_from_another_connection(alias, store_pk, snapshot.instance_id, count)
     with connections[alias].cursor() as cursor:
-        cursor.execute(
-            "SELECT id FROM yieldstar_storeinstance WHERE name = %s AND store_id = %s",
-            [d.name, "q"],
-        )
-        store_pk = int(cursor.fetchone()[0])
-        burst_from_another_connection(alias, store_pk, snapshot.instance_id, count)
         cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'yieldstar_waiterpath'")
         assert cursor.fetchone()[0] <= 0, "the statistics still say empty"
     assert wakes == []
