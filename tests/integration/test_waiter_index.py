@@ -65,6 +65,14 @@ def setup_store(alias: str) -> tuple[StoreDefinition, DatabaseStoreClient, int]:
     return d, client, pk
 
 
+def matching_plan(alias: str, store_pk: int) -> str:
+    """The plan of the portable query matching the waiters of ``jobs[5].status``."""
+    sql, params = matching_waiters_sql(store_pk, path_match([("jobs", 5, "status")]))
+    with connections[alias].cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
 def waiter_path_stats(alias: str) -> dict[str, Any]:
     with connections[alias].cursor() as cursor:
         cursor.execute(
@@ -110,10 +118,7 @@ def test_matching_reads_the_waiter_index_only_on_postgres(alias: str, wakes: Wak
             assert waiter_path_stats(alias)["seq_scan"] == before["seq_scan"]
         assert wakes == [Wake("e5", "wf")], "a disjoint change wakes none of 100,000"
 
-    sql, params = matching_waiters_sql(store_pk, path_match([("jobs", 5, "status")]))
-    with connections[alias].cursor() as cursor:
-        cursor.execute("EXPLAIN " + sql, params)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
+    plan = matching_plan(alias, store_pk)
     assert "yieldstar_waiterpath_match" in plan, plan
     assert "Seq Scan on yieldstar_waiterpath" not in plan, plan
 
@@ -210,9 +215,6 @@ def test_a_burst_without_analyze_is_matched_by_index_on_a_warm_connection(
                 assert used[1] < 10, (client._use_functions, table, used)
             assert wakes == woken, client._use_functions
 
-    sql, params = matching_waiters_sql(store_pk, path_match([("jobs", 5, "status")]))
-    with connections[alias].cursor() as cursor:
-        cursor.execute("EXPLAIN " + sql, params)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
+    plan = matching_plan(alias, store_pk)
     assert "yieldstar_waiterpath_match" in plan, plan
     assert "Seq Scan" not in plan, plan
