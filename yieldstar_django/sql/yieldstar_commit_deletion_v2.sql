@@ -74,12 +74,9 @@ BEGIN
       INTO v_executions, v_workflows
       FROM (SELECT execution_id, workflow_id, min(id) AS first_id
               FROM gone GROUP BY execution_id, workflow_id) g;
-    IF v_executions IS NOT NULL THEN
-        SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
-          INTO intent_ids, wake_execution_ids, wake_workflow_ids
-          FROM yieldstar_write_intents_v1(v_executions, v_workflows, 'delete', p_relay_delay,
-                                          v_now) i;
-    END IF;
+    SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
+      INTO intent_ids, wake_execution_ids, wake_workflow_ids
+      FROM yieldstar_write_intents_v1(v_executions, v_workflows, 'delete', p_relay_delay, v_now) i;
     DELETE FROM yieldstar_storeinstance WHERE id = v_pk;
     status := 'committed';
 END

@@ -153,12 +153,9 @@ BEGIN
            array_agg(g.workflow_id ORDER BY g.first_id)
       INTO v_executions, v_workflows
       FROM yieldstar_wake_waiters_v1(v_pk, p_wake_all, p_read_keys, p_prefix_keys, v_now) g;
-    IF v_executions IS NOT NULL THEN
-        SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
-          INTO intent_ids, wake_execution_ids, wake_workflow_ids
-          FROM yieldstar_write_intents_v1(v_executions, v_workflows, 'store', p_relay_delay,
-                                          v_now) i;
-    END IF;
+    SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
+      INTO intent_ids, wake_execution_ids, wake_workflow_ids
+      FROM yieldstar_write_intents_v1(v_executions, v_workflows, 'store', p_relay_delay, v_now) i;
     status := 'committed';
 END
 $$;

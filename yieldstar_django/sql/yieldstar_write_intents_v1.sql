@@ -11,8 +11,11 @@ CREATE OR REPLACE FUNCTION yieldstar_write_intents_v1(
 AS $$
 -- One wake intent per execution, in the order given (their ids ascending in that order),
 -- available p_relay_delay seconds from p_now; returned as the commit functions return
--- them.
+-- them. No execution (NULL): nothing written, NULLs returned.
 BEGIN
+    IF p_execution_ids IS NULL THEN
+        RETURN;
+    END IF;
     WITH woken AS (
         INSERT INTO yieldstar_wakeintent
             (execution_id, workflow_id, reason, available_at, delivered_at,
