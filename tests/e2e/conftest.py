@@ -189,6 +189,11 @@ class Env:
         wait_until("the relay to start", lambda: relay.ready("yieldstar relay on"), 60)
         return relay
 
+    def handled(self, task_ids: list[str]) -> bool:
+        """Whether the workers' logs show each of ``task_ids`` finished (succeeded)."""
+        logs = "".join(p.output() for p in self.processes if p.name.startswith("worker"))
+        return all(f"[{task_id}] succeeded" in logs for task_id in task_ids)
+
     def stop_all(self) -> None:
         for process in reversed(self.processes):
             process.stop()

@@ -67,9 +67,14 @@ def test_duplicate_and_concurrent_resumes_are_harmless(services: Env) -> None:
     eid = start_workflow("e2e.take_one", store_id)
     wait_until("the take to wait", lambda: _status(eid) == "waiting")
     push(store_id, ["only"])
-    for _ in range(20):  # a storm of duplicate deliveries
-        services.app.send_task("yieldstar_django.resume_execution", args=[eid])
+    storm = [  # duplicate deliveries
+        services.app.send_task("yieldstar_django.resume_execution", args=[eid]).id
+        for _ in range(20)
+    ]
     wait_until("the execution to complete", lambda: get_execution(eid).is_finished)
+    # Let the storm end before the test does: a resume still running when the test
+    # database is flushed holds locks the flush's TRUNCATE waits for (a deadlock).
+    wait_until("the duplicate deliveries to be handled", lambda: services.handled(storm))
     assert get_execution(eid).result == "only"
     assert ExecutionStep.objects.filter(execution_id=eid).count() == 1
     items: Any = get_store_client().get_store(jobs, store_id).state["items"]
