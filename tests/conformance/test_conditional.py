@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from yieldstar_django import StoreSnapshot
+from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.results import (
     StoreDeleteConflict,
     StoreDeleted,
@@ -17,21 +18,28 @@ from yieldstar_django.core.results import (
     StoreUpdated,
 )
 
+from .conftest import DefineStore
 
-def test_update_from_current_snapshot(harness: Any, define: Any) -> None:
-    d = define()
-    c = harness.client
+#: A store definition and the client to use it with.
+Store = tuple[StoreDefinition, Any]
+
+
+@pytest.fixture
+def store(harness: Any, define: DefineStore) -> Store:
+    """A new store definition with the default initial state, and the harness's client."""
+    return define(), harness.client
+
+
+def test_update_from_current_snapshot(store: Store) -> None:
+    d, c = store
     snap = c.get_store(d, "a")
     result = c.update_store_from(d, "a", snapshot=snap, updater=lambda s: s.update(count=1))
     assert result == StoreUpdated({"items": [], "count": 1}, previous_version=0, version=1)
     assert result.updated is True
 
 
-def test_update_from_stale_snapshot_is_a_conflict_that_changes_nothing(
-    harness: Any, define: Any
-) -> None:
-    d = define()
-    c = harness.client
+def test_update_from_stale_snapshot_is_a_conflict_that_changes_nothing(store: Store) -> None:
+    d, c = store
     stale = c.get_store(d, "a")
     c.update_store(d, "a", updater=lambda s: s.update(count=7))
     calls: list[int] = []
@@ -50,9 +58,8 @@ def test_update_from_stale_snapshot_is_a_conflict_that_changes_nothing(
     assert c.get_store(d, "a").version == 1
 
 
-def test_update_from_another_instance_is_a_conflict(harness: Any, define: Any) -> None:
-    d = define()
-    c = harness.client
+def test_update_from_another_instance_is_a_conflict(store: Store) -> None:
+    d, c = store
     old = c.get_store(d, "a")
     c.delete_store(d, "a")
     new = c.get_store(d, "a")
@@ -62,11 +69,8 @@ def test_update_from_another_instance_is_a_conflict(harness: Any, define: Any) -
     assert c.get_store(d, "a") == new
 
 
-def test_update_from_runs_on_stored_state_not_on_the_callers_copy(
-    harness: Any, define: Any
-) -> None:
-    d = define()
-    c = harness.client
+def test_update_from_runs_on_stored_state_not_on_the_callers_copy(store: Store) -> None:
+    d, c = store
     snap = c.get_store(d, "a")
     snap.state["items"].append("edited by the caller")  # the caller's copy, not the store
     seen: list[Any] = []
@@ -74,9 +78,8 @@ def test_update_from_runs_on_stored_state_not_on_the_callers_copy(
     assert seen == [[]]
 
 
-def test_snapshot_without_instance_id_is_refused(harness: Any, define: Any) -> None:
-    d = define()
-    c = harness.client
+def test_snapshot_without_instance_id_is_refused(store: Store) -> None:
+    d, c = store
     c.get_store(d, "a")
     bad = StoreSnapshot({"items": [], "count": 0}, "", 0)
     with pytest.raises(ValueError, match="read a fresh snapshot"):
@@ -86,17 +89,15 @@ def test_snapshot_without_instance_id_is_refused(harness: Any, define: Any) -> N
     assert c.get_store(d, "a").version == 0
 
 
-def test_delete_from_current_snapshot(harness: Any, define: Any) -> None:
-    d = define()
-    c = harness.client
+def test_delete_from_current_snapshot(store: Store) -> None:
+    d, c = store
     snap = c.get_store(d, "a")
     assert c.delete_store_from(d, "a", snapshot=snap) == StoreDeleted()
     assert c.list_stores(d) == []
 
 
-def test_delete_from_stale_snapshot_is_a_conflict(harness: Any, define: Any) -> None:
-    d = define()
-    c = harness.client
+def test_delete_from_stale_snapshot_is_a_conflict(store: Store) -> None:
+    d, c = store
     snap = c.get_store(d, "a")
     c.update_store(d, "a", updater=lambda s: s.update(count=1))
     result = c.delete_store_from(d, "a", snapshot=snap)
@@ -105,9 +106,8 @@ def test_delete_from_stale_snapshot_is_a_conflict(harness: Any, define: Any) -> 
     assert c.get_store(d, "a").state["count"] == 1
 
 
-def test_delete_from_missing_store_creates_it_and_conflicts(harness: Any, define: Any) -> None:
-    d = define()
-    c = harness.client
+def test_delete_from_missing_store_creates_it_and_conflicts(store: Store) -> None:
+    d, c = store
     gone = c.get_store(d, "a")
     c.delete_store(d, "a")
     result = c.delete_store_from(d, "a", snapshot=gone)
