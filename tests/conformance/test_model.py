@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -196,33 +197,22 @@ def make_machine(subject: Side) -> type[RuleBasedStateMachine]:
             replay=REPLAY,
         )
         def update_from(self, data: st.DataObject, op: str, replay: int) -> None:
-            if not self.model.snapshots:
-                return
-            index = data.draw(st.integers(0, len(self.model.snapshots) - 1))
             step = self.step_id(replay)
-            self.both(
-                lambda c: c.update_store_from(
-                    self.definition,
-                    self._id_of(c, index),
-                    snapshot=self._snapshot(c, index),
-                    updater=UPDATERS[op],
-                    step_id=step,
-                )
+            self._from_a_snapshot(
+                data,
+                lambda c, id, snapshot: c.update_store_from(
+                    self.definition, id, snapshot=snapshot, updater=UPDATERS[op], step_id=step
+                ),
             )
 
         @rule(data=st.data(), replay=REPLAY)
         def delete_from(self, data: st.DataObject, replay: int) -> None:
-            if not self.model.snapshots:
-                return
-            index = data.draw(st.integers(0, len(self.model.snapshots) - 1))
             step = self.step_id(replay)
-            self.both(
-                lambda c: c.delete_store_from(
-                    self.definition,
-                    self._id_of(c, index),
-                    snapshot=self._snapshot(c, index),
-                    step_id=step,
-                )
+            self._from_a_snapshot(
+                data,
+                lambda c, id, snapshot: c.delete_store_from(
+                    self.definition, id, snapshot=snapshot, step_id=step
+                ),
             )
 
         @rule(id=st.sampled_from(IDS))
@@ -283,6 +273,16 @@ def make_machine(subject: Side) -> type[RuleBasedStateMachine]:
 
         def _side(self, c: CasStoreClient) -> Side:
             return self.model if c is self.model.client else self.subject
+
+        def _from_a_snapshot(
+            self, data: st.DataObject, write: Callable[[CasStoreClient, str, Any], Any]
+        ) -> None:
+            """``write(client, id, snapshot)`` on both sides with the snapshot read by the
+            same earlier ``get`` (drawn from ``data``); nothing before the first ``get``."""
+            if not self.model.snapshots:
+                return
+            index = data.draw(st.integers(0, len(self.model.snapshots) - 1))
+            self.both(lambda c: write(c, self._id_of(c, index), self._snapshot(c, index)))
 
         def _snapshot(self, c: CasStoreClient, index: int) -> Any:
             return self._side(c).snapshots[index][1]
