@@ -27,6 +27,11 @@ def push(values: list[str], t: float, done: float | None, version: int, state: A
     return Op("p", "update", t, done, result, {"kind": "push", "values": values})
 
 
+def push_ab() -> Op:
+    """The push of ``a`` and ``b`` (invoked at 0, done at 1) that commits version 1."""
+    return push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None)))
+
+
 def take(by: str, t: float, done: float | None, version: int, selected: Any, step: str = "") -> Op:
     result = None
     if done is not None:
@@ -49,12 +54,18 @@ def claimed(value: str, by: str) -> dict[str, Any]:
     return {"value": value, "claimed_by": by}
 
 
+def assert_flagged(history: list[Op], initial: dict[str, Any], anomaly: str) -> None:
+    """Asserts that one of the anomalies the checker finds in ``history`` names ``anomaly``."""
+    anomalies = check_register(history, initial)
+    assert any(anomaly in a for a in anomalies), anomalies
+
+
 # -- histories that are linearizable ----------------------------------------------------
 
 
 def test_sequential_push_and_takes_pass() -> None:
     history = [
-        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        push_ab(),
         take("e1", 2, 3, 2, claimed("a", "e1")),
         take("e2", 4, 5, 3, claimed("b", "e2")),
         take("e3", 6, 7, 3, None),
@@ -66,7 +77,7 @@ def test_sequential_push_and_takes_pass() -> None:
 def test_concurrent_ops_may_commit_in_either_order() -> None:
     # Both overlap; version order (e2 first) is a valid linearization.
     history = [
-        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        push_ab(),
         take("e1", 2, 6, 3, claimed("b", "e1")),
         take("e2", 3, 5, 2, claimed("a", "e2")),
     ]
@@ -91,7 +102,7 @@ def test_a_ledger_replay_returns_the_first_result_later() -> None:
     # The first invocation commits and dies; the replay (same step) returns its result
     # after another write completed.
     history = [
-        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        push_ab(),
         take("e1", 2, None, 0, None, step="e1/0"),
         take("e2", 4, 5, 3, claimed("b", "e2")),
         take("e1", 6, 7, 2, claimed("a", "e1"), step="e1/0"),
@@ -104,60 +115,52 @@ def test_a_ledger_replay_returns_the_first_result_later() -> None:
 
 def test_lost_update_two_writes_on_one_version() -> None:
     history = [add(1, 0, 1, 1, 1), add(2, 0, 1, 1, 2)]
-    anomalies = check_register(history, ZERO)
-    assert any("committed twice" in a for a in anomalies), anomalies
+    assert_flagged(history, ZERO, "committed twice")
 
 
 def test_lost_update_a_write_that_ignores_the_one_before() -> None:
     history = [add(1, 0, 1, 1, 1), add(2, 2, 3, 2, 2)]  # 1 + 2 is 3, not 2
-    anomalies = check_register(history, ZERO)
-    assert any("lost update" in a for a in anomalies), anomalies
+    assert_flagged(history, ZERO, "lost update")
 
 
 def test_lost_update_in_real_time() -> None:
     # The second write began after version 2 completed, yet reports version 2 too... or
     # an older one: here it reports version 1 while version 2 completed before it began.
     history = [add(1, 3, 4, 1, 1), add(2, 0, 2, 2, 3)]
-    anomalies = check_register(history, ZERO)
-    assert any("lost update" in a for a in anomalies), anomalies
+    assert_flagged(history, ZERO, "lost update")
 
 
 def test_stale_read() -> None:
     history = [add(1, 0, 1, 1, 1), add(1, 2, 3, 2, 2), get(4, 5, 1, {"total": 1})]
-    anomalies = check_register(history, ZERO)
-    assert any("stale read" in a for a in anomalies), anomalies
+    assert_flagged(history, ZERO, "stale read")
 
 
 def test_a_take_that_finds_nothing_while_an_item_waits_is_stale() -> None:
     history = [push(["a"], 0, 1, 1, items(("a", None))), take("e1", 0.5, 2, 1, None)]
-    anomalies = check_register(history, EMPTY)
-    assert any("stale read" in a for a in anomalies), anomalies
+    assert_flagged(history, EMPTY, "stale read")
 
 
 def test_a_read_of_a_state_no_version_had() -> None:
     history = [add(1, 0, 1, 1, 1), get(2, 3, 1, {"total": 7})]
-    anomalies = check_register(history, ZERO)
-    assert any("read {'total': 7}" in a for a in anomalies), anomalies
+    assert_flagged(history, ZERO, "read {'total': 7}")
 
 
 def test_duplicate_claim() -> None:
     history = [
-        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        push_ab(),
         take("e1", 2, 3, 2, claimed("a", "e1")),
         take("e2", 4, 5, 3, claimed("a", "e2")),  # "a" again
     ]
-    anomalies = check_register(history, EMPTY)
-    assert any("duplicate claim" in a for a in anomalies), anomalies
+    assert_flagged(history, EMPTY, "duplicate claim")
 
 
 def test_duplicate_claim_of_one_version() -> None:
     history = [
-        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        push_ab(),
         take("e1", 2, 3, 2, claimed("a", "e1")),
         take("e2", 2, 3, 2, claimed("a", "e2")),
     ]
-    anomalies = check_register(history, EMPTY)
-    assert any("committed twice" in a for a in anomalies), anomalies
+    assert_flagged(history, EMPTY, "committed twice")
 
 
 def test_invented_item() -> None:
@@ -166,24 +169,21 @@ def test_invented_item() -> None:
         take("e1", 2, 3, 2, claimed("a", "e1")),
         take("e2", 4, 5, 3, claimed("z", "e2")),
     ]
-    anomalies = check_register(history, EMPTY)
-    assert any("invented" in a for a in anomalies), anomalies
+    assert_flagged(history, EMPTY, "invented")
 
 
 def test_a_version_no_operation_explains() -> None:
     history = [add(1, 0, 1, 1, 1), add(1, 2, 3, 3, 3)]  # who committed version 2?
-    anomalies = check_register(history, ZERO)
-    assert any("no operation" in a for a in anomalies), anomalies
+    assert_flagged(history, ZERO, "no operation")
 
 
 def test_a_replayed_step_that_returns_another_result() -> None:
     history = [
-        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        push_ab(),
         take("e1", 2, 3, 2, claimed("a", "e1"), step="e1/0"),
         take("e1", 4, 5, 3, claimed("b", "e1"), step="e1/0"),  # applied twice
     ]
-    anomalies = check_register(history, EMPTY)
-    assert any("different results" in a for a in anomalies), anomalies
+    assert_flagged(history, EMPTY, "different results")
 
 
 def test_an_unknown_model_operation_is_an_error_not_a_pass() -> None:
@@ -239,7 +239,7 @@ def test_indeterminate_writes_are_placed_by_what_a_later_update_recorded() -> No
     # Two killed takes, one of which committed version 2; only the push at version 4
     # shows which (e2 claimed "a"): the search must not settle for the first that fits.
     history = [
-        push(["a", "b"], 0, 1, 1, items(("a", None), ("b", None))),
+        push_ab(),
         take("e1", 2, None, 0, None, step="e1/0"),
         take("e2", 2, None, 0, None, step="e2/0"),
         take("e3", 3, 4, 3, claimed("b", "e3")),
