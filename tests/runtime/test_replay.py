@@ -109,31 +109,30 @@ def test_wake_during_a_run_runs_it_again(rt: Runtime) -> None:
     assert rt.resumes[0] == (eid, "suspended")
 
 
-def test_expired_lease_is_taken_over(rt: Runtime) -> None:
+def start_leased(rt: Runtime, owner: str, expires_in: timedelta, **fields: Any) -> str:
+    """Starts a workflow of one step returning ``"done"`` and gives its lease to ``owner``,
+    expiring ``expires_in`` from now (``fields``: more columns set alike); returns its id."""
+
     @rt.workflow
     def wf(step: Step) -> Any:
         return (yield from step.run(lambda: "done"))
 
     eid = start_workflow(wf)
-    # A worker that died holding the lease: owner set, expiry passed.
     Execution.objects.filter(pk=eid).update(
-        lease_owner="dead-worker",
-        lease_expires_at=timezone.now() - timedelta(seconds=1),
-        status="running",
+        lease_owner=owner, lease_expires_at=timezone.now() + expires_in, **fields
     )
+    return eid
+
+
+def test_expired_lease_is_taken_over(rt: Runtime) -> None:
+    # A worker that died holding the lease: owner set, expiry passed.
+    eid = start_leased(rt, "dead-worker", timedelta(seconds=-1), status="running")
     assert run_execution(eid) == ResumeResult.FINISHED
     assert get_execution(eid).result == "done"
 
 
 def test_live_lease_of_another_worker_defers(rt: Runtime) -> None:
-    @rt.workflow
-    def wf(step: Step) -> Any:
-        return (yield from step.run(lambda: "done"))
-
-    eid = start_workflow(wf)
-    Execution.objects.filter(pk=eid).update(
-        lease_owner="other-worker", lease_expires_at=timezone.now() + timedelta(seconds=30)
-    )
+    eid = start_leased(rt, "other-worker", timedelta(seconds=30))
     assert run_execution(eid) == ResumeResult.BUSY
     execution = get_execution(eid)
     assert execution.wake_pending is True and execution.status == "pending"
