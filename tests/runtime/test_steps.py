@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from django.db import transaction
 
+from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.errors import WorkflowValueError, register_error_class
 from yieldstar_django.core.results import StoreSnapshot, StoreUpdateResult
 from yieldstar_django.models import Execution
@@ -315,14 +316,20 @@ def test_sleep_completes_after_its_time_and_not_before(rt: Runtime) -> None:
     assert get_execution(eid).result == "awake"
 
 
-def test_cancel_stops_a_waiting_execution(rt: Runtime) -> None:
+def start_taking_items(rt: Runtime) -> tuple[StoreDefinition, str]:
+    """A new store (``rt.define()``) and the id of a started execution that takes the
+    items of its instance ``q`` once there are any, and returns them."""
     store = rt.define()
 
     @rt.workflow
     def wf(step: Step) -> Any:
         return (yield from step.take(store, "q", lambda s: s["items"] or None))
 
-    eid = start_workflow(wf)
+    return store, start_workflow(wf)
+
+
+def test_cancel_stops_a_waiting_execution(rt: Runtime) -> None:
+    store, eid = start_taking_items(rt)
     rt.settle()
     assert get_execution(eid).status == "waiting"
     assert cancel_execution(eid) is True

@@ -9,9 +9,10 @@ from celery import current_app
 from django.db import OperationalError
 
 from yieldstar_django import tasks
-from yieldstar_django.runtime import Step, get_execution, start_workflow
+from yieldstar_django.runtime import get_execution
 
 from .conftest import Runtime
+from .test_steps import start_taking_items
 
 
 def test_task_names() -> None:
@@ -21,13 +22,7 @@ def test_task_names() -> None:
 
 
 def test_task_resumes_and_is_idempotent(rt: Runtime) -> None:
-    store = rt.define()
-
-    @rt.workflow
-    def wf(step: Step) -> Any:
-        return (yield from step.take(store, "q", lambda s: s["items"] or None))
-
-    eid = start_workflow(wf)
+    store, eid = start_taking_items(rt)
     assert tasks.resume_execution.apply(args=[eid]).get() == "suspended"
     assert tasks.resume_execution.apply(args=[eid]).get() == "suspended"
     rt.client.update_store(store, "q", updater=lambda d: d["items"].append("x"))
