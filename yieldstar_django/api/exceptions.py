@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import SuspiciousOperation
-from rest_framework import status
 from rest_framework.exceptions import (
     APIException,
     ErrorDetail,
@@ -28,73 +27,75 @@ from ..core.errors import (
 )
 from .json_patch import InvalidPatch, PatchConflict, PatchTestFailed
 
+#: The status and default detail of each code the API's own errors (``APIError``) answer.
+ERROR_CODES: dict[str, tuple[int, str]] = {
+    "request_too_large": (413, "The request body is too large."),
+    "body_required": (400, "This request needs a JSON body."),
+    "null_state": (400, "A store's state cannot be replaced by null."),
+    "precondition_failed": (412, "The store has changed since the version named in If-Match."),
+    "precondition_required": (
+        428,
+        "This server requires If-Match on writes; GET the store for its ETag.",
+    ),
+    "idempotency_key_reused": (
+        422,
+        "This Idempotency-Key was already used with a different request.",
+    ),
+    "invalid_header": (400, "A request header is malformed."),
+    "contention": (409, "The store is too busy; nothing was changed. Retry later."),
+    "unknown_workflow": (400, "No workflow of that name is registered."),
+    "invalid_arguments": (400, "The arguments do not match the workflow's signature."),
+    "execution_conflict": (409, "The execution cannot be changed that way."),
+}
 
-class RequestTooLarge(APIException):
+
+class APIError(APIException):
+    """An error the API answers with ``{"detail": str, "code": str}``.
+
+    A subclass names its code as a class keyword (``class Gone(APIError, code="gone")``);
+    ``ERROR_CODES`` gives the code's status and default detail.
+    """
+
+    def __init_subclass__(cls, *, code: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.status_code, cls.default_detail = ERROR_CODES[code]
+        cls.default_code = code
+
+
+class RequestTooLarge(APIError, code="request_too_large"):
     """The request body is larger than ``API_MAX_BODY_BYTES``."""
 
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_detail = "The request body is too large."
-    default_code = "request_too_large"
 
-
-class BodyRequired(APIException):
+class BodyRequired(APIError, code="body_required"):
     """A write without a body."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_detail = "This request needs a JSON body."
-    default_code = "body_required"
 
-
-class NullState(APIException):
+class NullState(APIError, code="null_state"):
     """A write whose result is ``null``: a store's state cannot be set to ``null``."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_detail = "A store's state cannot be replaced by null."
-    default_code = "null_state"
 
-
-class PreconditionFailed(APIException):
+class PreconditionFailed(APIError, code="precondition_failed"):
     """``If-Match`` named another version than the current one; nothing changed."""
-
-    status_code = status.HTTP_412_PRECONDITION_FAILED
-    default_detail = "The store has changed since the version named in If-Match."
-    default_code = "precondition_failed"
 
     def __init__(self, current_etag: str, detail: str | None = None) -> None:
         super().__init__(detail)
         self.current_etag = current_etag
 
 
-class PreconditionRequired(APIException):
+class PreconditionRequired(APIError, code="precondition_required"):
     """``API_REQUIRE_IF_MATCH`` is set and the write has no ``If-Match``."""
 
-    status_code = status.HTTP_428_PRECONDITION_REQUIRED
-    default_detail = "This server requires If-Match on writes; GET the store for its ETag."
-    default_code = "precondition_required"
 
-
-class IdempotencyKeyReused(APIException):
+class IdempotencyKeyReused(APIError, code="idempotency_key_reused"):
     """The ``Idempotency-Key`` was used before with a different request."""
 
-    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
-    default_detail = "This Idempotency-Key was already used with a different request."
-    default_code = "idempotency_key_reused"
 
-
-class InvalidHeader(APIException):
+class InvalidHeader(APIError, code="invalid_header"):
     """A header the API reads is malformed."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_detail = "A request header is malformed."
-    default_code = "invalid_header"
 
-
-class Contention(APIException):
+class Contention(APIError, code="contention"):
     """The compare-and-swap retry cap was reached; nothing was committed. Retry later."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The store is too busy; nothing was changed. Retry later."
-    default_code = "contention"
 
 
 def _path(path: Any) -> list[Any]:
@@ -155,6 +156,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 __all__ = [
+    "ERROR_CODES",
+    "APIError",
     "BodyRequired",
     "Contention",
     "IdempotencyKeyReused",

@@ -18,7 +18,7 @@ from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status
-from rest_framework.exceptions import APIException, NotFound, ParseError
+from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -30,27 +30,22 @@ from ..runtime.executions import cancel_execution, start_execution
 from ..runtime.registry import get_workflow
 from . import idempotency
 from .base import YieldstarAPIView
+from .exceptions import APIError
 from .openapi import IDEMPOTENCY_KEY, errors, extend_schema
 from .permissions import ExecutionPermission
 from .serializers import ExecutionPageSerializer, ExecutionSerializer, ExecutionStartSerializer
 
 
-class UnknownWorkflow(APIException):
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_detail = "No workflow of that name is registered."
-    default_code = "unknown_workflow"
+class UnknownWorkflow(APIError, code="unknown_workflow"):
+    """A start names no registered workflow."""
 
 
-class InvalidArguments(APIException):
-    status_code = status.HTTP_400_BAD_REQUEST
-    default_detail = "The arguments do not match the workflow's signature."
-    default_code = "invalid_arguments"
+class InvalidArguments(APIError, code="invalid_arguments"):
+    """A start's arguments do not bind to the workflow's signature."""
 
 
-class ExecutionConflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The execution cannot be changed that way."
-    default_code = "execution_conflict"
+class ExecutionConflict(APIError, code="execution_conflict"):
+    """The execution's status does not allow the change asked for."""
 
 
 def execution_body(execution: Execution) -> dict[str, Any]:
