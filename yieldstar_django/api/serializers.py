@@ -138,30 +138,29 @@ class ExecutionStepSerializer(serializers.Serializer[Any]):
     recorded_at = serializers.DateTimeField(allow_null=True)
 
 
-class ExecutionSerializer(serializers.Serializer[Any]):
-    """An execution with its heap steps, in replay order."""
+class ExecutionFieldsSerializer(serializers.Serializer[Any]):
+    """The members of an execution that both its summary and its full form have."""
 
     id = serializers.CharField()
     workflow = serializers.CharField()
     status = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class ExecutionSerializer(ExecutionFieldsSerializer):
+    """An execution with its heap steps, in replay order."""
+
     input = serializers.JSONField()
     result = serializers.JSONField(allow_null=True)
     error = serializers.JSONField(allow_null=True)
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField(allow_null=True)
     steps = ExecutionStepSerializer(many=True)
 
 
-class ExecutionSummarySerializer(serializers.Serializer[Any]):
+class ExecutionSummarySerializer(ExecutionFieldsSerializer):
     """An execution in a list: no input, result or steps; ``url`` reads it whole."""
 
-    id = serializers.CharField()
-    workflow = serializers.CharField()
-    status = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
-    finished_at = serializers.DateTimeField(allow_null=True)
     url = serializers.URLField()
 
 
