@@ -72,6 +72,8 @@ from .serializers import (
 )
 
 Updater = Callable[[Any], Any]
+#: What makes a write's updater from its request and parsed body.
+UpdaterFor = Callable[[Request, Any], Updater]
 
 #: The OpenAPI description shared by PUT and PATCH.
 WRITE_SCHEMA: dict[str, Any] = {
@@ -97,6 +99,22 @@ def not_null(updater: Updater) -> Updater:
         return result
 
     return guarded
+
+
+def replacement(request: Request, body: Any) -> Updater:
+    """PUT's updater: the body replaces the state."""
+    return lambda draft: copy_json(body)
+
+
+def patcher(request: Request, body: Any) -> Updater:
+    """PATCH's updater: the body as a JSON Patch or a merge patch (by its media type),
+    applied to the state each attempt reads. A malformed JSON Patch raises here."""
+    media_type = body_media_type(request)
+    if media_type == JSON_PATCH:
+        operations = parse_patch(body)
+        return lambda draft: apply_patch(draft, operations, in_place=True)
+    assert media_type == MERGE_PATCH
+    return lambda draft: apply_merge_patch(draft, body, in_place=True)
 
 
 def snapshot_body(
@@ -190,12 +208,7 @@ class StoreDetailView(YieldstarAPIView):
         **WRITE_SCHEMA,
     )
     def put(self, request: Request, name: str, id: str) -> Response:
-        definition, condition, body = self.write_request(request, name, id)
-
-        def replace(draft: Any) -> Any:
-            return copy_json(body)
-
-        return self.update(request, definition, id, condition, not_null(replace), body)
+        return self.write(request, name, id, replacement)
 
     @extend_schema(
         operation_id="store_patch",
@@ -211,21 +224,7 @@ class StoreDetailView(YieldstarAPIView):
         **WRITE_SCHEMA,
     )
     def patch(self, request: Request, name: str, id: str) -> Response:
-        definition, condition, body = self.write_request(request, name, id)
-        media_type = body_media_type(request)
-        if media_type == JSON_PATCH:
-            operations = parse_patch(body)
-
-            def updater(draft: Any) -> Any:
-                return apply_patch(draft, operations, in_place=True)
-
-        else:
-            assert media_type == MERGE_PATCH
-
-            def updater(draft: Any) -> Any:
-                return apply_merge_patch(draft, body, in_place=True)
-
-        return self.update(request, definition, id, condition, not_null(updater), body)
+        return self.write(request, name, id, patcher)
 
     @extend_schema(
         operation_id="store_delete",
@@ -263,13 +262,14 @@ class StoreDetailView(YieldstarAPIView):
 
     # helpers
 
-    def write_request(
-        self, request: Request, name: str, id: str
-    ) -> tuple[StoreDefinition, Condition | None, Any]:
-        """What a PUT or PATCH starts with: the store's definition (permission checked),
-        the ``If-Match`` condition and the parsed body."""
+    def write(self, request: Request, name: str, id: str, updater_for: UpdaterFor) -> Response:
+        """A PUT or PATCH: the store's definition (permission checked), the ``If-Match``
+        condition and the parsed body, then the write of ``updater_for(request, body)``
+        (refused if it would make the state ``null``)."""
         definition = self.setup_store(request, name, id)
-        return definition, self.condition(request), self.body(request)
+        condition, body = self.condition(request), self.body(request)
+        updater = not_null(updater_for(request, body))
+        return self.update(request, definition, id, condition, updater, body)
 
     def condition(self, request: Request) -> Condition | None:
         condition = parse_if_match(request.headers.get("If-Match"))
