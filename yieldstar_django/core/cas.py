@@ -21,7 +21,7 @@ from __future__ import annotations
 import uuid
 from abc import abstractmethod
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, TypedDict
 
 from .commits import (
     MISSING,
@@ -54,7 +54,15 @@ from .retries import Retries
 from .snapshots import DEFAULT_CAPACITY, SnapshotCache
 from .store import Claim, Selector, StoreClient, Updater
 
-__all__ = ["CasStoreClient"]
+__all__ = ["CasOptions", "CasStoreClient"]
+
+
+class CasOptions(TypedDict, total=False):
+    """The keyword options of ``CasStoreClient``, for subclasses that pass them on."""
+
+    limits: DurableLimits | None
+    retry: RetryPolicy | None
+    snapshots: int
 
 
 class CasStoreClient(StoreClient):

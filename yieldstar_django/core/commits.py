@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoredState:
     """A store row as a connector keeps it: the canonical encoding of the state."""
 
@@ -48,7 +48,7 @@ class StoredState:
     encoded: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoreMutation:
     """A computed change to commit atomically.
 
@@ -70,7 +70,7 @@ class StoreMutation:
     operation: LedgerOperation
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoreDeletion:
     """A deletion to commit atomically if the store is still at ``expected`` (at any
     version when ``expected`` is ``None``: ``delete_store``)."""
@@ -85,7 +85,7 @@ class StoreDeletion:
     operation: LedgerOperation = "delete"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CommitOutcome:
     """What a commit found: ``committed``, ``already-applied`` (with the ``recorded`` ledger
     text), ``step-mismatch`` (the step id recorded the ``recorded`` text of an operation of
@@ -123,7 +123,7 @@ def conflict(current: StoredState) -> CommitOutcome:
     return CommitOutcome("conflict", current=current)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How often a CAS loop retries after losing a race, and how long it backs off.
 
@@ -141,7 +141,7 @@ class RetryPolicy:
         return random.uniform(0, min(self.max_delay, self.base_delay * 2 ** min(attempt - 1, 30)))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VersionCondition:
     """The store versions a conditional write accepts: one of ``versions``, pairs of
     (instance_id, version), or any version at all with ``any_version`` (``If-Match: *``)."""
@@ -175,7 +175,7 @@ class VersionCondition:
         return StoreDeleteConflict(instance_id, stored.instance_id, version, stored.version)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StoreWrite:
     """What ``update_store_if`` did: its ``result`` and the ``instance_id`` it committed
     to, or ``None`` when the result was replayed from the ledger (which does not record

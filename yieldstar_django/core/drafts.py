@@ -20,8 +20,8 @@ would lose a wake.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, SupportsIndex
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar, SupportsIndex, cast
 
 from .paths import collapse_paths
 from .types import StorePath
@@ -70,27 +70,53 @@ def _adopt(log: WriteLog, value: Any, path: StorePath) -> Any:
     return value
 
 
-class TrackedDict(dict[str, Any]):
-    """A ``dict`` in an updater's draft that records the paths written through it."""
+class _TrackedNode:
+    """What ``TrackedDict`` and ``TrackedList`` share: the node's path and write log, and
+    the adoption of the children reads return. ``_base`` is the builtin the node is."""
 
-    __slots__ = ("_ys_log", "_ys_path")
+    # The concrete classes hold the two slots (a slotted mixin of a builtin is a layout
+    # conflict); the type checker, shown no slots here, lets the mixin assign them.
+    if not TYPE_CHECKING:
+        __slots__ = ()
+    _base: ClassVar[Any]
+    _ys_log: WriteLog
+    _ys_path: StorePath
 
-    def __init__(self, data: Mapping[str, Any], path: StorePath, log: WriteLog) -> None:
-        dict.__init__(self, data)
+    def __init__(self, data: Any, path: StorePath, log: WriteLog) -> None:
+        self._base.__init__(self, data)
         self._ys_path = path
         self._ys_log = log
 
     # reads adopt the child they return
 
-    def _child(self, key: str, value: Any) -> Any:
+    def _child(self, key: Any, value: Any) -> Any:
         adopted = _adopt(self._ys_log, value, (*self._ys_path, key))
         if adopted is not value:
-            dict.__setitem__(self, key, adopted)
+            self._base.__setitem__(self, key, adopted)
         return adopted
 
     def _adopt_all(self) -> None:
-        for key, value in list(dict.items(self)):
+        if isinstance(self, dict):
+            entries: Iterable[tuple[Any, Any]] = list(dict.items(self))
+        else:
+            entries = enumerate(list.__iter__(cast(list[Any], self)))
+        for key, value in entries:
             self._child(key, value)
+
+    # writes record their path: a child's, or the node's own
+
+    def _record(self, key: Any) -> None:
+        self._ys_log.record((*self._ys_path, key))
+
+    def _record_self(self) -> None:
+        self._ys_log.record(self._ys_path)
+
+
+class TrackedDict(_TrackedNode, dict[str, Any]):
+    """A ``dict`` in an updater's draft that records the paths written through it."""
+
+    __slots__ = ("_ys_log", "_ys_path")
+    _base = dict
 
     def __getitem__(self, key: str) -> Any:
         return self._child(key, dict.__getitem__(self, key))
@@ -127,9 +153,6 @@ class TrackedDict(dict[str, Any]):
 
     # writes record their path
 
-    def _record(self, key: Any) -> None:
-        self._ys_log.record((*self._ys_path, key))
-
     def __setitem__(self, key: str, value: Any) -> None:
         self._record(key)
         self._ys_log.placed((*self._ys_path, key), value, keyed=True)
@@ -161,7 +184,7 @@ class TrackedDict(dict[str, Any]):
 
     def clear(self) -> None:
         if self:
-            self._ys_log.record(self._ys_path)
+            self._record_self()
         dict.clear(self)
 
     def __ior__(self, other: Any) -> TrackedDict:  # type: ignore[override]
@@ -172,27 +195,11 @@ class TrackedDict(dict[str, Any]):
         return (dict, (self.copy(),))
 
 
-class TrackedList(list[Any]):
+class TrackedList(_TrackedNode, list[Any]):
     """A ``list`` in an updater's draft that records the paths written through it."""
 
     __slots__ = ("_ys_log", "_ys_path")
-
-    def __init__(self, data: Iterable[Any], path: StorePath, log: WriteLog) -> None:
-        list.__init__(self, data)
-        self._ys_path = path
-        self._ys_log = log
-
-    # reads adopt the children they return
-
-    def _child(self, position: int, value: Any) -> Any:
-        adopted = _adopt(self._ys_log, value, (*self._ys_path, position))
-        if adopted is not value:
-            list.__setitem__(self, position, adopted)
-        return adopted
-
-    def _adopt_all(self) -> None:
-        for position, value in enumerate(list.__iter__(self)):
-            self._child(position, value)
+    _base = list
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
@@ -225,12 +232,6 @@ class TrackedList(list[Any]):
 
     # writes record their paths
 
-    def _record_index(self, index: int) -> None:
-        self._ys_log.record((*self._ys_path, index))
-
-    def _record_self(self) -> None:
-        self._ys_log.record(self._ys_path)
-
     def _normalize(self, index: SupportsIndex) -> int:
         i = index.__index__()
         return i + len(self) if i < 0 else i
@@ -247,7 +248,7 @@ class TrackedList(list[Any]):
         position = self._normalize(index)
         list.__setitem__(self, index, value)
         self._ys_log.placed((*self._ys_path, position), value)
-        self._record_index(position)
+        self._record(position)
 
     def __delitem__(self, index: Any) -> None:
         size = len(self)
@@ -258,12 +259,12 @@ class TrackedList(list[Any]):
         position = self._normalize(index)
         list.__delitem__(self, index)
         if position == size - 1:
-            self._record_index(position)
+            self._record(position)
         else:
             self._record_self()
 
     def append(self, value: Any) -> None:
-        self._record_index(len(self))
+        self._record(len(self))
         self._ys_log.placed((*self._ys_path, len(self)), value)
         list.append(self, value)
 
@@ -271,7 +272,7 @@ class TrackedList(list[Any]):
         items = list(values)
         start = len(self)
         for offset, item in enumerate(items):
-            self._record_index(start + offset)
+            self._record(start + offset)
             self._ys_log.placed((*self._ys_path, start + offset), item)
         list.extend(self, items)
 
@@ -282,7 +283,7 @@ class TrackedList(list[Any]):
             position = max(position + size, 0)
         if position >= size:
             position = size
-            self._record_index(size)
+            self._record(size)
         else:
             self._record_self()
         self._ys_log.placed((*self._ys_path, position), value)
@@ -293,7 +294,7 @@ class TrackedList(list[Any]):
         position = self._normalize(index)
         value = list.pop(self, index)
         if position == size - 1:
-            self._record_index(position)
+            self._record(position)
         else:
             self._record_self()
         return value

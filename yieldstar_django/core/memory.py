@@ -6,21 +6,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Unpack
 
-from .cas import CasStoreClient
-from .commits import (
-    COMMITTED,
-    MISSING,
-    CommitOutcome,
-    RetryPolicy,
-    StoreDeletion,
-    StoredState,
-    StoreMutation,
-    conflict,
-    recorded_outcome,
-)
+from . import commits
+from .cas import CasOptions, CasStoreClient
+from .commits import CommitOutcome, StoreDeletion, StoredState, StoreMutation
 from .definition import StoreDefinition
-from .durable import DurableLimits
 from .paths import wakes_waiter
 from .results import LedgerOperation, StoreStepId, StoreWaiter, Wake
 from .types import StorePath
@@ -46,17 +37,17 @@ class MemoryStoreClient(CasStoreClient):
     """Thread-safe in-process client with the semantics of the database connector.
 
     ``on_wake(wakes)`` is called after each commit that wakes executions, outside the lock;
-    an exception it raises is logged, never raised into the committed write.
+    an exception it raises is logged, never raised into the committed write. The other
+    options are ``CasStoreClient``'s.
     """
 
     def __init__(
         self,
         *,
         on_wake: Callable[[list[Wake]], object] | None = None,
-        limits: DurableLimits | None = None,
-        retry: RetryPolicy | None = None,
+        **options: Unpack[CasOptions],
     ) -> None:
-        super().__init__(limits=limits, retry=retry)
+        super().__init__(**options)
         self.on_wake = on_wake
         self._lock = threading.RLock()
         self._stores: dict[_Key, StoredState] = {}
@@ -112,7 +103,7 @@ class MemoryStoreClient(CasStoreClient):
             if commit.step_id is not None:
                 entry = self._ledger.get(self._ledger_key(key, commit.step_id))
                 if entry is not None:
-                    return recorded_outcome(entry[1], entry[0], commit.operation)
+                    return commits.recorded_outcome(entry[1], entry[0], commit.operation)
             applied = apply(key, self._stores.get(key))
             if isinstance(applied, CommitOutcome):
                 return applied
@@ -123,7 +114,7 @@ class MemoryStoreClient(CasStoreClient):
                     commit.encoded_result,
                 )
         self._deliver(applied)
-        return COMMITTED
+        return commits.COMMITTED
 
     def _write(
         self, mutation: StoreMutation, key: _Key, current: StoredState | None
@@ -132,12 +123,12 @@ class MemoryStoreClient(CasStoreClient):
         expected = mutation.expected
         if mutation.created:
             if current is not None:
-                return conflict(current)
+                return commits.conflict(current)
             self._log_version(*key, expected, (), None)
         elif current is None:
-            return MISSING
+            return commits.MISSING
         elif (current.instance_id, current.version) != (expected.instance_id, expected.version):
-            return conflict(current)
+            return commits.conflict(current)
         written = StoredState(expected.instance_id, expected.version + 1, mutation.encoded_state)
         self._stores[key] = written
         self._log_version(*key, written, tuple(mutation.changed_paths), mutation.step_id)
@@ -148,13 +139,13 @@ class MemoryStoreClient(CasStoreClient):
     ) -> CommitOutcome | list[Wake]:
         """``apply`` of a deletion: compare, delete; the wakes of the waiters it drops."""
         if current is None:
-            return MISSING
+            return commits.MISSING
         expected = deletion.expected
         if expected is not None and (current.instance_id, current.version) != (
             expected.instance_id,
             expected.version,
         ):
-            return conflict(current)
+            return commits.conflict(current)
         del self._stores[key]
         return self._drop_waiters(key)
 

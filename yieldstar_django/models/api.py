@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from .keys import natural_key
+
 __all__ = ["IdempotencyKey"]
 
 
@@ -27,11 +29,7 @@ class IdempotencyKey(models.Model):
     created_at = models.DateTimeField("first used", default=timezone.now, db_index=True)
 
     class Meta:
-        verbose_name = "idempotency key"
-        verbose_name_plural = "idempotency keys"
-        constraints = [
-            models.UniqueConstraint(fields=["principal", "key"], name="yieldstar_idempotency_key"),
-        ]
+        constraints = natural_key("yieldstar_idempotency_key", "principal", "key")
 
     def __str__(self) -> str:
         return f"{self.principal} {self.key!r} ({self.method} {self.target})"

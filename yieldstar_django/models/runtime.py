@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from ..core.durable import decode_durable
 from .decoded import Decoded
+from .keys import natural_key
 
 __all__ = ["Execution", "ExecutionStatus", "ExecutionStep", "StepKind", "StepStatus"]
 
@@ -156,11 +157,7 @@ class ExecutionStep(models.Model):
     class Meta:
         db_table = "yieldstar_execution_step"
         ordering = ["execution", "position"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["execution", "step_key"], name="yieldstar_step_unique_key"
-            ),
-        ]
+        constraints = natural_key("yieldstar_step_unique_key", "execution", "step_key")
         verbose_name = "heap entry"
         verbose_name_plural = "heap entries"
 

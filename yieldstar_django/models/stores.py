@@ -21,6 +21,7 @@ from ..core.constants import MAX_KEY_LENGTH, WaiterKind
 from ..core.durable import decode_durable
 from ..core.types import StorePath
 from .decoded import Decoded
+from .keys import natural_key
 
 __all__ = [
     "AppliedStep",
@@ -55,10 +56,7 @@ class StoreInstance(models.Model):
 
     class Meta:
         verbose_name = "store"
-        verbose_name_plural = "stores"
-        constraints = [
-            models.UniqueConstraint(fields=["name", "store_id"], name="yieldstar_store_key"),
-        ]
+        constraints = natural_key("yieldstar_store_key", "name", "store_id")
         # On PostgreSQL, migration 0002_postgres adds two indexes the model cannot declare portably:
         # (name, store_id COLLATE "C") for ids in code-point order (the API's pages,
         # ``list_stores``) and store_id varchar_pattern_ops for the admin's prefix search.
@@ -93,13 +91,7 @@ class StoreVersion(models.Model):
     created_at = models.DateTimeField("committed")
 
     class Meta:
-        verbose_name = "store version"
-        verbose_name_plural = "store versions"
-        constraints = [
-            models.UniqueConstraint(
-                fields=["instance_id", "version"], name="yieldstar_version_key"
-            ),
-        ]
+        constraints = natural_key("yieldstar_version_key", "instance_id", "version")
         # No index on (store_name, store_id): one index fewer to write on every commit.
         # The history of an instance is found by ``instance_id`` (the unique constraint).
 
@@ -140,14 +132,9 @@ class AppliedStep(models.Model):
     created_at = models.DateTimeField("recorded")
 
     class Meta:
-        verbose_name = "applied step"
-        verbose_name_plural = "applied steps"
-        constraints = [
-            models.UniqueConstraint(
-                fields=["store_name", "store_id", "execution_id", "step_key"],
-                name="yieldstar_applied_step_key",
-            ),
-        ]
+        constraints = natural_key(
+            "yieldstar_applied_step_key", "store_name", "store_id", "execution_id", "step_key"
+        )
         indexes = [
             # The store page of the admin lists a store's ledger newest first
             # (``ORDER BY created_at DESC, id DESC``): a backward scan of this index.
@@ -192,13 +179,7 @@ class Waiter(models.Model):
     woken_at = models.DateTimeField("woken", null=True, blank=True)
 
     class Meta:
-        verbose_name = "waiter"
-        verbose_name_plural = "waiters"
-        constraints = [
-            models.UniqueConstraint(
-                fields=["execution_id", "step_key", "store"], name="yieldstar_waiter_key"
-            ),
-        ]
+        constraints = natural_key("yieldstar_waiter_key", "execution_id", "step_key", "store")
 
     def __str__(self) -> str:
         return f"{self.execution_id}:{self.step_key} waits since v{self.since_version}"
@@ -241,8 +222,6 @@ class WaiterPath(models.Model):
     path = models.TextField("path key")
 
     class Meta:
-        verbose_name = "waiter path"
-        verbose_name_plural = "waiter paths"
         indexes = [
             models.Index(fields=["store", "kind", "path"], name="yieldstar_waiterpath_match"),
         ]
@@ -275,8 +254,6 @@ class WakeIntent(models.Model):
     created_at = models.DateTimeField("created")
 
     class Meta:
-        verbose_name = "wake intent"
-        verbose_name_plural = "wake intents"
         indexes = [
             models.Index(
                 fields=["available_at"],
