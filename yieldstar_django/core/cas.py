@@ -52,7 +52,7 @@ from .results import (
 )
 from .retries import Retries
 from .snapshots import DEFAULT_CAPACITY, SnapshotCache
-from .store import Claim, Selector, StoreClient, Updater
+from .store import Claim, Selector, StoreCall, StoreClient, Updater
 
 __all__ = ["CasOptions", "CasStoreClient"]
 
@@ -246,14 +246,13 @@ class CasStoreClient(StoreClient):
 
     def _conditional_update(
         self,
-        definition: StoreDefinition,
-        id: str,
+        call: StoreCall,
         updater: Updater,
         condition: VersionCondition | None,
-        step_id: StoreStepId | None,
         speculate: bool = True,
     ) -> StoreWrite:
         """The one update loop."""
+        definition, id, step_id = call.definition, call.id, call.step_id
         applied, row, speculative = self._begin(definition, id, step_id, speculate)
         if applied is not None:
             assert step_id is not None
@@ -265,7 +264,7 @@ class CasStoreClient(StoreClient):
         except Exception:
             if not speculative:
                 raise
-            return self._conditional_update(definition, id, updater, condition, step_id, False)
+            return self._conditional_update(call, updater, condition, False)
         step_key = step_id.step_key if step_id else ""
         kind = "update" if condition is None else "update_from"
         if condition is None:
@@ -276,9 +275,7 @@ class CasStoreClient(StoreClient):
             while True:
                 if condition is not None and not condition.accepts(stored):
                     if speculative:
-                        return self._conditional_update(
-                            definition, id, updater, condition, step_id, False
-                        )
+                        return self._conditional_update(call, updater, condition, False)
                     return StoreWrite(condition.update_conflict(stored), None)
                 retry.attempts += 1
                 try:
@@ -289,9 +286,7 @@ class CasStoreClient(StoreClient):
                 except Exception:
                     if not speculative:
                         raise
-                    return self._conditional_update(
-                        definition, id, updater, condition, step_id, False
-                    )
+                    return self._conditional_update(call, updater, condition, False)
                 speculative = False
                 outcome = self._try_mutation(mutation)
                 encoded = mutation.encoded_state
@@ -327,13 +322,10 @@ class CasStoreClient(StoreClient):
         return self._get_or_insert(definition, id, step_key), False
 
     def _conditional_delete(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        condition: VersionCondition,
-        step_id: StoreStepId | None,
+        self, call: StoreCall, condition: VersionCondition
     ) -> StoreDeleteFromResult:
         """The one delete loop."""
+        definition, id, step_id = call.definition, call.id, call.step_id
         applied, row, speculative = self._begin(definition, id, step_id, True)
         if speculative and row is not None and not _checked_accepts(condition, row):
             applied, row, speculative = self._begin(definition, id, step_id, False)
@@ -362,15 +354,8 @@ class CasStoreClient(StoreClient):
                     current = self._get_or_insert(definition, id, step_key)
             return condition.delete_conflict(current)
 
-    def take_from_store(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        *,
-        selector: Selector,
-        claim: Claim | None,
-        step_id: StoreStepId | None = None,
-    ) -> StoreTakeResult:
+    def _take(self, call: StoreCall, selector: Selector, claim: Claim | None) -> StoreTakeResult:
+        definition, id, step_id = call.definition, call.id, call.step_id
         for speculate in (True, False):
             applied, row, speculative = self._begin(definition, id, step_id, speculate)
             if applied is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .commits import StoreWrite, VersionCondition
@@ -23,7 +24,15 @@ from .results import (
     StoreWaiter,
 )
 
-__all__ = ["Claim", "Selector", "StoreClient", "StoreHandle", "Updater", "is_selector_match"]
+__all__ = [
+    "Claim",
+    "Selector",
+    "StoreCall",
+    "StoreClient",
+    "StoreHandle",
+    "Updater",
+    "is_selector_match",
+]
 
 Updater = Callable[[Any], Any]
 Selector = Callable[[Any], Any]
@@ -33,6 +42,16 @@ Claim = Callable[[Any, Any], Any]
 def is_selector_match(value: Any) -> bool:
     """A selector matches with any result but ``None`` and ``False`` (``0`` and ``""`` match)."""
     return value is not None and value is not False
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCall:
+    """What every store operation names: the store (``definition``, ``id``) and the step
+    making it, if any (the ledger's key)."""
+
+    definition: StoreDefinition
+    id: str
+    step_id: StoreStepId | None
 
 
 class StoreHandle:
@@ -149,9 +168,8 @@ class StoreClient(ABC):
         condition a missing store is created first (as ``update_store_from`` does) and a
         version the condition refuses is a ``StoreUpdateConflict``; nothing changes.
         """
-        return self._conditional_update(definition, id, updater, condition, step_id)
+        return self._conditional_update(StoreCall(definition, id, step_id), updater, condition)
 
-    @abstractmethod
     def take_from_store(
         self,
         definition: StoreDefinition,
@@ -164,6 +182,7 @@ class StoreClient(ABC):
         """Select and claim atomically. A match commits ``claim(draft, selected)`` with one
         version bump; no match commits nothing and returns the version and read paths a
         waiter must register with (so no wake can fall between the read and the wait)."""
+        return self._take(StoreCall(definition, id, step_id), selector, claim)
 
     @abstractmethod
     def register_waiter(self, waiter: StoreWaiter) -> None:
@@ -209,25 +228,22 @@ class StoreClient(ABC):
         """Delete the store at a version ``condition`` accepts, retrying a lost race with
         backoff while the newer version is still accepted. A missing store is created
         first (as ``delete_store_from`` does); a refused version is a conflict."""
-        return self._conditional_delete(definition, id, condition, step_id)
+        return self._conditional_delete(StoreCall(definition, id, step_id), condition)
+
+    # what a client implements
 
     @abstractmethod
     def _conditional_update(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        updater: Updater,
-        condition: VersionCondition | None,
-        step_id: StoreStepId | None,
+        self, call: StoreCall, updater: Updater, condition: VersionCondition | None
     ) -> StoreWrite:
         """What ``update_store_if`` does; every other update is made of it."""
 
     @abstractmethod
     def _conditional_delete(
-        self,
-        definition: StoreDefinition,
-        id: str,
-        condition: VersionCondition,
-        step_id: StoreStepId | None,
+        self, call: StoreCall, condition: VersionCondition
     ) -> StoreDeleteFromResult:
         """What ``delete_store_if`` does; ``delete_store_from`` is made of it."""
+
+    @abstractmethod
+    def _take(self, call: StoreCall, selector: Selector, claim: Claim | None) -> StoreTakeResult:
+        """What ``take_from_store`` does."""
