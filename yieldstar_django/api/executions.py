@@ -31,7 +31,7 @@ from ..runtime.registry import get_workflow
 from . import idempotency
 from .base import YieldstarAPIView
 from .exceptions import APIError
-from .openapi import IDEMPOTENCY_KEY, errors, extend_schema
+from .openapi import IDEMPOTENCY_KEY, errors, operation
 from .permissions import ExecutionPermission
 from .serializers import ExecutionPageSerializer, ExecutionSerializer, ExecutionStartSerializer
 
@@ -155,10 +155,10 @@ class ExecutionStartView(YieldstarAPIView):
     def execution_action(self, request: Request) -> str:
         return "add" if request.method == "POST" else "view"
 
-    @extend_schema(
-        operation_id="executions_list",
-        summary="List executions",
-        description="Executions, newest first, one page at a time (`next` and `previous` "
+    @operation(
+        "executions_list",
+        "List executions",
+        "Executions, newest first, one page at a time (`next` and `previous` "
         "links), optionally of one `workflow` or in one `status`.",
         parameters=[
             OpenApiParameter("workflow", OpenApiTypes.STR, OpenApiParameter.QUERY),
@@ -211,10 +211,10 @@ class ExecutionStartView(YieldstarAPIView):
             }
         )
 
-    @extend_schema(
-        operation_id="execution_start",
-        summary="Start a workflow",
-        description="Creates an execution and requests its first run. The arguments are "
+    @operation(
+        "execution_start",
+        "Start a workflow",
+        "Creates an execution and requests its first run. The arguments are "
         "bound against the workflow's signature first (`400` `invalid_arguments`). Exactly "
         "one start creates an `execution_id` (`201`); another with equal arguments returns "
         "it (`200`), with different ones is `409`.",
@@ -283,10 +283,10 @@ class ExecutionDetailView(YieldstarAPIView):
     def execution_action(self, request: Request) -> str:
         return "view"
 
-    @extend_schema(
-        operation_id="execution_retrieve",
-        summary="Read an execution",
-        description="Status, result or error, and the heap: every recorded step in replay order.",
+    @operation(
+        "execution_retrieve",
+        "Read an execution",
+        "Status, result or error, and the heap: every recorded step in replay order.",
         responses={200: ExecutionSerializer, **errors(401, 403, 404)},
         tags=["executions"],
     )
@@ -303,10 +303,10 @@ class ExecutionCancelView(YieldstarAPIView):
     def execution_action(self, request: Request) -> str:
         return "change"
 
-    @extend_schema(
-        operation_id="execution_cancel",
-        summary="Cancel an execution",
-        description="Stops the execution at its next step; recorded steps are not undone. "
+    @operation(
+        "execution_cancel",
+        "Cancel an execution",
+        "Stops the execution at its next step; recorded steps are not undone. "
         "Cancelling a cancelled execution is a no-op; a completed or failed one is `409`.",
         request=None,
         responses={200: ExecutionSerializer, **errors(401, 403, 404, 409)},

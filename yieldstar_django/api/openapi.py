@@ -4,7 +4,7 @@ error responses, and the schema view that serves only this API's operations."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.renderers import OpenApiJsonRenderer
@@ -23,6 +23,8 @@ from ..runtime.registry import registered_workflows
 from .exceptions import exception_handler
 from .permissions import SchemaPermission, hook_allows
 from .serializers import ErrorSerializer
+
+Method = TypeVar("Method", bound=Callable[..., Any])
 
 ETAG_HEADER = OpenApiParameter(
     "ETag",
@@ -115,6 +117,17 @@ def extend_schema(**kwargs: Any) -> Callable[[Any], Any]:
         return decorate(method)
 
     return decorator
+
+
+def operation(
+    operation_id: str, summary: str, description: str, **details: Any
+) -> Callable[[Method], Method]:
+    """Declare one endpoint of the API (a view method): its operation id, summary and
+    description, which every operation has, then the rest (``request``, ``parameters``,
+    ``responses``, ``tags``) as :func:`extend_schema` takes them."""
+    return extend_schema(
+        operation_id=operation_id, summary=summary, description=description, **details
+    )
 
 
 def errors(*codes: int) -> dict[int, OpenApiResponse]:
@@ -212,4 +225,5 @@ __all__ = [
     "errors",
     "extend_schema",
     "only_yieldstar_endpoints",
+    "operation",
 ]

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 
 from ..core.definition import registered_definitions
 from .base import YieldstarAPIView
-from .openapi import errors, extend_schema
+from .openapi import errors, extend_schema, operation
 from .permissions import SchemaPermission, hook_allows, store_permission
 from .serializers import ApiRootSerializer
 
@@ -30,10 +30,10 @@ class ApiRootView(YieldstarAPIView):
 
     permission_classes = [SchemaPermission]
 
-    @extend_schema(
-        operation_id="api_root",
-        summary="API root",
-        description="The store definitions the user may view, and links to the stores, "
+    @operation(
+        "api_root",
+        "API root",
+        "The store definitions the user may view, and links to the stores, "
         "the executions and this schema.",
         responses={200: ApiRootSerializer, **errors(401, 403)},
         tags=["root"],

@@ -25,7 +25,7 @@ from .openapi import (
     NAME,
     READ_ERRORS,
     errors,
-    extend_schema,
+    operation,
 )
 from .permissions import StorePermission, check_hook, hook_allows
 from .serializers import (
@@ -42,11 +42,10 @@ class StoreDefinitionListView(YieldstarAPIView):
 
     permission_classes = [StorePermission]
 
-    @extend_schema(
-        operation_id="stores_list",
-        summary="List store definitions",
-        description="The registered store definitions the user may view, with the number "
-        "of stores of each.",
+    @operation(
+        "stores_list",
+        "List store definitions",
+        "The registered store definitions the user may view, with the number of stores of each.",
         responses={200: StoreDefinitionSerializer(many=True), **errors(401, 403)},
         tags=["stores"],
     )
@@ -109,11 +108,10 @@ class StoreIdListView(YieldstarAPIView):
 
     permission_classes = [StorePermission]
 
-    @extend_schema(
-        operation_id="store_ids_list",
-        summary="List store ids",
-        description="Ids of the stores of one definition, in ascending code-point order, "
-        "one page at a time.",
+    @operation(
+        "store_ids_list",
+        "List store ids",
+        "Ids of the stores of one definition, in ascending code-point order, one page at a time.",
         parameters=[NAME, CURSOR, LIMIT],
         responses={200: StoreIdPageSerializer, **errors(*READ_ERRORS)},
         tags=["stores"],

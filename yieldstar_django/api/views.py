@@ -61,7 +61,7 @@ from .openapi import (
     WRITE_ERRORS,
     WRITE_ETAG_HEADER,
     errors,
-    extend_schema,
+    operation,
 )
 from .parsers import JSON_PATCH, MERGE_PATCH, JsonPatchParser, MergePatchParser, SafeJSONParser
 from .permissions import StorePermission, check_hook, store_action
@@ -165,10 +165,10 @@ class StoreDetailView(YieldstarAPIView):
 
     # GET
 
-    @extend_schema(
-        operation_id="store_retrieve",
-        summary="Read a store",
-        description="The store's snapshot; its `ETag` names (instance_id, version). A read "
+    @operation(
+        "store_retrieve",
+        "Read a store",
+        "The store's snapshot; its `ETag` names (instance_id, version). A read "
         "never writes: a store that does not exist yet is `404` (`store_not_found`); the "
         "first write creates it from the definition's initial state.",
         parameters=[NAME, STORE_ID, IF_NONE_MATCH, ETAG_HEADER],
@@ -199,10 +199,10 @@ class StoreDetailView(YieldstarAPIView):
 
     # PUT / PATCH / DELETE
 
-    @extend_schema(
-        operation_id="store_replace",
-        summary="Replace a store's state",
-        description="Validates the body with the definition's schema and commits it as the "
+    @operation(
+        "store_replace",
+        "Replace a store's state",
+        "Validates the body with the definition's schema and commits it as the "
         "next version (compare-and-swap).",
         request={"application/json": OpenApiTypes.ANY},
         **WRITE_SCHEMA,
@@ -210,10 +210,10 @@ class StoreDetailView(YieldstarAPIView):
     def put(self, request: Request, name: str, id: str) -> Response:
         return self.write(request, name, id, replacement)
 
-    @extend_schema(
-        operation_id="store_patch",
-        summary="Patch a store's state",
-        description="`application/merge-patch+json` (RFC 7396) or "
+    @operation(
+        "store_patch",
+        "Patch a store's state",
+        "`application/merge-patch+json` (RFC 7396) or "
         "`application/json-patch+json` (RFC 6902, `test` included). The patch is applied "
         "to the state it commits over: after a lost race it is applied again to the newer "
         "state, unless `If-Match` pins the version.",
@@ -226,10 +226,10 @@ class StoreDetailView(YieldstarAPIView):
     def patch(self, request: Request, name: str, id: str) -> Response:
         return self.write(request, name, id, patcher)
 
-    @extend_schema(
-        operation_id="store_delete",
-        summary="Delete a store",
-        description="Removes the store and its waiters (waking them). Without `If-Match` "
+    @operation(
+        "store_delete",
+        "Delete a store",
+        "Removes the store and its waiters (waking them). Without `If-Match` "
         "or `Idempotency-Key` a missing store is left missing; with either, the delete is "
         "a compare-and-swap on a snapshot (a missing store is created first, as "
         "`delete_store_from` does).",
