@@ -75,13 +75,6 @@ Updater = Callable[[Any], Any]
 #: What makes a write's updater from its request and parsed body.
 UpdaterFor = Callable[[Request, Any], Updater]
 
-#: The OpenAPI description shared by PUT and PATCH.
-WRITE_SCHEMA: dict[str, Any] = {
-    "parameters": [NAME, STORE_ID, IF_MATCH, IDEMPOTENCY_KEY, WRITE_ETAG_HEADER],
-    "responses": {200: StoreWriteResultSerializer, **errors(*WRITE_ERRORS)},
-    "tags": ["stores"],
-}
-
 
 def refuse(conflict: StoreUpdateConflict | StoreDeleteConflict) -> NoReturn:
     """412 with the ETag of the version the store is at."""
@@ -138,6 +131,33 @@ def version_condition(condition: Condition | None) -> VersionCondition | None:
     if condition.any:
         return VersionCondition(any_version=True)
     return VersionCondition(tuple(v for v in map(parse_etag, condition.tags) if v is not None))
+
+
+def write_method(
+    operation_id: str,
+    summary: str,
+    description: str,
+    *,
+    bodies: dict[str, Any],
+    updater_for: UpdaterFor,
+) -> Callable[[StoreDetailView, Request, str, str], Response]:
+    """A write method (PUT or PATCH) of :class:`StoreDetailView`: the
+    :meth:`~StoreDetailView.write` of ``updater_for``'s updater, documented with the
+    request ``bodies`` it takes (by media type) and what every write answers."""
+
+    @operation(
+        operation_id,
+        summary,
+        description,
+        request=bodies,
+        parameters=[NAME, STORE_ID, IF_MATCH, IDEMPOTENCY_KEY, WRITE_ETAG_HEADER],
+        responses={200: StoreWriteResultSerializer, **errors(*WRITE_ERRORS)},
+        tags=["stores"],
+    )
+    def handler(view: StoreDetailView, request: Request, name: str, id: str) -> Response:
+        return view.write(request, name, id, updater_for)
+
+    return handler
 
 
 class StoreDetailView(YieldstarAPIView):
@@ -199,32 +219,28 @@ class StoreDetailView(YieldstarAPIView):
 
     # PUT / PATCH / DELETE
 
-    @operation(
+    put = write_method(
         "store_replace",
         "Replace a store's state",
         "Validates the body with the definition's schema and commits it as the "
         "next version (compare-and-swap).",
-        request={"application/json": OpenApiTypes.ANY},
-        **WRITE_SCHEMA,
+        bodies={"application/json": OpenApiTypes.ANY},
+        updater_for=replacement,
     )
-    def put(self, request: Request, name: str, id: str) -> Response:
-        return self.write(request, name, id, replacement)
 
-    @operation(
+    patch = write_method(
         "store_patch",
         "Patch a store's state",
         "`application/merge-patch+json` (RFC 7396) or "
         "`application/json-patch+json` (RFC 6902, `test` included). The patch is applied "
         "to the state it commits over: after a lost race it is applied again to the newer "
         "state, unless `If-Match` pins the version.",
-        request={
+        bodies={
             MERGE_PATCH: OpenApiTypes.ANY,
             JSON_PATCH: JsonPatchOperationSerializer(many=True),
         },
-        **WRITE_SCHEMA,
+        updater_for=patcher,
     )
-    def patch(self, request: Request, name: str, id: str) -> Response:
-        return self.write(request, name, id, patcher)
 
     @operation(
         "store_delete",
