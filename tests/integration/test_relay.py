@@ -206,10 +206,16 @@ def test_relay_command_stops_cleanly_on_signals(alias: str, signum: int) -> None
     assert "delivered 0 wake intent(s)" in out
 
 
+#: A Redis result backend (the machine's Redis), whatever the broker.
+REDIS_RESULTS = "redis://127.0.0.1:6379/15"
+
+
 @pytest.mark.celery
 def test_celery_backend_enqueues_resume_execution_on_a_real_broker() -> None:
     """The default backend publishes ``yieldstar_django.resume_execution(execution_id)``;
-    read back from Redis (a private queue, no worker consumes it)."""
+    read back from Redis (a private queue, no worker consumes it). It waits for no result:
+    with a Redis result backend, a send that expects one subscribes the producer to the
+    task's result channel (a round trip per wake, and a subscription never released)."""
     import uuid
 
     from celery import Celery, _state
@@ -222,7 +228,7 @@ def test_celery_backend_enqueues_resume_execution_on_a_real_broker() -> None:
     except Exception as exc:  # pragma: no cover - depends on the machine
         pytest.skip(f"needs a Celery broker at {url}: {exc}")
     queue = f"yieldstar-test-{uuid.uuid4().hex}"
-    app = Celery("yieldstar-test", broker=url, set_as_current=False)
+    app = Celery("yieldstar-test", broker=url, backend=REDIS_RESULTS, set_as_current=False)
     app.conf.task_default_queue = queue
     app.conf.broker_connection_retry_on_startup = True
     previous = _state.get_current_app()
@@ -236,11 +242,14 @@ def test_celery_backend_enqueues_resume_execution_on_a_real_broker() -> None:
             for _ in range(2):
                 message = simple.get(timeout=10)
                 received.append((message.headers["task"], message.payload[0]))
+                assert message.headers["ignore_result"] is True
                 message.ack()
             simple.queue.delete()
             simple.close()
+        assert app.backend.result_consumer._pubsub is None, "subscribed to a result"
     finally:
         _state._set_current_app(previous)
+        app.close()
     assert received == [
         ("yieldstar_django.resume_execution", ["exec-1"]),
         ("yieldstar_django.resume_execution", ["exec-2"]),

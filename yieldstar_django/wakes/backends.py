@@ -20,6 +20,10 @@ RESUME_TASK: Final = "yieldstar_django.resume_execution"
 def celery_backend(wakes: Sequence[Wake]) -> None:
     """The default ``WAKE_BACKEND``: enqueue ``resume_execution(execution_id)`` per wake.
 
+    Sent with ``ignore_result``: nothing waits for a resume's result, and a send that
+    expects one makes a Redis result backend subscribe this process to the task's result
+    channel (a round trip per wake, and a subscription never released).
+
     Uses the current Celery app (the one the project configures). Raises when the broker
     refuses a message, or when that app is Celery's unconfigured default
     (``UnconfiguredCeleryApp``); the relay then retries the wakes not acknowledged.
@@ -29,4 +33,4 @@ def celery_backend(wakes: Sequence[Wake]) -> None:
     app = require_configured_app()
     refuse_in_tests(app)
     for wake in wakes:
-        app.send_task(RESUME_TASK, args=[wake.execution_id])
+        app.send_task(RESUME_TASK, args=[wake.execution_id], ignore_result=True)
