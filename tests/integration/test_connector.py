@@ -455,7 +455,7 @@ def test_an_uncontended_write_is_one_statement_on_postgres(
         "commit_mutation_v3",
         "commit_mutation_v3",
         "storeinstance",
-        "commit_deletion_v2",
+        "commit_mutation_v3",
     ]
 
 
@@ -539,7 +539,7 @@ def _pop_first(draft: Any, selected: Any) -> None:
 def _which(sql: str) -> str:
     if "yieldstar_appliedstep" in sql and "yieldstar_storeinstance" in sql:
         return "ledger and row"
-    for name in ("commit_mutation_v3", "commit_deletion_v2", "storeinstance"):
+    for name in ("commit_mutation_v3", "storeinstance"):
         if name in sql:
             return name
     return sql
@@ -697,3 +697,28 @@ def test_the_previous_commit_function_still_commits_and_wakes(
     assert len(intents) == 1
     assert client.get_store(d, "q").state == {"jobs": [1], "other": 0}
     assert [w.execution_id for w in client.waiters(d, "q")] == ["e"]
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_the_previous_deletion_function_still_deletes_and_wakes(
+    alias: str, wakes: WakeCollector
+) -> None:
+    """``yieldstar_commit_deletion_v2`` (the previous release's deletion) keeps its
+    contract as a wrapper of ``_v3``: a stale version is a conflict with the current row
+    and changes nothing; the current one deletes the store, its waiters gone and woken."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    snap = client.get_store(d, "q")
+    wait_for_job(client, d)
+    call = (
+        "SELECT status, current_version, wake_execution_ids FROM yieldstar_commit_deletion_v2("
+        "%s, %s, %s, %s, NULL, NULL, NULL, 'delete', 0)"
+    )
+    with connections[alias].cursor() as cursor:
+        cursor.execute(call, [d.name, "q", snap.instance_id, snap.version + 1])
+        assert cursor.fetchone() == ("conflict", snap.version, None)
+        assert client.waiters(d, "q")
+        cursor.execute(call, [d.name, "q", snap.instance_id, snap.version])
+        assert cursor.fetchone() == ("committed", None, ["e"])
+    assert client.read_store(d, "q") is None
+    assert client.waiters(d, "q") == []

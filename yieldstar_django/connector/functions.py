@@ -1,8 +1,7 @@
 """The commit as one call of a PL/pgSQL function (PostgreSQL): one round trip.
 
-The functions are ``yieldstar_django/sql/yieldstar_commit_mutation_v3.sql`` (migration
-``0004_commit_unwaits``) and ``yieldstar_commit_deletion_v2.sql`` (``0002_postgres``);
-their steps are those of :mod:`.portable`.
+The function is ``yieldstar_django/sql/yieldstar_commit_mutation_v3.sql`` (deletions since
+migration ``0006_commit_deletes``); its steps are those of :mod:`.portable`.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ def commit_mutation(
     match = path_match(m.changed_paths)
     row = fetchone(
         connection,
-        sql.COMMIT_MUTATION_CALL,
+        sql.COMMIT_CALL,
         [
             m.definition.name,
             m.id,
@@ -70,21 +69,27 @@ def commit_mutation(
 
 
 def commit_deletion(connection: BaseDatabaseWrapper, d: StoreDeletion) -> Committed:
-    """Delete a store with ``yieldstar_commit_deletion_v2``."""
+    """Delete a store with ``yieldstar_commit_mutation_v3`` (a ``'delete'`` operation:
+    only the identifying, step and relay-delay arguments apply)."""
     expected, step_id = d.expected, d.step_id
     row = fetchone(
         connection,
-        sql.COMMIT_DELETION_CALL,
+        sql.COMMIT_CALL,
         [
             d.definition.name,
             d.id,
             expected.instance_id if expected else None,
             expected.version if expected else None,
+            False,
+            *[None] * 6,
             step_id.execution_id if step_id else None,
             step_id.step_key if step_id else None,
             d.encoded_result,
             d.operation,
+            None,
+            None,
             float(yieldstar_settings.RELAY_DELAY),
+            None,
         ],
     )
     assert row is not None

@@ -78,17 +78,13 @@ RECORD_STEP: Final = (
 
 # --- the commit as one call (PostgreSQL) --------------------------------------------------
 
-COMMIT_MUTATION_FUNCTION: Final = "yieldstar_commit_mutation_v3"
-COMMIT_DELETION_FUNCTION: Final = "yieldstar_commit_deletion_v2"
-COMMIT_MUTATION_CALL: Final = (
-    f"SELECT * FROM {COMMIT_MUTATION_FUNCTION}(%s::text, %s::text, %s::text, %s::bigint, "
+#: The store commit: every mutation, and deletions (``p_operation`` ``'delete'``).
+COMMIT_FUNCTION: Final = "yieldstar_commit_mutation_v3"
+COMMIT_CALL: Final = (
+    f"SELECT * FROM {COMMIT_FUNCTION}(%s::text, %s::text, %s::text, %s::bigint, "
     "%s::boolean, %s::text, %s::text, %s::text, %s::boolean, %s::text[], %s::text[], "
     "%s::text, %s::text, %s::text, %s::text, %s::boolean, %s::bigint, %s::double precision, "
     "%s::text[])"
-)
-COMMIT_DELETION_CALL: Final = (
-    f"SELECT * FROM {COMMIT_DELETION_FUNCTION}(%s::text, %s::text, %s::text, %s::bigint, "
-    "%s::text, %s::text, %s::text, %s::text, %s::double precision)"
 )
 
 # --- waiters ------------------------------------------------------------------------------

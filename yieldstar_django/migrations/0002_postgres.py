@@ -3,8 +3,9 @@ regenerating ``0001_initial``).
 
 The SQL is in ``yieldstar_django/sql/``:
 
-- the commit functions ``yieldstar_commit_mutation_v3`` (``_v2``: its previous contract, a
-  wrapper since ``0004_commit_unwaits``) and ``yieldstar_commit_deletion_v2``
+- the commit function ``yieldstar_commit_mutation_v3`` (deletions too since
+  ``0006_commit_deletes``; ``yieldstar_commit_mutation_v2`` and
+  ``yieldstar_commit_deletion_v2``, the earlier contracts, are wrappers of it)
   (one round trip per commit; they must run at READ COMMITTED, PostgreSQL's default: each
   statement of a VOLATILE PL/pgSQL function takes a fresh snapshot, so the ledger check and
   the waiter match that follow the row lock see everything committed before the lock was

@@ -30,19 +30,25 @@ def statements(name: str) -> list[str]:
     return [part.strip() for part in load(name).split(";\n") if part.strip()]
 
 
-#: The commit functions as of ``0004_commit_unwaits``, as texts in the order they are
-#: created: the helpers they share (the ledger lookup and insert, the wake intents), the
-#: mutation (``_v3``, and ``_v2``: its previous contract, a wrapper), the deletion.
+#: The commit functions as of ``0006_commit_deletes``, as statements in the order they
+#: run: the helpers the commit calls (the ledger lookup and insert, the wake intents), the
+#: commit (``yieldstar_commit_mutation_v3``, deletions included), the type of its answer
+#: and the wrappers of the earlier contracts that return it (``yieldstar_commit_mutation_v2``
+#: and ``yieldstar_commit_deletion_v2``: each dropped and created again, since an earlier
+#: body may return its columns as OUT parameters).
 COMMIT_FUNCTIONS = [
-    load(name)
-    for name in (
-        "yieldstar_ledger_status_v1",
-        "yieldstar_record_step_v1",
-        "yieldstar_write_intents_v1",
-        "yieldstar_commit_mutation_v3",
-        "yieldstar_commit_mutation_v2",
-        "yieldstar_commit_deletion_v2",
-    )
+    *map(
+        load,
+        (
+            "yieldstar_ledger_status_v1",
+            "yieldstar_record_step_v1",
+            "yieldstar_write_intents_v1",
+            "yieldstar_commit_mutation_v3",
+            "yieldstar_commit_outcome_v1",
+        ),
+    ),
+    *statements("yieldstar_commit_mutation_v2"),
+    *statements("yieldstar_commit_deletion_v2"),
 ]
 
 

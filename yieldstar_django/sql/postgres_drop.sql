@@ -10,6 +10,7 @@ DROP FUNCTION IF EXISTS yieldstar_commit_mutation_v2(
     text, text, text, text, boolean, bigint, double precision);
 DROP FUNCTION IF EXISTS yieldstar_commit_deletion_v2(
     text, text, text, bigint, text, text, text, text, double precision);
+DROP TYPE IF EXISTS yieldstar_commit_outcome_v1;
 DROP FUNCTION IF EXISTS yieldstar_wake_waiters_v1(bigint, boolean, text[], text[], timestamptz);
 DROP FUNCTION IF EXISTS yieldstar_waiter_ids_v1(bigint, text[], text[]);
 DROP FUNCTION IF EXISTS yieldstar_matching_waiters_v1(bigint, boolean, text[], text[]);

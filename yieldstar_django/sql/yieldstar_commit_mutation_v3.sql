@@ -29,13 +29,18 @@ CREATE OR REPLACE FUNCTION yieldstar_commit_mutation_v3(
 ) LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off
 AS $$
--- Compare (instance_id, version), write version + 1, record the step result (as a
--- p_operation: a step id recorded by another operation is a step-mismatch), the version
--- row and the wake intents of the waiters the changed paths intersect; with
+-- The store commit. Compare (instance_id, version), write version + 1, record the step
+-- result (as a p_operation: a step id recorded by another operation is a step-mismatch),
+-- the version row and the wake intents of the waiters the changed paths intersect; with
 -- p_unwait_keys, first remove the waiters of those step keys of p_execution_id (the
 -- step's own, so its claim does not wake it). Lock order: the store row, then the ledger,
 -- the versions, the waiters (the woken ones marked, never waiting for a lock: SKIP
 -- LOCKED) and the outbox.
+-- A p_operation of 'delete' deletes the store instead (if still at (p_instance_id,
+-- p_version); unconditionally when p_instance_id is NULL), with its waiters, waking them
+-- all; its versions stay as history, its ledger rows stay authoritative. Only the
+-- identifying, step and p_relay_delay arguments apply (yieldstar_commit_deletion_v2 is
+-- this call).
 -- The waiter lookup is yieldstar_wake_waiters_v1, and enable_seqscan is off for the
 -- whole body: every lookup here is an equality on a unique or btree index, and no plan
 -- cached while a table was small scans it in full later.
@@ -56,7 +61,26 @@ BEGIN
         END IF;
     END IF;
 
-    IF p_created THEN
+    IF p_operation = 'delete' THEN
+        -- The row is locked for the whole deletion (it goes at the end).
+        SELECT s.id, s.instance_id, s.version, s.state
+          INTO v_pk, current_instance_id, current_version, current_state
+          FROM yieldstar_storeinstance s
+         WHERE s.name = p_name AND s.store_id = p_store_id
+           FOR UPDATE;
+        IF NOT FOUND THEN
+            status := 'missing';
+            RETURN;
+        END IF;
+        IF p_instance_id IS NOT NULL
+           AND (current_instance_id <> p_instance_id OR current_version <> p_version) THEN
+            status := 'conflict';
+            RETURN;
+        END IF;
+        current_instance_id := NULL;
+        current_version := NULL;
+        current_state := NULL;
+    ELSIF p_created THEN
         -- The store must still be missing: insert it directly at version 1 (version 0 is
         -- recorded below). ON CONFLICT waits for a concurrent creator to finish.
         INSERT INTO yieldstar_storeinstance AS s
@@ -110,6 +134,27 @@ BEGIN
         SELECT l.status, l.recorded INTO status, recorded
           FROM yieldstar_ledger_status_v1(p_name, p_store_id, p_execution_id, p_step_key,
                                           p_operation) l;
+        RETURN;
+    END IF;
+
+    IF p_operation = 'delete' THEN
+        -- Every waiter of the store, woken or not, in registration order.
+        DELETE FROM yieldstar_waiterpath WHERE store_pk = v_pk;
+        WITH gone AS (
+            DELETE FROM yieldstar_waiter WHERE store_pk = v_pk
+            RETURNING id, execution_id, workflow_id
+        )
+        SELECT array_agg(g.execution_id ORDER BY g.first_id),
+               array_agg(g.workflow_id ORDER BY g.first_id)
+          INTO v_executions, v_workflows
+          FROM (SELECT execution_id, workflow_id, min(id) AS first_id
+                  FROM gone GROUP BY execution_id, workflow_id) g;
+        DELETE FROM yieldstar_storeinstance WHERE id = v_pk;
+        SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
+          INTO intent_ids, wake_execution_ids, wake_workflow_ids
+          FROM yieldstar_write_intents_v1(v_executions, v_workflows, 'delete', p_relay_delay,
+                                          v_now) i;
+        status := 'committed';
         RETURN;
     END IF;
 
