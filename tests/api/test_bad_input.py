@@ -22,6 +22,10 @@ URL = "/yieldstar/stores/api-counter/bad/"
 JSON = "application/json"
 MERGE = "application/merge-patch+json"
 PATCH = "application/json-patch+json"
+# The request lines (method, content type) most cases send.
+PUT_JSON = f"PUT {JSON}"
+MERGE_PATCH = f"PATCH {MERGE}"
+JSON_PATCH = f"PATCH {PATCH}"
 
 
 @pytest.fixture
@@ -35,108 +39,94 @@ def nested(depth: int) -> str:
     return '{"count": 0, "items": ' + "[" * depth + "]" * depth + "}"
 
 
+# The HTTP status each error code comes with.
+STATUS = {
+    "parse_error": 400,
+    "not_durable": 400,
+    "invalid_state": 400,
+    "null_state": 400,
+    "invalid_patch": 400,
+    "patch_conflict": 409,
+    "patch_test_failed": 409,
+    "unsupported_media_type": 415,
+    "body_required": 400,
+}
+
+# By the error code each body must be refused with: (case, method/content type, raw body).
+BAD_BODIES_BY_CODE: dict[str, list[tuple[str, str, str | bytes]]] = {
+    "parse_error": [
+        ("truncated JSON", PUT_JSON, '{"count":'),
+        ("trailing garbage", PUT_JSON, '{"count": 1} x'),
+        ("single quotes", PUT_JSON, "{'count': 1}"),
+        ("NaN", PUT_JSON, '{"count": NaN}'),
+        ("Infinity", PUT_JSON, '{"count": Infinity}'),
+        ("-Infinity", MERGE_PATCH, '{"count": -Infinity}'),
+        ("huge exponent float", PUT_JSON, '{"count": 1e400}'),
+        ("invalid UTF-8", PUT_JSON, b'{"count": "\xff"}'),
+        ("UTF-8 BOM", PUT_JSON, b'\xef\xbb\xbf{"count": 1}'),
+        ("deep nesting (recursion)", PUT_JSON, nested(100_000)),
+        ("nesting past MAX_DEPTH", PUT_JSON, nested(300)),
+    ],
+    "not_durable": [
+        ("integer of 5000 digits", PUT_JSON, '{"count": ' + "9" * 5000 + "}"),
+        ("merge patch: integer of 4301 digits", MERGE_PATCH, '{"n": -1' + "0" * 4300 + "}"),
+        ("nesting just past the state limit", PUT_JSON, nested(256)),
+        ("NUL in a string", PUT_JSON, '{"count": 1, "s": "a\\u0000"}'),
+        ("NUL in a key", MERGE_PATCH, '{"a\\u0000": 1}'),
+        ("lone surrogate", PUT_JSON, '{"count": 1, "s": "\\ud800"}'),
+    ],
+    "invalid_state": [
+        ("schema: wrong type", PUT_JSON, '{"count": "one"}'),
+        ("schema: below minimum", MERGE_PATCH, '{"count": -1}'),
+        ("schema: missing member", PUT_JSON, '{"items": []}'),
+        ("schema: not an object", PUT_JSON, "[1, 2]"),
+        ("json patch: schema rejects result", JSON_PATCH, '[{"op": "remove", "path": "/count"}]'),
+    ],
+    "null_state": [
+        ("null state", PUT_JSON, "null"),
+        ("merge patch null", MERGE_PATCH, "null"),
+        ("json patch: null document", JSON_PATCH, '[{"op": "replace", "path": "", "value": null}]'),
+    ],
+    "invalid_patch": [
+        ("json patch: not a list", JSON_PATCH, '{"op": "add"}'),
+        ("json patch: unknown op", JSON_PATCH, '[{"op": "spam", "path": "/a"}]'),
+        ("json patch: no value", JSON_PATCH, '[{"op": "add", "path": "/a"}]'),
+        ("json patch: bad pointer", JSON_PATCH, '[{"op": "remove", "path": "a"}]'),
+        ("json patch: bad escape", JSON_PATCH, '[{"op": "remove", "path": "/~2"}]'),
+    ],
+    "patch_conflict": [
+        ("json patch: missing path", JSON_PATCH, '[{"op": "remove", "path": "/nope"}]'),
+        (
+            "json patch: index out of range",
+            JSON_PATCH,
+            '[{"op": "add", "path": "/items/5", "value": 1}]',
+        ),
+    ],
+    "patch_test_failed": [
+        (
+            "json patch: failing test",
+            JSON_PATCH,
+            '[{"op": "test", "path": "/count", "value": 2},'
+            ' {"op": "replace", "path": "/count", "value": 5}]',
+        ),
+    ],
+    "unsupported_media_type": [
+        ("text/plain", "PUT text/plain", '{"count": 2}'),
+        ("form", "PUT application/x-www-form-urlencoded", "count=2"),
+        ("JSON to PATCH", f"PATCH {JSON}", '{"count": 2}'),
+        ("merge patch to PUT", f"PUT {MERGE}", '{"count": 2}'),
+    ],
+    "body_required": [
+        ("empty body", PUT_JSON, ""),
+        ("empty patch body", MERGE_PATCH, ""),
+    ],
+}
+
+# (case, method/content type, raw body, status, code)
 BAD_BODIES: list[tuple[str, str, str | bytes, int, str]] = [
-    # (case, method/content type, raw body, status, code)
-    ("truncated JSON", f"PUT {JSON}", '{"count":', 400, "parse_error"),
-    ("trailing garbage", f"PUT {JSON}", '{"count": 1} x', 400, "parse_error"),
-    ("single quotes", f"PUT {JSON}", "{'count': 1}", 400, "parse_error"),
-    ("NaN", f"PUT {JSON}", '{"count": NaN}', 400, "parse_error"),
-    ("Infinity", f"PUT {JSON}", '{"count": Infinity}', 400, "parse_error"),
-    ("-Infinity", f"PATCH {MERGE}", '{"count": -Infinity}', 400, "parse_error"),
-    ("huge exponent float", f"PUT {JSON}", '{"count": 1e400}', 400, "parse_error"),
-    ("integer of 5000 digits", f"PUT {JSON}", '{"count": ' + "9" * 5000 + "}", 400, "not_durable"),
-    (
-        "merge patch: integer of 4301 digits",
-        f"PATCH {MERGE}",
-        '{"n": -1' + "0" * 4300 + "}",
-        400,
-        "not_durable",
-    ),
-    ("invalid UTF-8", f"PUT {JSON}", b'{"count": "\xff"}', 400, "parse_error"),
-    ("UTF-8 BOM", f"PUT {JSON}", b'\xef\xbb\xbf{"count": 1}', 400, "parse_error"),
-    ("deep nesting (recursion)", f"PUT {JSON}", nested(100_000), 400, "parse_error"),
-    ("nesting past MAX_DEPTH", f"PUT {JSON}", nested(300), 400, "parse_error"),
-    ("nesting just past the state limit", f"PUT {JSON}", nested(256), 400, "not_durable"),
-    ("NUL in a string", f"PUT {JSON}", '{"count": 1, "s": "a\\u0000"}', 400, "not_durable"),
-    ("NUL in a key", f"PATCH {MERGE}", '{"a\\u0000": 1}', 400, "not_durable"),
-    ("lone surrogate", f"PUT {JSON}", '{"count": 1, "s": "\\ud800"}', 400, "not_durable"),
-    ("schema: wrong type", f"PUT {JSON}", '{"count": "one"}', 400, "invalid_state"),
-    ("schema: below minimum", f"PATCH {MERGE}", '{"count": -1}', 400, "invalid_state"),
-    ("schema: missing member", f"PUT {JSON}", '{"items": []}', 400, "invalid_state"),
-    ("schema: not an object", f"PUT {JSON}", "[1, 2]", 400, "invalid_state"),
-    ("null state", f"PUT {JSON}", "null", 400, "null_state"),
-    ("merge patch null", f"PATCH {MERGE}", "null", 400, "null_state"),
-    ("json patch: not a list", f"PATCH {PATCH}", '{"op": "add"}', 400, "invalid_patch"),
-    (
-        "json patch: unknown op",
-        f"PATCH {PATCH}",
-        '[{"op": "spam", "path": "/a"}]',
-        400,
-        "invalid_patch",
-    ),
-    (
-        "json patch: no value",
-        f"PATCH {PATCH}",
-        '[{"op": "add", "path": "/a"}]',
-        400,
-        "invalid_patch",
-    ),
-    (
-        "json patch: bad pointer",
-        f"PATCH {PATCH}",
-        '[{"op": "remove", "path": "a"}]',
-        400,
-        "invalid_patch",
-    ),
-    (
-        "json patch: bad escape",
-        f"PATCH {PATCH}",
-        '[{"op": "remove", "path": "/~2"}]',
-        400,
-        "invalid_patch",
-    ),
-    (
-        "json patch: missing path",
-        f"PATCH {PATCH}",
-        '[{"op": "remove", "path": "/nope"}]',
-        409,
-        "patch_conflict",
-    ),
-    (
-        "json patch: index out of range",
-        f"PATCH {PATCH}",
-        '[{"op": "add", "path": "/items/5", "value": 1}]',
-        409,
-        "patch_conflict",
-    ),
-    (
-        "json patch: failing test",
-        f"PATCH {PATCH}",
-        '[{"op": "test", "path": "/count", "value": 2},'
-        ' {"op": "replace", "path": "/count", "value": 5}]',
-        409,
-        "patch_test_failed",
-    ),
-    (
-        "json patch: schema rejects result",
-        f"PATCH {PATCH}",
-        '[{"op": "remove", "path": "/count"}]',
-        400,
-        "invalid_state",
-    ),
-    (
-        "json patch: null document",
-        f"PATCH {PATCH}",
-        '[{"op": "replace", "path": "", "value": null}]',
-        400,
-        "null_state",
-    ),
-    ("text/plain", "PUT text/plain", '{"count": 2}', 415, "unsupported_media_type"),
-    ("form", "PUT application/x-www-form-urlencoded", "count=2", 415, "unsupported_media_type"),
-    ("JSON to PATCH", f"PATCH {JSON}", '{"count": 2}', 415, "unsupported_media_type"),
-    ("merge patch to PUT", f"PUT {MERGE}", '{"count": 2}', 415, "unsupported_media_type"),
-    ("empty body", f"PUT {JSON}", "", 400, "body_required"),
-    ("empty patch body", f"PATCH {MERGE}", "", 400, "body_required"),
+    (case, request_line, body, STATUS[code], code)
+    for code, cases in BAD_BODIES_BY_CODE.items()
+    for case, request_line, body in cases
 ]
 
 
