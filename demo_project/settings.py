@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from demo_project.dburl import parse_database_url, sqlite_database
+from demo_project.shared_settings import *  # noqa: F403
+from demo_project.shared_settings import INSTALLED_APPS, MIDDLEWARE
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -27,46 +29,15 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "demo-only-insecure-secret-key"
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") != "0"
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
 
-INSTALLED_APPS = [
-    "django.contrib.admin",
-    "django.contrib.auth",
-    "django.contrib.contenttypes",
-    "django.contrib.sessions",
-    "django.contrib.messages",
-    "django.contrib.staticfiles",
-    "rest_framework",
-    "drf_spectacular",
-    "yieldstar_django",
-    "demo_project.demo",
-]
-
+INSTALLED_APPS = [*INSTALLED_APPS, "demo_project.demo"]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    *MIDDLEWARE,
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "demo_project.urls"
 WSGI_APPLICATION = "demo_project.wsgi.application"
-
-TEMPLATES = [
-    {
-        "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
-        "APP_DIRS": True,
-        "OPTIONS": {
-            "context_processors": [
-                "django.template.context_processors.request",
-                "django.contrib.auth.context_processors.auth",
-                "django.contrib.messages.context_processors.messages",
-            ],
-        },
-    },
-]
 
 DATABASES: dict[str, dict[str, Any]] = {
     "default": (
@@ -75,25 +46,11 @@ DATABASES: dict[str, dict[str, Any]] = {
         else sqlite_database(VAR_DIR / "demo.sqlite3", timeout=20)
     )
 }
-DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
-USE_I18N = True
-USE_TZ = True
-STATIC_URL = "static/"
-
-REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
-    ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-}
 SPECTACULAR_SETTINGS = {"TITLE": "yieldstar demo", "VERSION": "0.1.0"}
 
-# Celery reads every CELERY_* setting (see demo_project/celery.py).
+# Celery reads every CELERY_* setting (see demo_project/celery.py); the shared ones are in
+# demo_project/shared_settings.py.
 if os.environ.get("CELERY_BROKER_URL"):
     CELERY_BROKER_URL = os.environ["CELERY_BROKER_URL"]
 else:
@@ -109,8 +66,3 @@ else:
         "processed_folder": str(BROKER_DIR / "processed"),
         "control_folder": str(BROKER_DIR / "control"),
     }
-CELERY_TASK_SERIALIZER = "json"
-CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-
-YIELDSTAR: dict[str, Any] = {}

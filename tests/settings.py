@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from demo_project.dburl import parse_database_url, sqlite_database
+from demo_project.shared_settings import *  # noqa: F403
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -23,42 +24,7 @@ SECRET_KEY = "tests-only-insecure-secret-key"
 DEBUG = False
 ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
 
-INSTALLED_APPS = [
-    "django.contrib.admin",
-    "django.contrib.auth",
-    "django.contrib.contenttypes",
-    "django.contrib.sessions",
-    "django.contrib.messages",
-    "django.contrib.staticfiles",  # the admin's CSS and JS for live_server (browser tests)
-    "rest_framework",
-    "drf_spectacular",
-    "yieldstar_django",
-]
-
-MIDDLEWARE = [
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-]
-
 ROOT_URLCONF = "tests.urls"
-
-TEMPLATES = [
-    {
-        "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
-        "APP_DIRS": True,
-        "OPTIONS": {
-            "context_processors": [
-                "django.template.context_processors.request",
-                "django.contrib.auth.context_processors.auth",
-                "django.contrib.messages.context_processors.messages",
-            ],
-        },
-    },
-]
 
 
 def _database() -> dict[str, Any]:
@@ -82,27 +48,7 @@ DATABASES["sqlite"] = {
     **sqlite_database(_SQLITE_PATH, timeout=20.0),
     "TEST": {"NAME": str(_SQLITE_PATH.with_name(f"test_{_SQLITE_PATH.name}"))},
 }
-DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-
-USE_TZ = True
-TIME_ZONE = "UTC"
-LANGUAGE_CODE = "en-us"
-STATIC_URL = "static/"
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
-REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
-    ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-}
-
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
-CELERY_TASK_SERIALIZER = "json"
-CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-
-YIELDSTAR: dict[str, Any] = {}
