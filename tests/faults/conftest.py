@@ -32,6 +32,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from tests.e2e.conftest import (
     ROOT,
@@ -258,21 +259,20 @@ class Faults:
 
     # -- reading the outcome -------------------------------------------------------------
 
-    def statuses(self) -> dict[str, str]:
+    def _column(self, column: str) -> dict[str, Any]:
+        """One column of the test's executions, by execution id."""
+        query = sql.SQL("SELECT id, {} FROM yieldstar_execution WHERE id = ANY(%s)")
         with self.cluster.connect() as conn:
-            rows = conn.execute(
-                "SELECT id, status FROM yieldstar_execution WHERE id = ANY(%s)",
-                [self.executions],
-            ).fetchall()
-        return {row[0]: row[1] for row in rows}
+            rows = conn.execute(query.format(sql.Identifier(column)), [self.executions]).fetchall()
+        return dict(rows)
+
+    def statuses(self) -> dict[str, str]:
+        return self._column("status")
 
     def results(self) -> dict[str, Any]:
-        with self.cluster.connect() as conn:
-            rows = conn.execute(
-                "SELECT id, result_json FROM yieldstar_execution WHERE id = ANY(%s)",
-                [self.executions],
-            ).fetchall()
-        return {row[0]: json.loads(row[1]) if row[1] else None for row in rows}
+        return {
+            e: json.loads(raw) if raw else None for e, raw in self._column("result_json").items()
+        }
 
     def finished(self) -> bool:
         statuses = self.statuses()
@@ -405,7 +405,9 @@ class Faults:
 
 
 @pytest.fixture
-def redis_broker(redis_server: Any) -> Broker:
+def broker(redis_server: Any) -> Broker:
+    """The broker a test's world (``faults``) runs on: Redis. A test module that needs
+    another overrides this fixture (``test_broker_outage``: ``cut_broker``)."""
     return Broker(
         "redis", f"redis://127.0.0.1:{redis_server.port}/0", redis_server.stop, redis_server.start
     )
@@ -428,29 +430,15 @@ def cut_broker(request: pytest.FixtureRequest, redis_server: Any) -> Iterator[Br
 
 
 @pytest.fixture
-def faults_cut_broker(
-    request: pytest.FixtureRequest, pg_cluster: PgCluster, cut_broker: Broker, tmp_path: Path
+def faults(
+    request: pytest.FixtureRequest, pg_cluster: PgCluster, broker: Broker, tmp_path: Path
 ) -> Iterator[Faults]:
-    """A test's world on a broker it can cut (once per broker)."""
-    yield from make_faults(request, pg_cluster, cut_broker, tmp_path)
-
-
-def make_faults(
-    request: pytest.FixtureRequest, cluster: PgCluster, broker: Broker, tmp: Path
-) -> Iterator[Faults]:
-    faults = Faults(f"{request.node.name}", cluster, broker, tmp)
+    """A test's world on ``broker``; every process it started is stopped afterwards."""
+    faults = Faults(f"{request.node.name}", pg_cluster, broker, tmp_path)
     try:
         yield faults
     finally:
         faults.stop_all()
-
-
-@pytest.fixture
-def faults(
-    request: pytest.FixtureRequest, pg_cluster: PgCluster, redis_broker: Broker, tmp_path: Path
-) -> Iterator[Faults]:
-    """A test's world on the Redis broker."""
-    yield from make_faults(request, pg_cluster, redis_broker, tmp_path)
 
 
 def percentile(values: list[float], fraction: float) -> float:

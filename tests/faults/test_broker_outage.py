@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 
-from .conftest import FAULT_MARKS, Faults, wait_until
+import pytest
+
+from .conftest import FAULT_MARKS, Broker, Faults, wait_until
 from .workload import fill_queue, start_drain
 
 pytestmark = FAULT_MARKS
@@ -13,8 +15,13 @@ pytestmark = FAULT_MARKS
 OUTAGE = 30.0
 
 
-def test_broker_unreachable_for_30s_while_500_commits_happen(faults_cut_broker: Faults) -> None:
-    faults = faults_cut_broker
+@pytest.fixture
+def broker(cut_broker: Broker) -> Broker:
+    """The worlds of this module run on a broker the test can cut (once per broker)."""
+    return cut_broker
+
+
+def test_broker_unreachable_for_30s_while_500_commits_happen(faults: Faults) -> None:
     faults.start_workers()
     faults.start_relay()
     queue_ids = [fill_queue(faults, 0) for _ in range(25)]
