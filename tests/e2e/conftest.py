@@ -30,6 +30,9 @@ import pytest
 from celery import Celery
 from django.test import override_settings
 
+from yieldstar_django.models import ExecutionStep
+from yieldstar_django.runtime import get_execution
+
 from .proxy import TcpProxy
 from .timing import E2E_YIELDSTAR
 
@@ -249,6 +252,31 @@ class Process:
                 self.popen.wait(15)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def attempts(marker_dir: Path) -> list[str]:
+    """The pids of the attempts at ``e2e.slow_step``'s first step, one line each."""
+    path = marker_dir / "attempts"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def kill_mid_step_and_rescue(
+    e2e: Env, doomed: Process, execution_id: str, marker_dir: Path, timeout: float = 90.0
+) -> None:
+    """SIGKILL ``doomed`` in the middle of ``e2e.slow_step``'s first step, start a
+    ``rescuer`` worker and wait for the execution to complete there: the step ran again
+    in the new worker (twice in all) and was recorded once."""
+    doomed.kill()
+    e2e.start_worker("rescuer")
+    wait_until(
+        "the execution to complete", lambda: get_execution(execution_id).is_finished, timeout
+    )
+    execution = get_execution(execution_id)
+    assert execution.status == "completed", execution.error
+    assert execution.result[0] == 2
+    assert len(attempts(marker_dir)) == 2
+    assert ExecutionStep.objects.filter(execution_id=execution_id, step_key="0").count() == 1
+    assert execution.runs >= 2
 
 
 @pytest.fixture(scope="module")

@@ -26,17 +26,12 @@ import pytest
 from yieldstar_django.models import Execution, ExecutionStep, WakeIntent
 from yieldstar_django.runtime import get_execution, start_workflow
 
-from .conftest import E2E_MARKS, Env, Process, wait_until
+from .conftest import E2E_MARKS, Env, Process, attempts, kill_mid_step_and_rescue, wait_until
 
 pytestmark = [*E2E_MARKS, pytest.mark.django_db(transaction=True)]
 
 #: Kills per broker in ``test_recovery_time_after_worker_kills``.
 KILLS = int(os.environ.get("YIELDSTAR_RECOVERY_KILLS", "20"))
-
-
-def attempts(directory: Path) -> list[str]:
-    path = directory / "attempts"
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def holder(workers: list[Process], pid: int) -> Process:
@@ -63,12 +58,7 @@ def test_a_worker_killed_after_renewing_its_lease_is_taken_over(e2e: Env, tmp_pa
         ),
         30,
     )
-    doomed.kill()
-    e2e.start_worker("rescuer")
-    wait_until("the execution to complete", lambda: get_execution(eid).is_finished, 60)
-    execution = get_execution(eid)
-    assert execution.status == "completed", execution.error
-    assert execution.result[0] == 2
+    kill_mid_step_and_rescue(e2e, doomed, eid, tmp_path, timeout=60)
     e2e.stop_all()
 
 
