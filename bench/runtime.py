@@ -42,6 +42,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.polling import wait_until
+
 from .databases import create_database
 from .table import Row, Series
 
@@ -132,11 +134,8 @@ class Worker:
 
 
 def _wait(what: str, done: Callable[[], bool], timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"benchmark timed out waiting for {what}")
-        time.sleep(0.01)
+    """Wait for ``done`` as a benchmark does: patiently, and looking every 10 ms."""
+    wait_until(what, done, timeout, interval=0.01)
 
 
 def _quantile(samples: list[float], q: float) -> float:

@@ -20,7 +20,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ import pytest
 from celery import Celery
 from django.test import override_settings
 
+from tests.polling import wait_until
 from yieldstar_django.models import ExecutionStep
 from yieldstar_django.runtime import get_execution
 
@@ -56,15 +56,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 60.0) -> None:
-    """Poll ``check`` every 50 ms until it holds; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.05)
 
 
 @dataclass
