@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,10 +24,6 @@ URL = "/yieldstar/stores/api-counter/bad/"
 JSON = "application/json"
 MERGE = "application/merge-patch+json"
 PATCH = "application/json-patch+json"
-# The request lines (method, content type) most cases send.
-PUT_JSON = f"PUT {JSON}"
-MERGE_PATCH = f"PATCH {MERGE}"
-JSON_PATCH = f"PATCH {PATCH}"
 
 
 @pytest.fixture
@@ -39,95 +37,34 @@ def nested(depth: int) -> str:
     return '{"count": 0, "items": ' + "[" * depth + "]" * depth + "}"
 
 
-# The HTTP status each error code comes with.
-STATUS = {
-    "parse_error": 400,
-    "not_durable": 400,
-    "invalid_state": 400,
-    "null_state": 400,
-    "invalid_patch": 400,
-    "patch_conflict": 409,
-    "patch_test_failed": 409,
-    "unsupported_media_type": 415,
-    "body_required": 400,
-}
-
-# By the error code each body must be refused with: (case, method/content type, raw body).
-BAD_BODIES_BY_CODE: dict[str, list[tuple[str, str, str | bytes]]] = {
+# Bodies built by code, by the error code they are refused with: (case, request line, body).
+BUILT_BODIES: dict[str, list[tuple[str, str, str | bytes]]] = {
     "parse_error": [
-        ("truncated JSON", PUT_JSON, '{"count":'),
-        ("trailing garbage", PUT_JSON, '{"count": 1} x'),
-        ("single quotes", PUT_JSON, "{'count': 1}"),
-        ("NaN", PUT_JSON, '{"count": NaN}'),
-        ("Infinity", PUT_JSON, '{"count": Infinity}'),
-        ("-Infinity", MERGE_PATCH, '{"count": -Infinity}'),
-        ("huge exponent float", PUT_JSON, '{"count": 1e400}'),
-        ("invalid UTF-8", PUT_JSON, b'{"count": "\xff"}'),
-        ("UTF-8 BOM", PUT_JSON, b'\xef\xbb\xbf{"count": 1}'),
-        ("deep nesting (recursion)", PUT_JSON, nested(100_000)),
-        ("nesting past MAX_DEPTH", PUT_JSON, nested(300)),
+        ("invalid UTF-8", f"PUT {JSON}", b'{"count": "\xff"}'),
+        ("UTF-8 BOM", f"PUT {JSON}", b'\xef\xbb\xbf{"count": 1}'),
+        ("deep nesting (recursion)", f"PUT {JSON}", nested(100_000)),
+        ("nesting past MAX_DEPTH", f"PUT {JSON}", nested(300)),
     ],
     "not_durable": [
-        ("integer of 5000 digits", PUT_JSON, '{"count": ' + "9" * 5000 + "}"),
-        ("merge patch: integer of 4301 digits", MERGE_PATCH, '{"n": -1' + "0" * 4300 + "}"),
-        ("nesting just past the state limit", PUT_JSON, nested(256)),
-        ("NUL in a string", PUT_JSON, '{"count": 1, "s": "a\\u0000"}'),
-        ("NUL in a key", MERGE_PATCH, '{"a\\u0000": 1}'),
-        ("lone surrogate", PUT_JSON, '{"count": 1, "s": "\\ud800"}'),
-    ],
-    "invalid_state": [
-        ("schema: wrong type", PUT_JSON, '{"count": "one"}'),
-        ("schema: below minimum", MERGE_PATCH, '{"count": -1}'),
-        ("schema: missing member", PUT_JSON, '{"items": []}'),
-        ("schema: not an object", PUT_JSON, "[1, 2]"),
-        ("json patch: schema rejects result", JSON_PATCH, '[{"op": "remove", "path": "/count"}]'),
-    ],
-    "null_state": [
-        ("null state", PUT_JSON, "null"),
-        ("merge patch null", MERGE_PATCH, "null"),
-        ("json patch: null document", JSON_PATCH, '[{"op": "replace", "path": "", "value": null}]'),
-    ],
-    "invalid_patch": [
-        ("json patch: not a list", JSON_PATCH, '{"op": "add"}'),
-        ("json patch: unknown op", JSON_PATCH, '[{"op": "spam", "path": "/a"}]'),
-        ("json patch: no value", JSON_PATCH, '[{"op": "add", "path": "/a"}]'),
-        ("json patch: bad pointer", JSON_PATCH, '[{"op": "remove", "path": "a"}]'),
-        ("json patch: bad escape", JSON_PATCH, '[{"op": "remove", "path": "/~2"}]'),
-    ],
-    "patch_conflict": [
-        ("json patch: missing path", JSON_PATCH, '[{"op": "remove", "path": "/nope"}]'),
-        (
-            "json patch: index out of range",
-            JSON_PATCH,
-            '[{"op": "add", "path": "/items/5", "value": 1}]',
-        ),
-    ],
-    "patch_test_failed": [
-        (
-            "json patch: failing test",
-            JSON_PATCH,
-            '[{"op": "test", "path": "/count", "value": 2},'
-            ' {"op": "replace", "path": "/count", "value": 5}]',
-        ),
-    ],
-    "unsupported_media_type": [
-        ("text/plain", "PUT text/plain", '{"count": 2}'),
-        ("form", "PUT application/x-www-form-urlencoded", "count=2"),
-        ("JSON to PATCH", f"PATCH {JSON}", '{"count": 2}'),
-        ("merge patch to PUT", f"PUT {MERGE}", '{"count": 2}'),
-    ],
-    "body_required": [
-        ("empty body", PUT_JSON, ""),
-        ("empty patch body", MERGE_PATCH, ""),
+        ("integer of 5000 digits", f"PUT {JSON}", '{"count": ' + "9" * 5000 + "}"),
+        ("merge patch: integer of 4301 digits", f"PATCH {MERGE}", '{"n": -1' + "0" * 4300 + "}"),
+        ("nesting just past the state limit", f"PUT {JSON}", nested(256)),
     ],
 }
 
-# (case, method/content type, raw body, status, code)
-BAD_BODIES: list[tuple[str, str, str | bytes, int, str]] = [
-    (case, request_line, body, STATUS[code], code)
-    for code, cases in BAD_BODIES_BY_CODE.items()
-    for case, request_line, body in cases
-]
+
+def bad_bodies() -> list[tuple[str, str, str | bytes, int, str]]:
+    """(case, request line, raw body, status, code): the cases of ``bad_bodies.toml``
+    and ``BUILT_BODIES``."""
+    table = tomllib.loads((Path(__file__).parent / "bad_bodies.toml").read_text("utf-8"))
+    return [
+        (case, request_line, body, entry["status"], code)
+        for code, entry in table.items()
+        for case, request_line, body in [*entry["cases"], *BUILT_BODIES.get(code, [])]
+    ]
+
+
+BAD_BODIES = bad_bodies()
 
 
 @pytest.mark.parametrize(
