@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from yieldstar_django.core.definition import StoreDefinition
-from yieldstar_django.models import Waiter
+from yieldstar_django.models import AppliedStep, Execution, ExecutionStep, Waiter
 from yieldstar_django.runtime import Step, executions, get_execution, start_workflow
 from yieldstar_django.runtime.executions import run_execution
 from yieldstar_django.runtime.leases import acquire_lease
@@ -69,6 +69,30 @@ def test_a_woken_take_reaches_its_heap_row_in_two_statements(pg: Runtime) -> Non
     assert not [s for s in statements if s.startswith("DELETE") and "yieldstar_waiter" in s]
     assert get_execution(eid).result == "job"
     assert not Waiter.objects.filter(execution_id=eid).exists()
+
+
+def test_a_woken_take_whose_lease_is_lost_commits_nothing(
+    pg: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The heap row of a woken take is fenced by the lease, in the transaction of the
+    store's commit: a lease taken over between the acquisition and the commit rolls the
+    commit back, so the store keeps its item, the ledger has no row, the heap row stays
+    pending, and the run ends ``LOST``."""
+    inbox, eid = waiting_take(pg)
+    pushed = pg.client.update_store(inbox, "q", updater=lambda d: d["items"].append("job"))
+
+    def acquire_then_lose(execution_id: str) -> Any:
+        lease = acquire_lease(execution_id)
+        assert lease is not None
+        Execution.objects.filter(pk=execution_id).update(lease_owner="successor")
+        return lease
+
+    monkeypatch.setattr(executions, "acquire_lease", acquire_then_lose)
+    assert run_execution(eid) == executions.ResumeResult.LOST
+    after = pg.client.get_store(inbox, "q")
+    assert (after.state, after.version) == ({"items": ["job"]}, pushed.version)
+    assert not AppliedStep.objects.filter(execution_id=eid).exists()
+    assert ExecutionStep.objects.get(execution_id=eid, step_key="0").status == "pending"
 
 
 def test_only_the_lease_commit_skips_the_flush(pg: Runtime) -> None:
