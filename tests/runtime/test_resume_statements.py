@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import AppliedStep, Execution, ExecutionStep, Waiter
-from yieldstar_django.runtime import Step, executions, get_execution, start_workflow
+from yieldstar_django.runtime import Step, executions, get_execution, start_workflow, statements
 from yieldstar_django.runtime.executions import run_execution
 from yieldstar_django.runtime.leases import acquire_lease
 
@@ -93,6 +93,19 @@ def test_a_woken_take_whose_lease_is_lost_commits_nothing(
     assert (after.state, after.version) == ({"items": ["job"]}, pushed.version)
     assert not AppliedStep.objects.filter(execution_id=eid).exists()
     assert ExecutionStep.objects.get(execution_id=eid, step_key="0").status == "pending"
+
+
+def test_a_large_store_is_not_read_with_the_lease(pg: Runtime) -> None:
+    """A waited store whose state is over ``MAX_READ_AHEAD`` bytes is left out of the
+    acquisition (a wake carries no megabytes it may not use): the take reads it itself."""
+    inbox, eid = waiting_take(pg)
+    big = "x" * (statements.MAX_READ_AHEAD + 1)
+    pg.client.update_store(inbox, "q", updater=lambda d: d["items"].append(big))
+    lease = acquire_lease(eid)
+    assert lease is not None and lease.reads == {}
+    Execution.objects.filter(pk=eid).update(lease_owner="")  # as if that run had ended
+    run_execution(eid)
+    assert get_execution(eid).result == big
 
 
 def test_only_the_lease_commit_skips_the_flush(pg: Runtime) -> None:

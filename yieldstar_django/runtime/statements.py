@@ -195,10 +195,16 @@ def _acquire_lease_sql(
     )
 
 
+#: The largest store state (bytes of its JSON) the lease acquisition reads ahead: a woken
+#: step of a larger store reads it itself, so a wake never carries megabytes it may not use.
+MAX_READ_AHEAD = 64 * 1024
+
+
 def _reads_sql(connection: BaseDatabaseWrapper, execution_id: str) -> str:
     """The stores the acquired execution waits on, each as ``[step key, store name, store
     id, instance id, version, state, the step's ledger result or null]``: what the woken
-    steps would read first (``READ_STORE_AND_STEP``), read with the lease."""
+    steps would read first (``READ_STORE_AND_STEP``), read with the lease; none whose
+    state is over ``MAX_READ_AHEAD`` bytes."""
     w = _columns(connection, Waiter)
     i = _columns(connection, StoreInstance)
     a = _columns(connection, AppliedStep)
@@ -210,7 +216,8 @@ def _reads_sql(connection: BaseDatabaseWrapper, execution_id: str) -> str:
         f"LEFT JOIN {_table(connection, AppliedStep)} a ON a.{a('store_name')} = i.{i('name')} "
         f"AND a.{a('store_id')} = i.{i('store_id')} AND a.{a('execution_id')} = "
         f"w.{w('execution_id')} AND a.{a('step_key')} = w.{w('step_key')} "
-        f"WHERE w.{w('execution_id')} = acquired.{execution_id}"
+        f"WHERE w.{w('execution_id')} = acquired.{execution_id} "
+        f"AND octet_length(i.{i('state')}) <= {MAX_READ_AHEAD}"
     )
 
 
