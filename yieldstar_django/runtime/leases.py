@@ -185,22 +185,31 @@ class _LeaseKeeper:
     """One daemon thread per process that renews every lease held in the process every
     third of ``LEASE_SECONDS`` (a run shorter than that costs no thread and no query).
 
-    It opens a database connection only to renew, and closes it after each round.
+    It opens a database connection only to renew, and closes it after each round. A lease
+    added while it sleeps wakes it, so the first renewal is never later than its interval
+    (an idle keeper sleeps up to a second). A round that fails is logged and the keeper
+    goes on; a keeper thread that is gone (or was left in the parent of a fork) is started
+    again by the next ``add``.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._due: dict[int, tuple[Lease, float]] = {}
         self._wakeup = threading.Event()
+        self._thread: threading.Thread | None = None
         self._pid: int | None = None
 
     def add(self, lease: Lease) -> None:
         with self._lock:
             self._due[id(lease)] = (lease, time.monotonic() + _renew_interval())
-            if self._pid != os.getpid():  # first use in this (possibly forked) process
+            thread = self._thread
+            if thread is None or self._pid != os.getpid() or not thread.is_alive():
                 self._pid = os.getpid()
-                thread = threading.Thread(target=self._loop, name="yieldstar-leases", daemon=True)
-                thread.start()
+                self._thread = threading.Thread(
+                    target=self._loop, name="yieldstar-leases", daemon=True
+                )
+                self._thread.start()
+        self._wakeup.set()
 
     def remove(self, lease: Lease) -> None:
         with self._lock:
@@ -214,12 +223,14 @@ class _LeaseKeeper:
                 soonest = min((at for _, at in self._due.values()), default=now + 1.0)
             if not due:
                 self._wakeup.wait(min(max(soonest - now, 0.01), 1.0))
+                self._wakeup.clear()  # an add() after this sets it again; one before is in _due
                 continue
             try:
                 for lease in due:
                     self._renew(lease)
-            finally:
                 connections.close_all()
+            except Exception:
+                logger.exception("the lease keeper's round failed; it goes on")
 
     def _renew(self, lease: Lease) -> None:
         try:
