@@ -198,10 +198,12 @@ class _LeaseKeeper:
         self._wakeup = threading.Event()
         self._thread: threading.Thread | None = None
         self._pid: int | None = None
+        self._asleep_until = 0.0  # when the keeper's current sleep ends (monotonic)
 
     def add(self, lease: Lease) -> None:
         with self._lock:
-            self._due[id(lease)] = (lease, time.monotonic() + _renew_interval())
+            due = time.monotonic() + _renew_interval()
+            self._due[id(lease)] = (lease, due)
             thread = self._thread
             if thread is None or self._pid != os.getpid() or not thread.is_alive():
                 self._pid = os.getpid()
@@ -209,7 +211,9 @@ class _LeaseKeeper:
                     target=self._loop, name="yieldstar-leases", daemon=True
                 )
                 self._thread.start()
-        self._wakeup.set()
+            early = due < self._asleep_until
+        if early:  # (a lease due no earlier than the keeper wakes wakes no one)
+            self._wakeup.set()
 
     def remove(self, lease: Lease) -> None:
         with self._lock:
@@ -221,8 +225,11 @@ class _LeaseKeeper:
                 now = time.monotonic()
                 due = [lease for lease, at in self._due.values() if at <= now]
                 soonest = min((at for _, at in self._due.values()), default=now + 1.0)
+                if not due:
+                    sleep = min(max(soonest - now, 0.01), 1.0)
+                    self._asleep_until = now + sleep
             if not due:
-                self._wakeup.wait(min(max(soonest - now, 0.01), 1.0))
+                self._wakeup.wait(sleep)
                 self._wakeup.clear()  # an add() after this sets it again; one before is in _due
                 continue
             try:
