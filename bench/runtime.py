@@ -488,7 +488,7 @@ def run(quick: bool = False) -> list[Row]:
         Series("wake-latency", "yieldstar: update_store call -> take recorded",
                [_ms(x) for x in ours_call]),
         Series("wake-latency", "Celery: send_task -> task starts", [_ms(x) for x in celery]),
-        Series("wake-latency", "Celery: send_task, no result -> task starts",
+        Series("wake-latency", "Celery, no result: send_task -> starts",
                [_ms(x) for x in celery_unawaited]),
         Series("wake-latency", "DBOS: send -> recv returns", [_ms(x) for x in notify])
         if dbos is not None
