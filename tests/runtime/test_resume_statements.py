@@ -95,6 +95,26 @@ def test_a_woken_take_whose_lease_is_lost_commits_nothing(
     assert ExecutionStep.objects.get(execution_id=eid, step_key="0").status == "pending"
 
 
+def test_a_take_finding_nothing_in_the_lease_read_reads_again(
+    pg: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row read with the lease is older than the take: a take that finds nothing in it
+    does not return unmatched on it (a stale read: an item pushed before the take began
+    would be missed, the fault suite's checker flags it); it reads the store again, as a
+    remembered snapshot is confirmed, and takes the item in the same run."""
+    inbox, eid = waiting_take(pg)
+
+    def acquire_then_push(execution_id: str) -> Any:
+        lease = acquire_lease(execution_id)
+        assert lease is not None and lease.reads, "the acquisition read the empty store"
+        pg.client.update_store(inbox, "q", updater=lambda d: d["items"].append("job"))
+        return lease
+
+    monkeypatch.setattr(executions, "acquire_lease", acquire_then_push)
+    assert run_execution(eid) == executions.ResumeResult.FINISHED
+    assert get_execution(eid).result == "job"
+
+
 def test_a_large_store_is_not_read_with_the_lease(pg: Runtime) -> None:
     """A waited store whose state is over ``MAX_READ_AHEAD`` bytes is left out of the
     acquisition (a wake carries no megabytes it may not use): the take reads it itself."""

@@ -147,17 +147,11 @@ class DatabaseStoreClient(CasStoreClient):
 
         For the start of an operation with a step id: a recorded result (the first item)
         wins, and the row is used only when there is none. Both lookups read one snapshot,
-        as if the ledger were looked up just before the row was read. A read the current
-        ``CommitHook`` holds for this store and step is used instead, once.
+        as if the ledger were looked up just before the row was read.
         """
         check_store(definition.name, id)
         check_step(step_id)
         name = definition.name
-        hooked = current_hook.get()
-        if hooked is not None and hooked[0] == self.using and hooked[1].reads:
-            known = hooked[1].reads.pop((name, id, step_id.execution_id, step_id.step_key), None)
-            if known is not None:
-                return known
         row = fetchone(
             self.connection,
             sql.READ_STORE_AND_STEP,
@@ -167,6 +161,16 @@ class DatabaseStoreClient(CasStoreClient):
         recorded, instance_id, version, state = row
         stored = None if instance_id is None else StoredState(instance_id, int(version), state)
         return (None if recorded is None else str(recorded)), stored
+
+    def known_read(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId
+    ) -> tuple[str | None, StoredState | None] | None:
+        """The read the current ``CommitHook`` holds for this store and step, once."""
+        hooked = current_hook.get()
+        if hooked is None or hooked[0] != self.using or not hooked[1].reads:
+            return None
+        key = (definition.name, id, step_id.execution_id, step_id.step_key)
+        return hooked[1].reads.pop(key, None)
 
     def list_stores(self, definition: StoreDefinition) -> list[str]:
         """Ids in ascending code-point order: ``COLLATE "C"`` (UTF-8 byte order) on

@@ -31,8 +31,11 @@ class CommitHook:
 
     ``reads`` holds rows the caller read ahead (a woken run's, with its lease): the store
     call's first read of a (store, step) found there is taken from it, once, instead of
-    the database. Any snapshot will do (the commit compares); the ledger result must be
-    one no one else can have recorded since (the step is the caller's, under its lease).
+    the database (``known_read``), as a remembered snapshot is: the commit compares, and
+    whatever would end the call without a commit (a take finding nothing, user code
+    raising) reads the store again, so the call never answers from a state older than
+    itself. The ledger result must be one no one else can have recorded since (the step
+    is the caller's, under its lease).
     """
 
     prepare: Callable[[StoreMutation], Callable[[], None]]

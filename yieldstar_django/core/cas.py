@@ -129,6 +129,14 @@ class CasStoreClient(StoreClient):
     ) -> str | None:
         """The ledger text recorded for (store name, store id, step), if any."""
 
+    def known_read(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId
+    ) -> tuple[str | None, StoredState | None] | None:
+        """What ``read_store_and_step`` would return, read ahead by the caller (a woken
+        run's, with its lease), once; ``None`` when there is none (the default). Its ledger
+        text is taken as final; its row is used as a remembered one is (speculatively)."""
+        return None
+
     def read_store_and_step(
         self, definition: StoreDefinition, id: str, step_id: StoreStepId
     ) -> tuple[str | None, StoredState | None]:
@@ -208,17 +216,22 @@ class CasStoreClient(StoreClient):
     def _begin(
         self, definition: StoreDefinition, id: str, step_id: StoreStepId | None, speculate: bool
     ) -> tuple[dict[str, Any] | None, StoredState | None, bool]:
-        """The start of a write: ``(None, remembered row, True)`` when ``speculate``, there
-        is no ``step_id`` and the client remembers the store (no round trip); else the
-        decoded ledger text of ``step_id`` (which wins over everything, so a replay runs no
-        user code and no argument check) or the store row, and ``False``."""
+        """The start of a write: ``(None, row, True)`` when ``speculate`` and a row is at
+        hand with no round trip, the client's remembered row (no ``step_id``) or the
+        caller's read-ahead of the store and step (``known_read``); else the decoded ledger
+        text of ``step_id`` (which wins over everything, so a replay runs no user code and
+        no argument check) or the store row, and ``False``. A speculative row may be older
+        than the operation: what would end it without a commit reads again."""
         if speculate and step_id is None:
             row = self.snapshots.get(definition.name, id)
             if row is not None:
                 return None, row, True
         if step_id is None:
             return None, self._read(definition, id), False
-        recorded, row = self.read_store_and_step(definition, id, step_id)
+        known = self.known_read(definition, id, step_id) if speculate else None
+        if known is not None and known[0] is None:
+            return None, known[1], True
+        recorded, row = known or self.read_store_and_step(definition, id, step_id)
         if recorded is not None:
             return _decode_record(recorded), None, False
         self._remember(definition, id, row)
