@@ -39,14 +39,11 @@ def commit_mutation(
     """Commit ``m`` with ``yieldstar_commit_mutation_v3``, removing the waiters of the
     ``unwait`` step keys of its step's execution."""
     match = path_match(m.changed_paths)
-    row = fetchone(
+    return _call(
         connection,
-        sql.COMMIT_CALL,
-        [
-            m.definition.name,
-            m.id,
-            m.expected.instance_id,
-            m.expected.version,
+        m,
+        m.expected,
+        new_state=(
             m.created,
             m.expected.encoded,
             m.encoded_state,
@@ -54,42 +51,54 @@ def commit_mutation(
             match.wake_all,
             match.read_keys,
             match.prefix_keys,
-            m.step_id.execution_id if m.step_id else None,
-            m.step_id.step_key if m.step_id else None,
-            m.encoded_result,
-            m.operation,
+        ),
+        history=(
             yieldstar_settings.VERSION_HISTORY_KEEP_STATE,
             yieldstar_settings.VERSION_HISTORY_LIMIT,
-            float(yieldstar_settings.RELAY_DELAY),
-            list(unwait) if unwait else None,
-        ],
+        ),
+        unwait=list(unwait) if unwait else None,
     )
-    assert row is not None
-    return _outcome(row)
 
 
 def commit_deletion(connection: BaseDatabaseWrapper, d: StoreDeletion) -> Committed:
     """Delete a store with ``yieldstar_commit_mutation_v3`` (a ``'delete'`` operation:
     only the identifying, step and relay-delay arguments apply)."""
-    expected, step_id = d.expected, d.step_id
+    return _call(connection, d, d.expected)
+
+
+#: The arguments of a commit without a new state (a deletion): created, initial state,
+#: state, changed paths, wake all, read keys, prefix keys.
+NO_NEW_STATE: tuple[Any, ...] = (False, None, None, None, None, None, None)
+
+
+def _call(
+    connection: BaseDatabaseWrapper,
+    commit: StoreMutation | StoreDeletion,
+    expected: StoredState | None,
+    *,
+    new_state: tuple[Any, ...] = NO_NEW_STATE,
+    history: tuple[Any, ...] = (None, None),
+    unwait: list[str] | None = None,
+) -> Committed:
+    """``COMMIT_CALL`` with ``commit``'s store, comparison, step and operation, and the
+    mutation's own arguments (``new_state``, ``history``: keep state and limit)."""
+    step_id = commit.step_id
     row = fetchone(
         connection,
         sql.COMMIT_CALL,
         [
-            d.definition.name,
-            d.id,
+            commit.definition.name,
+            commit.id,
             expected.instance_id if expected else None,
             expected.version if expected else None,
-            False,
-            *[None] * 6,
+            *new_state,
             step_id.execution_id if step_id else None,
             step_id.step_key if step_id else None,
-            d.encoded_result,
-            d.operation,
-            None,
-            None,
+            commit.encoded_result,
+            commit.operation,
+            *history,
             float(yieldstar_settings.RELAY_DELAY),
-            None,
+            unwait,
         ],
     )
     assert row is not None

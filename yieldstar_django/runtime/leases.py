@@ -17,7 +17,6 @@ unacknowledged wake intent that the relay will deliver, or waiters and no due wa
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import uuid
@@ -188,8 +187,8 @@ class _LeaseKeeper:
     It opens a database connection only to renew, and closes it after each round. A lease
     added while it sleeps wakes it, so the first renewal is never later than its interval
     (an idle keeper sleeps up to a second). A round that fails is logged and the keeper
-    goes on; a keeper thread that is gone (or was left in the parent of a fork) is started
-    again by the next ``add``.
+    goes on; a keeper thread that is gone (in a forked child, the parent's is not alive) is
+    started again by the next ``add``.
     """
 
     def __init__(self) -> None:
@@ -197,16 +196,13 @@ class _LeaseKeeper:
         self._due: dict[int, tuple[Lease, float]] = {}
         self._wakeup = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pid: int | None = None
         self._asleep_until = 0.0  # when the keeper's current sleep ends (monotonic)
 
     def add(self, lease: Lease) -> None:
         with self._lock:
             due = time.monotonic() + _renew_interval()
             self._due[id(lease)] = (lease, due)
-            thread = self._thread
-            if thread is None or self._pid != os.getpid() or not thread.is_alive():
-                self._pid = os.getpid()
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._loop, name="yieldstar-leases", daemon=True
                 )
@@ -232,12 +228,12 @@ class _LeaseKeeper:
                 self._wakeup.wait(sleep)
                 self._wakeup.clear()  # an add() after this sets it again; one before is in _due
                 continue
+            for lease in due:
+                self._renew(lease)  # logs what it cannot renew
             try:
-                for lease in due:
-                    self._renew(lease)
                 connections.close_all()
             except Exception:
-                logger.exception("the lease keeper's round failed; it goes on")
+                logger.exception("the lease keeper could not close its connections; it goes on")
 
     def _renew(self, lease: Lease) -> None:
         try:
