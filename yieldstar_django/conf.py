@@ -305,6 +305,20 @@ resumes are idempotent. A number >= 0.
 """,
     )
 
+    PUBLISH_DURING_COMMIT = Setting[bool](
+        True,
+        rule=BOOLEAN,
+        doc="""\
+On PostgreSQL, a store commit made outside `transaction.atomic` hands its wakes to a
+`WAKE_BACKEND` marked `enqueues_only` (the Celery one is) while the database acknowledges
+its `COMMIT`, instead of after: a wake no longer waits for the commit's flush. A woken run
+that reads before the commit is visible loses nothing; it runs once more (see
+[waiters](../concepts/waiters.md#wakes-sent-during-a-commit)). Inside `transaction.atomic`
+wakes always go out when the outermost transaction commits. `False` sends them after
+every commit.
+""",
+    )
+
     RELAY_INTERVAL = Setting[float](
         0.5,
         rule=seconds_above(0),

@@ -145,7 +145,9 @@ EXIT_ENV = "YIELDSTAR_FAULTS_EXIT_AFTER_COMMIT"
 def install_exit_after_commit() -> None:
     """With the probability in ``YIELDSTAR_FAULTS_EXIT_AFTER_COMMIT``, end the process
     with ``os._exit`` right after a transaction that wrote wake intents commits, before
-    its ``on_commit`` hook hands the wakes over (the relay must deliver them)."""
+    its ``on_commit`` hook hands the wakes over (the relay must deliver them); or, for a
+    commit that publishes during its ``COMMIT`` (``PUBLISH_DURING_COMMIT``), right after
+    the ``COMMIT`` was sent, before the wakes are published."""
     chance = float(os.environ.get(EXIT_ENV) or 0)
     if not chance:
         return
@@ -158,15 +160,23 @@ def install_exit_after_commit() -> None:
     from yieldstar_django import wakes
 
     original = wakes.deliver_on_commit
+    original_publish = wakes.publish_during_commit
 
     def deliver_on_commit(pending: Any, *, using: str = "default") -> None:
         if pending and random.random() < chance:
             transaction.on_commit(lambda: os._exit(3), using=using)
         original(pending, using=using)
 
-    # Modules import the function by name: replace it wherever it is bound.
+    def publish_during_commit(pending: Any, *, using: str) -> Any:
+        if pending and random.random() < chance:
+            os._exit(3)  # the COMMIT is sent: the server commits it, then sees us gone
+        return original_publish(pending, using=using)
+
+    # Modules import the functions by name: replace them wherever they are bound.
     for name, module in list(sys.modules.items()):
-        if name.startswith("yieldstar_django") and (
-            getattr(module, "deliver_on_commit", None) is original
-        ):
+        if not name.startswith("yieldstar_django"):
+            continue
+        if getattr(module, "deliver_on_commit", None) is original:
             setattr(module, "deliver_on_commit", deliver_on_commit)  # noqa: B010
+        if getattr(module, "publish_during_commit", None) is original_publish:
+            setattr(module, "publish_during_commit", publish_during_commit)  # noqa: B010

@@ -21,7 +21,14 @@ from yieldstar_django.celery_app import (
 )
 from yieldstar_django.checks import check_celery_app
 from yieldstar_django.models import WakeIntent
-from yieldstar_django.wakes import celery_backend, relay_log, relay_once, run_relay, schedule_wake
+from yieldstar_django.wakes import (
+    celery_backend,
+    is_enqueue_only,
+    relay_log,
+    relay_once,
+    run_relay,
+    schedule_wake,
+)
 
 from .conftest import configure
 
@@ -114,3 +121,9 @@ def test_relay_logs_startup_and_counts(
     assert any("delivered=0 failed=1 overdue=1" in line for line in lines), lines
     started = [line for line in lines if "'proj'" in line]
     assert started and "database 'default'" in started[0] and "s3cret" not in started[0]
+
+
+def test_the_celery_backend_only_enqueues() -> None:
+    """It may publish during a commit (``PUBLISH_DURING_COMMIT``); a plain callable may not."""
+    assert is_enqueue_only(celery_backend)
+    assert not is_enqueue_only(lambda wakes: None)

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -23,9 +24,10 @@ from ..core.constants import MAX_INSTANCE_ID_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.durable import DurableLimits
 from ..core.results import StoreStepId, StoreWaiter
-from ..wakes.delivery import deliver_on_commit
+from ..wakes.backends import is_enqueue_only
+from ..wakes.delivery import deliver_on_commit, publish_during_commit
 from ..wakes.outbox import PendingWake
-from . import functions, portable, statements as sql, waiters as waiter_rows
+from . import functions, overlap, portable, statements as sql, waiters as waiter_rows
 from .arguments import check_step, check_store, check_text
 from .cursors import fetchone
 from .hooks import CommitHook, NotCommitted, current_hook
@@ -45,9 +47,11 @@ class DatabaseStoreClient(CasStoreClient):
     ``commit_mutation``/``commit_deletion`` (for contention figures).
 
     Every primitive joins an enclosing ``transaction.atomic``: wakes go out only when the
-    outermost transaction commits, and a rollback wakes nobody. No application code runs
-    inside these transactions; work of a caller's that must commit with a mutation goes
-    through :meth:`commit_hook`.
+    outermost transaction commits, and a rollback wakes nobody. Outside one, a commit on
+    PostgreSQL publishes its wakes while its ``COMMIT`` is acknowledged, when the
+    ``WAKE_BACKEND`` only enqueues (:mod:`.overlap`, ``PUBLISH_DURING_COMMIT``). No
+    application code runs inside these transactions; work of a caller's that must commit
+    with a mutation goes through :meth:`commit_hook`.
     """
 
     def __init__(
@@ -113,8 +117,9 @@ class DatabaseStoreClient(CasStoreClient):
 
     def _committed(self) -> None:
         """Called right after a primitive's own transaction committed, before the wakes are
-        handed over and before it returns (not called inside an enclosing ``atomic``).
-        A hook for fault-injection tests; does nothing."""
+        handed over (after, when they were published during the commit) and before it
+        returns (not called inside an enclosing ``atomic``). A hook for fault-injection
+        tests; does nothing."""
 
     def _finish(self, pending: Sequence[PendingWake]) -> None:
         if not self.connection.in_atomic_block:
@@ -233,9 +238,34 @@ class DatabaseStoreClient(CasStoreClient):
             self._finish(pending)
         return outcome
 
+    def _publisher(self) -> functions.Publish | None:
+        """How a commit publishes its wakes while it is acknowledged, or ``None`` (they go
+        on commit): only outside ``transaction.atomic``, with an ``enqueues_only``
+        backend and ``PUBLISH_DURING_COMMIT`` on, and with no query logging or execute
+        wrapper that the overlapped statements would bypass."""
+        connection = self.connection
+        if (
+            connection.in_atomic_block
+            or connection.queries_logged
+            or connection.execute_wrappers
+            or not yieldstar_settings.PUBLISH_DURING_COMMIT
+            or not overlap.supported(connection)
+        ):
+            return None
+        try:
+            backend = yieldstar_settings.wake_backend
+        except ImproperlyConfigured:
+            return None  # reported when the wakes are handed over after the commit
+        if not is_enqueue_only(backend):
+            return None
+        using = self.using
+        return lambda pending: publish_during_commit(pending, using=using)
+
     def _commit(self, mutation: StoreMutation, unwait: Sequence[str]) -> Committed:
         if self._functions():
-            return functions.commit_mutation(self.connection, mutation, unwait)
+            return functions.commit_mutation(
+                self.connection, mutation, unwait, publish=self._publisher()
+            )
         return portable.commit_mutation(self.connection, self.using, mutation, unwait)
 
     def _commit_hooked(self, mutation: StoreMutation, hook: CommitHook) -> Committed:
@@ -257,7 +287,9 @@ class DatabaseStoreClient(CasStoreClient):
         check_store(deletion.definition.name, deletion.id)
         check_step(deletion.step_id)
         if self._functions():
-            outcome, pending = functions.commit_deletion(self.connection, deletion)
+            outcome, pending = functions.commit_deletion(
+                self.connection, deletion, publish=self._publisher()
+            )
         else:
             outcome, pending = portable.commit_deletion(self.connection, self.using, deletion)
         if outcome.status == "committed":

@@ -1,13 +1,15 @@
 """The commit as one call of a PL/pgSQL function (PostgreSQL): one round trip.
 
 The function is ``yieldstar_django/sql/yieldstar_commit_mutation_v3.sql`` (deletions since
-migration ``0006_commit_deletes``); its steps are those of :mod:`.portable`.
+migration ``0006_commit_deletes``); its steps are those of :mod:`.portable`. With a
+``publish`` (outside ``transaction.atomic``), the call runs in its own transaction and its
+wakes are published while the ``COMMIT`` is acknowledged (:mod:`.overlap`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -25,19 +27,27 @@ from ..core.commits import (
 from ..core.results import Wake
 from ..core.waiter_index import path_match
 from ..wakes.outbox import PendingWake
-from . import statements as sql
+from . import overlap, statements as sql
 from .arguments import paths_json
 from .cursors import fetchone
 from .portable import Committed
 
-__all__ = ["commit_deletion", "commit_mutation"]
+__all__ = ["Publish", "commit_deletion", "commit_mutation"]
+
+#: Publishes a commit's wakes while its ``COMMIT`` is acknowledged, and returns what to
+#: run once it is (:func:`yieldstar_django.wakes.publish_during_commit`, bound).
+Publish: TypeAlias = Callable[[Sequence[PendingWake]], Callable[[], None]]
 
 
 def commit_mutation(
-    connection: BaseDatabaseWrapper, m: StoreMutation, unwait: Sequence[str] = ()
+    connection: BaseDatabaseWrapper,
+    m: StoreMutation,
+    unwait: Sequence[str] = (),
+    publish: Publish | None = None,
 ) -> Committed:
     """Commit ``m`` with ``yieldstar_commit_mutation_v3``, removing the waiters of the
-    ``unwait`` step keys of its step's execution."""
+    ``unwait`` step keys of its step's execution. With ``publish``, its wakes are
+    published during the commit and none is returned."""
     match = path_match(m.changed_paths)
     return _call(
         connection,
@@ -57,13 +67,17 @@ def commit_mutation(
             yieldstar_settings.VERSION_HISTORY_LIMIT,
         ),
         unwait=list(unwait) if unwait else None,
+        publish=publish,
     )
 
 
-def commit_deletion(connection: BaseDatabaseWrapper, d: StoreDeletion) -> Committed:
+def commit_deletion(
+    connection: BaseDatabaseWrapper, d: StoreDeletion, publish: Publish | None = None
+) -> Committed:
     """Delete a store with ``yieldstar_commit_mutation_v3`` (a ``'delete'`` operation:
-    only the identifying, step and relay-delay arguments apply)."""
-    return _call(connection, d, d.expected)
+    only the identifying, step and relay-delay arguments apply); ``publish`` as for
+    :func:`commit_mutation`."""
+    return _call(connection, d, d.expected, publish=publish)
 
 
 #: The arguments of a commit without a new state (a deletion): created, initial state,
@@ -79,30 +93,36 @@ def _call(
     new_state: tuple[Any, ...] = NO_NEW_STATE,
     history: tuple[Any, ...] = (None, None),
     unwait: list[str] | None = None,
+    publish: Publish | None = None,
 ) -> Committed:
     """``COMMIT_CALL`` with ``commit``'s store, comparison, step and operation, and the
     mutation's own arguments (``new_state``, ``history``: keep state and limit)."""
     step_id = commit.step_id
-    row = fetchone(
-        connection,
-        sql.COMMIT_CALL,
-        [
-            commit.definition.name,
-            commit.id,
-            expected.instance_id if expected else None,
-            expected.version if expected else None,
-            *new_state,
-            step_id.execution_id if step_id else None,
-            step_id.step_key if step_id else None,
-            commit.encoded_result,
-            commit.operation,
-            *history,
-            float(yieldstar_settings.RELAY_DELAY),
-            unwait,
-        ],
-    )
-    assert row is not None
-    return _outcome(row)
+    params = [
+        commit.definition.name,
+        commit.id,
+        expected.instance_id if expected else None,
+        expected.version if expected else None,
+        *new_state,
+        step_id.execution_id if step_id else None,
+        step_id.step_key if step_id else None,
+        commit.encoded_result,
+        commit.operation,
+        *history,
+        float(yieldstar_settings.RELAY_DELAY),
+        unwait,
+    ]
+    if publish is None:
+        row = fetchone(connection, sql.COMMIT_CALL, params)
+        assert row is not None
+        return _outcome(row)
+
+    def during(row: tuple[Any, ...]) -> Callable[[], None]:
+        return publish(_outcome(row)[1])
+
+    row, after = overlap.call_then_commit(connection, sql.COMMIT_CALL, params, during)
+    after()
+    return _outcome(row)[0], []
 
 
 def _outcome(row: Sequence[Any]) -> Committed:

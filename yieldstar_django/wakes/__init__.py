@@ -5,7 +5,10 @@
 - **Immediate wakes** (a mutation woke a waiter, a stale waiter registered, ``wake_now``) are
   written as intents in the committing transaction and handed to the ``WAKE_BACKEND`` by
   ``transaction.on_commit``; nothing more is written on the committing path. A failure
-  there is logged and never raised into the committed write.
+  there is logged and never raised into the committed write. A store commit made outside
+  ``transaction.atomic`` publishes them while PostgreSQL acknowledges its ``COMMIT``
+  instead, if the backend is marked ``enqueues_only`` (the Celery one is) and
+  ``PUBLISH_DURING_COMMIT`` is on (:mod:`yieldstar_django.connector.overlap`).
 - **Durable timers** (``schedule_wake``) are intents due at a time.
 - **The relay** delivers every intent not yet acknowledged once its ``available_at`` has
   passed, and pushes it back by a growing delay.
@@ -19,8 +22,15 @@ connector and ``WAKE_BACKEND`` paths can import it at any time. See
 
 from __future__ import annotations
 
-from .backends import RESUME_TASK, celery_backend
-from .delivery import OnCommitDelivery, deliver_on_commit, deliver_wakes, hand_over, wake_now
+from .backends import RESUME_TASK, celery_backend, enqueues_only, is_enqueue_only
+from .delivery import (
+    OnCommitDelivery,
+    deliver_on_commit,
+    deliver_wakes,
+    hand_over,
+    publish_during_commit,
+    wake_now,
+)
 from .outbox import (
     ACK_CONDITION,
     INTENT_TABLE,
@@ -42,8 +52,11 @@ __all__ = [
     "celery_backend",
     "deliver_on_commit",
     "deliver_wakes",
+    "enqueues_only",
     "hand_over",
+    "is_enqueue_only",
     "prune_delivered",
+    "publish_during_commit",
     "relay_once",
     "run_relay",
     "schedule_wake",

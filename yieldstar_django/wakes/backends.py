@@ -1,22 +1,42 @@
 """Wake backends: what ``WAKE_BACKEND`` names, a callable ``deliver(wakes)`` that hands
 every wake to something that will resume its execution, returns once they are handed over
-and raises otherwise (the relay retries what was not delivered)."""
+and raises otherwise (the relay retries what was not delivered).
+
+A backend marked :func:`enqueues_only` may be called while the commit that wrote the wakes
+is being acknowledged (see ``PUBLISH_DURING_COMMIT``); any other is called once it is."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar
 
 from ..celery_app import require_configured_app
 from ..core.results import Wake
 from .guard import refuse_in_tests
 
-__all__ = ["RESUME_TASK", "celery_backend"]
+__all__ = ["RESUME_TASK", "celery_backend", "enqueues_only", "is_enqueue_only"]
+
+B = TypeVar("B", bound=Callable[..., Any])
 
 #: The Celery task a wake enqueues (implemented in :mod:`yieldstar_django.tasks`).
 RESUME_TASK: Final = "yieldstar_django.resume_execution"
 
 
+def enqueues_only(backend: B) -> B:
+    """Mark a wake backend that only enqueues messages for other processes: it never uses
+    this process's database connections, and nothing it calls does (Celery's publish
+    signals included). Its wakes may then be published while their commit is acknowledged,
+    which takes the commit's flush off a wake's path."""
+    backend.enqueues_only = True  # type: ignore[attr-defined]
+    return backend
+
+
+def is_enqueue_only(backend: object) -> bool:
+    """Whether ``backend`` is marked :func:`enqueues_only`."""
+    return getattr(backend, "enqueues_only", False) is True
+
+
+@enqueues_only
 def celery_backend(wakes: Sequence[Wake]) -> None:
     """The default ``WAKE_BACKEND``: enqueue ``resume_execution(execution_id)`` per wake.
 

@@ -1,5 +1,6 @@
-"""Handing wakes to the ``WAKE_BACKEND``: after a commit (``deliver_on_commit``) and from
-the relay, through one function (``hand_over``) with one failure rule.
+"""Handing wakes to the ``WAKE_BACKEND``: after a commit (``deliver_on_commit``), while a
+commit is acknowledged (``publish_during_commit``) and from the relay, with one failure rule
+(``hand_over`` is ``publish`` then ``settle``).
 
 Delivery is at least once: a wake may be delivered twice (the relay and a slow worker
 racing), and several wakes of one execution are coalesced into one; a wake is never lost,
@@ -10,7 +11,7 @@ because its intent stays unacknowledged until a run of the execution starts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -20,7 +21,16 @@ from ..core.results import Wake
 from . import relay_log
 from .outbox import PendingWake, push_back, record_failure, write_intents
 
-__all__ = ["OnCommitDelivery", "deliver_on_commit", "deliver_wakes", "hand_over", "wake_now"]
+__all__ = [
+    "OnCommitDelivery",
+    "deliver_on_commit",
+    "deliver_wakes",
+    "hand_over",
+    "publish",
+    "publish_during_commit",
+    "settle",
+    "wake_now",
+]
 
 logger = logging.getLogger("yieldstar_django.wakes")
 
@@ -44,7 +54,12 @@ def hand_over(pending: Sequence[PendingWake], *, using: str, relay: bool = False
     """
     if not pending:
         return True
-    ids = [p.intent_id for p in pending]
+    return settle(pending, publish(pending), using=using, relay=relay)
+
+
+def publish(pending: Sequence[PendingWake]) -> BaseException | None:
+    """Call the ``WAKE_BACKEND`` with the wakes of ``pending`` (one per execution); return
+    what it raised (logged), ``None`` if it accepted them. Writes nothing."""
     try:
         yieldstar_settings.wake_backend(_coalesce(p.wake for p in pending))
     except Exception as exc:
@@ -53,18 +68,46 @@ def hand_over(pending: Sequence[PendingWake], *, using: str, relay: bool = False
             len(pending),
             exc_info=True,
         )
+        return exc
+    return None
+
+
+def settle(
+    pending: Sequence[PendingWake],
+    failure: BaseException | None,
+    *,
+    using: str,
+    relay: bool = False,
+) -> bool:
+    """Record the outcome of :func:`publish` on the intents, as :func:`hand_over` says;
+    return whether the backend accepted them."""
+    ids = [p.intent_id for p in pending]
+    if failure is not None:
         if relay:
             relay_log.counts.add(failed=len(pending))
-            record_failure(using, ids, exc)
+            record_failure(using, ids, failure)
             return False
         try:
-            record_failure(using, ids, exc)
+            record_failure(using, ids, failure)
         except Exception:
             logger.warning("could not record the failed delivery", exc_info=True)
         return False
     if relay:
         push_back(using, ids)
     return True
+
+
+def publish_during_commit(pending: Sequence[PendingWake], *, using: str) -> Callable[[], None]:
+    """Publish ``pending`` now, while the commit that wrote their intents is acknowledged
+    (:mod:`yieldstar_django.connector.overlap`); return what to run once it is: recording a
+    refusal, as after a commit. Only for an ``enqueues_only`` backend."""
+    failure = publish(pending) if pending else None
+
+    def after() -> None:
+        if failure is not None:
+            settle(pending, failure, using=using)
+
+    return after
 
 
 def deliver_wakes(pending: Sequence[PendingWake], *, using: str | None = None) -> bool:
