@@ -119,12 +119,10 @@ def _read_reply(raw: Any) -> None:
 
 
 def _roll_back(raw: Any) -> None:
-    """End a transaction left open or failed by an error (best effort: the connection
-    may be what failed)."""
-    from psycopg import pq
-
+    """End a transaction left open or failed by an error, as psycopg does (which also
+    forgets statements it may have prepared in the failed pipeline); best effort: the
+    connection may be what failed."""
     try:
-        if raw.pgconn.transaction_status != pq.TransactionStatus.IDLE:
-            raw.execute("ROLLBACK")
+        raw.rollback()
     except Exception:
         pass  # the original error is the one raised
