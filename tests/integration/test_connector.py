@@ -28,6 +28,7 @@ from yieldstar_django.models import (
     WaiterPath,
     WakeIntent,
 )
+from yieldstar_django.wakes import enqueues_only
 
 from .conftest import POSTGRES, WakeCollector, configure, db
 
@@ -294,10 +295,16 @@ def test_user_models_and_stores_commit_together(alias: str, wakes: WakeCollector
     assert not WakeIntent.objects.using(alias).exists()
 
 
+@pytest.mark.parametrize("enqueue_only", [False, True], ids=["after", "during-commit"])
 def test_a_failing_backend_never_fails_the_committed_write(
-    alias: str, wakes: WakeCollector
+    alias: str, wakes: WakeCollector, enqueue_only: bool
 ) -> None:
+    """Whether the wakes are handed over after the commit or, to a backend that only
+    enqueues, during it (``PUBLISH_DURING_COMMIT``, PostgreSQL), a refusal is recorded on
+    the intent once the commit stands."""
     d, client = job_awaited(alias)
+    if enqueue_only:
+        enqueues_only(wakes)
     wakes.fail = ConnectionError("broker down")
     result = client.update_store(d, "q", updater=lambda s: s["jobs"].append("j"))
     assert result.version == 1

@@ -108,19 +108,6 @@ def test_a_deletion_publishes_during_its_commit(alias: str, published: Published
     assert idle(alias)
 
 
-def test_a_refused_publish_is_recorded_once_the_commit_is_acknowledged(
-    alias: str, published: Published
-) -> None:
-    d, client = awaited(alias)
-    published.fail = ConnectionError("broker down")
-    result = client.update_store(d, "q", updater=lambda s: s["jobs"].append("j"))
-    assert result.version == 1, "the committed write stands"
-    intent = WakeIntent.objects.using(alias).get()
-    assert intent.attempts == 1 and "broker down" in intent.last_error
-    assert intent.delivered_at is None, "left to the relay"
-    assert idle(alias)
-
-
 def test_a_commit_that_does_not_commit_publishes_nothing(alias: str, published: Published) -> None:
     d, client = awaited(alias)
     other = DatabaseStoreClient(alias)
