@@ -310,9 +310,10 @@ resumes are idempotent. A number >= 0.
         rule=BOOLEAN,
         doc="""\
 On PostgreSQL, a store commit made outside `transaction.atomic` hands its wakes to a
-`WAKE_BACKEND` marked `enqueues_only` (the Celery one is) while the database acknowledges
-its `COMMIT`, instead of after: a wake no longer waits for the commit's flush. A woken run
-that reads before the commit is visible loses nothing; it runs once more (see
+`WAKE_BACKEND` marked `enqueues_only` (the Celery one is) while the database commits it,
+instead of after: a wake no longer waits for the commit's flush, and a commit that wakes
+nobody costs about 0.05 ms more. A woken run that reads before the commit is visible loses
+nothing; it runs once more (see
 [waiters](../concepts/waiters.md#wakes-sent-during-a-commit)). Inside `transaction.atomic`
 wakes always go out when the outermost transaction commits. `False` sends them after
 every commit.

@@ -146,8 +146,8 @@ def install_exit_after_commit() -> None:
     """With the probability in ``YIELDSTAR_FAULTS_EXIT_AFTER_COMMIT``, end the process
     with ``os._exit`` right after a transaction that wrote wake intents commits, before
     its ``on_commit`` hook hands the wakes over (the relay must deliver them); or, for a
-    commit that publishes during its ``COMMIT`` (``PUBLISH_DURING_COMMIT``), right after
-    the ``COMMIT`` was sent, before the wakes are published."""
+    commit that publishes during its commit (``PUBLISH_DURING_COMMIT``), once the batch
+    that commits it is sent, before the wakes are published."""
     chance = float(os.environ.get(EXIT_ENV) or 0)
     if not chance:
         return
@@ -169,7 +169,7 @@ def install_exit_after_commit() -> None:
 
     def publish_during_commit(pending: Any, *, using: str) -> Any:
         if pending and random.random() < chance:
-            os._exit(3)  # the COMMIT is sent: the server commits it, then sees us gone
+            os._exit(3)  # the batch is sent: the server commits it, then sees us gone
         return original_publish(pending, using=using)
 
     # Modules import the functions by name: replace them wherever they are bound.

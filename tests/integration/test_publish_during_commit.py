@@ -31,7 +31,7 @@ _names = itertools.count()
 
 class Published(list[tuple[Wake, str]]):
     """An ``enqueues_only`` backend: each wake with the committing connection's status
-    when it was published (``ACTIVE``: its ``COMMIT`` was still in flight)."""
+    when it was published (``ACTIVE``: its commit was still in flight)."""
 
     fail: BaseException | None = None
 
@@ -139,7 +139,7 @@ def test_a_failing_call_rolls_back_and_publishes_nothing(
 def test_a_connection_cut_once_the_commit_answered_does_not_fail_the_write(
     alias: str,
 ) -> None:
-    """The server answers the ``COMMIT`` and is then terminated (the fault suite's cut
+    """The server answers the commit and is then terminated (the fault suite's cut
     connections): the write committed, so the call returns it; it must not raise, or its
     caller would make the change a second time."""
     d, client = awaited(alias)

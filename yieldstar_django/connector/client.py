@@ -48,7 +48,7 @@ class DatabaseStoreClient(CasStoreClient):
 
     Every primitive joins an enclosing ``transaction.atomic``: wakes go out only when the
     outermost transaction commits, and a rollback wakes nobody. Outside one, a commit on
-    PostgreSQL publishes its wakes while its ``COMMIT`` is acknowledged, when the
+    PostgreSQL publishes its wakes while the database commits it, when the
     ``WAKE_BACKEND`` only enqueues (:mod:`.overlap`, ``PUBLISH_DURING_COMMIT``). No
     application code runs inside these transactions; work of a caller's that must commit
     with a mutation goes through :meth:`commit_hook`.

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-__all__ = ["execute", "fetchone", "server_cursor"]
+__all__ = ["execute", "fetchone"]
 
 
 def fetchone(
@@ -44,12 +44,12 @@ def _run(
     connection.ensure_connection()
     connection.validate_no_broken_transaction()
     with connection.wrap_database_errors:
-        cursor = server_cursor(connection)
+        cursor = _server_cursor(connection)
         cursor.execute(sql, params)
         return result(cursor)
 
 
-def server_cursor(connection: BaseDatabaseWrapper) -> Any:
+def _server_cursor(connection: BaseDatabaseWrapper) -> Any:
     """A server-binding psycopg cursor on ``connection``'s current psycopg connection,
     kept on the wrapper (which belongs to one thread) and replaced after a reconnection."""
     import psycopg  # only PostgreSQL reaches here; SQLite installs need no psycopg

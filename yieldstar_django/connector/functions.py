@@ -3,7 +3,7 @@
 The function is ``yieldstar_django/sql/yieldstar_commit_mutation_v3.sql`` (deletions since
 migration ``0006_commit_deletes``); its steps are those of :mod:`.portable`. With a
 ``publish`` (outside ``transaction.atomic``), the call runs in its own transaction and its
-wakes are published while the ``COMMIT`` is acknowledged (:mod:`.overlap`).
+wakes are published while the database commits it (:mod:`.overlap`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .portable import Committed
 
 __all__ = ["Publish", "commit_deletion", "commit_mutation"]
 
-#: Publishes a commit's wakes while its ``COMMIT`` is acknowledged, and returns what to
+#: Publishes a commit's wakes while the database commits it, and returns what to
 #: run once it is (:func:`yieldstar_django.wakes.publish_during_commit`, bound).
 Publish: TypeAlias = Callable[[Sequence[PendingWake]], Callable[[], None]]
 

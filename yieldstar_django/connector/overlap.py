@@ -1,11 +1,13 @@
 """A commit whose wakes are published while PostgreSQL acknowledges it.
 
 Outside ``transaction.atomic`` a store commit is one call of the commit function. Run
-plainly, its wakes can be handed to the broker only once the reply is back, and that reply
-waits for the commit's WAL flush. :func:`call_then_commit` runs the call in an explicit
-transaction instead: ``BEGIN`` and the call in one round trip (a pipeline), then ``COMMIT``
-sent without waiting for its reply; the caller's ``during(row)`` publishes the wakes the
-call returned while the server flushes, and the reply is read after it.
+plainly, its reply waits for the commit's WAL flush, and the wakes it returns can be handed
+to the broker only after. :func:`call_then_commit` sends the call as a batch instead
+(libpq's pipeline mode): the call, a flush request and a sync. The call runs in the
+implicit transaction that the sync commits, as a plain statement does, but the flush
+request makes the server answer the call before it commits, so ``during(row)`` publishes
+the wakes while the server flushes; the sync's reply (the commit's) is read after. Still
+one round trip, and a commit that wakes nobody costs what it did.
 
 Why a wake that outruns its commit loses nothing: the woken run reads the store, and a read
 made before the commit is visible sees the state before it. Every decision taken from such
@@ -16,8 +18,9 @@ once (``register_waiter``). So the worst case is one run more; in practice the c
 flushed long before a message crosses the broker.
 
 Only ``WAKE_BACKEND`` callables marked :func:`~yieldstar_django.wakes.enqueues_only` are
-called this way: ``during`` must not use this connection, whose ``COMMIT`` reply is still
-unread.
+called this way: ``during`` must not use this connection, whose commit is not answered
+yet. The batch is sent unprepared (the server parses the call each time, as it does for
+Django's default connections).
 """
 
 from __future__ import annotations
@@ -27,8 +30,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from django.db.backends.base.base import BaseDatabaseWrapper
-
-from .cursors import server_cursor
 
 __all__ = ["call_then_commit", "supported"]
 
@@ -51,78 +52,131 @@ def call_then_commit(
     params: Sequence[Any],
     during: Callable[[tuple[Any, ...]], T],
 ) -> tuple[tuple[Any, ...], T]:
-    """Run ``statement`` (one row) in its own transaction and commit it, calling
-    ``during(row)`` between sending ``COMMIT`` and reading its reply.
+    """Run ``statement`` (one row; ``%s`` placeholders) in its own transaction and commit
+    it in one round trip, calling ``during(row)`` once the row is in and before the commit
+    is answered.
 
     ``connection`` must be in autocommit mode (outside ``transaction.atomic``). An error
-    of the statement rolls the transaction back and is raised, ``during`` not called. An
-    error of the ``COMMIT`` is raised after ``during`` ran (whatever it published was for
-    a change that may not have committed: a spurious wake, which is harmless). Errors are
+    of the statement rolls its transaction back and is raised, ``during`` not called. An
+    error of the commit is raised after ``during`` ran (whatever it published was for a
+    change that did not commit: a spurious wake, which is harmless); once the commit has
+    answered, a connection that fails is not reported as a failed commit. Errors are
     Django's, as for any query.
     """
     connection.ensure_connection()
     with connection.wrap_database_errors:
         raw = connection.connection
-        cursor = server_cursor(connection)
-        try:
-            with raw.pipeline():
-                cursor.execute("BEGIN")
-                cursor.execute(statement, params)
-            row = cursor.fetchone()
-        except BaseException:
-            _roll_back(raw)
-            raise
-        assert row is not None, "the commit function returns one row"
-        pgconn = raw.pgconn
-        pgconn.send_query(b"COMMIT")
+        with raw.lock:
+            return _batch(raw, statement, params, during)
+
+
+def _batch(
+    raw: Any, statement: str, params: Sequence[Any], during: Callable[[tuple[Any, ...]], T]
+) -> tuple[tuple[Any, ...], T]:
+    """The batch, on the psycopg connection ``raw`` (its lock held)."""
+    from psycopg.adapt import PyFormat, Transformer
+
+    pgconn = raw.pgconn
+    transformer = Transformer(raw)
+    values = transformer.dump_sequence(params, [PyFormat.AUTO] * len(params))
+    pgconn.enter_pipeline_mode()
+    try:
+        pgconn.send_query_params(
+            _numbered(statement),
+            values,
+            param_types=transformer.types,
+            param_formats=transformer.formats,
+        )
+        pgconn.send_flush_request()  # the call's reply before the commit's flush
+        pgconn.pipeline_sync()  # ends the implicit transaction: commits it
         while pgconn.flush():  # 1: some of it is still to send
-            select.select([], [pgconn.socket], [])
+            select.select([pgconn.socket], [pgconn.socket], [])
+            pgconn.consume_input()
+        (reply,) = _check(_next(pgconn), raw)
+        transformer.set_pgresult(reply)
+        row = transformer.load_row(0, tuple)
+        assert row is not None, "the commit function returns one row"
         try:
             result = during(row)
         finally:
-            _read_reply(raw)
+            _read_commit(pgconn, raw)
+    finally:
+        _leave_pipeline(pgconn)
     return row, result
 
 
-def _read_reply(raw: Any) -> None:
-    """Read the reply of the ``COMMIT`` in flight; raise the error it reports.
+def _numbered(statement: str) -> bytes:
+    """``statement`` with its ``%s`` placeholders numbered (``$1``, ``$2``, ...)."""
+    numbered = _statements.get(statement)
+    if numbered is None:
+        parts = statement.split("%s")
+        text = parts[0] + "".join(f"${n}{part}" for n, part in enumerate(parts[1:], 1))
+        numbered = _statements[statement] = text.encode()
+    return numbered
 
-    Once ``COMMIT`` has answered, the change is committed: a connection that fails after
-    that (terminated, say) is left for its next use to report, never reported as a failed
-    commit (the caller would then retry a change that is already there)."""
+
+_statements: dict[str, bytes] = {}
+
+
+def _wait_result(pgconn: Any) -> Any:
+    """The next result of the batch (``None`` ends a statement's results)."""
+    while pgconn.is_busy():  # read only while a result is incomplete
+        select.select([pgconn.socket], [], [])
+        pgconn.consume_input()
+    return pgconn.get_result()
+
+
+def _next(pgconn: Any) -> list[Any]:
+    """The results of the batch's next statement."""
+    results = []
+    while (result := _wait_result(pgconn)) is not None:
+        results.append(result)
+    return results
+
+
+def _check(results: list[Any], raw: Any) -> list[Any]:
+    """``results``, or the error one of them reports, raised as psycopg's."""
     from psycopg import errors, pq
 
-    pgconn = raw.pgconn
-    failed = None
-    committed = False
-    while True:
+    for result in results:
+        if result.status == pq.ExecStatus.FATAL_ERROR:
+            raise errors.error_from_result(result, encoding=raw.info.encoding)
+        if result.status == pq.ExecStatus.PIPELINE_ABORTED:
+            raise errors.PipelineAborted("pipeline aborted")
+    return results
+
+
+def _read_commit(pgconn: Any, raw: Any) -> None:
+    """Read the sync's reply, the commit's; raise the error it reports (an error at commit
+    time, or the connection lost before the commit answered)."""
+    from psycopg import pq
+
+    while (result := _wait_result(pgconn)) is None or (
+        result.status != pq.ExecStatus.PIPELINE_SYNC
+    ):
+        if result is not None:
+            _check([result], raw)
+
+
+def _leave_pipeline(pgconn: Any) -> None:
+    """Leave pipeline mode, first reading what the batch still holds after an error
+    (waiting at most 10 s for it; best effort: the connection may be what failed)."""
+    from psycopg import pq
+
+    for _ in range(64):  # a handful of results at most
+        if pgconn.pipeline_status == pq.PipelineStatus.OFF:
+            return
         try:
-            while pgconn.is_busy():  # read only while a result is incomplete
-                select.select([pgconn.socket], [], [])
+            pgconn.exit_pipeline_mode()  # refused while results are pending
+            return
+        except Exception:
+            pass
+        try:
+            if not pgconn.is_busy():
+                pgconn.get_result()
+            elif select.select([pgconn.socket], [], [], 10)[0]:
                 pgconn.consume_input()
-        except errors.OperationalError:
-            if committed:
+            else:
                 return
-            raise
-        result = pgconn.get_result()
-        if result is None:
-            break
-        if result.status == pq.ExecStatus.COMMAND_OK:
-            committed = failed is None
-        elif failed is None:
-            failed = result
-    if failed is not None:
-        sqlstate = failed.error_field(pq.DiagnosticField.SQLSTATE)
-        message = (failed.error_message or b"COMMIT failed").decode(errors="replace")
-        error = errors.lookup(sqlstate.decode()) if sqlstate else errors.OperationalError
-        raise error(message.strip())
-
-
-def _roll_back(raw: Any) -> None:
-    """End a transaction left open or failed by an error, as psycopg does (which also
-    forgets statements it may have prepared in the failed pipeline); best effort: the
-    connection may be what failed."""
-    try:
-        raw.rollback()
-    except Exception:
-        pass  # the original error is the one raised
+        except Exception:
+            return

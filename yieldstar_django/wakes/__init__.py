@@ -6,7 +6,7 @@
   written as intents in the committing transaction and handed to the ``WAKE_BACKEND`` by
   ``transaction.on_commit``; nothing more is written on the committing path. A failure
   there is logged and never raised into the committed write. A store commit made outside
-  ``transaction.atomic`` publishes them while PostgreSQL acknowledges its ``COMMIT``
+  ``transaction.atomic`` publishes them while PostgreSQL commits it
   instead, if the backend is marked ``enqueues_only`` (the Celery one is) and
   ``PUBLISH_DURING_COMMIT`` is on (:mod:`yieldstar_django.connector.overlap`).
 - **Durable timers** (``schedule_wake``) are intents due at a time.
