@@ -15,7 +15,7 @@ from django.db import DataError, connections, transaction
 from psycopg import pq
 
 from tests.polling import wait_until
-from yieldstar_django.connector import DatabaseStoreClient, functions
+from yieldstar_django.connector import DatabaseStoreClient, functions, overlap
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.results import StoreTakeUnmatched, StoreWaiter, Wake
 from yieldstar_django.models import StoreInstance, WakeIntent
@@ -314,3 +314,33 @@ def test_a_take_computed_before_the_commit_is_visible_takes_once(
     assert early.commit_attempts == 2, "its first commit compared the version before 'b'"
     assert (take.selected, take.version) == ("a", 3), "computed again, taken once"
     assert StoreInstance.objects.using(alias).get(name=d.name).value == {"jobs": ["b"]}
+
+
+def test_a_batch_that_cannot_be_left_closes_its_connection(
+    alias: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an error, if what the batch still holds does not come, the connection is
+    closed: its next use fails at once instead of waiting for results in pipeline mode."""
+    connections[alias].ensure_connection()
+    raw = connections[alias].connection
+    pgconn = raw.pgconn
+    pgconn.enter_pipeline_mode()
+    pgconn.send_query_params(b"SELECT pg_sleep(0.5)", None)
+    pgconn.send_flush_request()  # no sync: the query runs, nothing ends the batch
+    while pgconn.flush():
+        pass
+    monkeypatch.setattr(overlap, "LEAVE_TIMEOUT", 0.05)
+    overlap._leave_pipeline(pgconn)
+    assert raw.closed
+    connections[alias].close()
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT 1")  # a new connection
+        wait_until(
+            "the closed session's backend to end",
+            lambda: (
+                not cursor.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(0.5)'"
+                ).fetchone()
+            ),
+            10,
+        )

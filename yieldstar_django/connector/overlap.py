@@ -35,6 +35,9 @@ __all__ = ["call_then_commit", "supported"]
 
 T = TypeVar("T")
 
+#: Seconds to wait for what a failed batch still holds before closing the connection.
+LEAVE_TIMEOUT = 10.0
+
 
 def supported(connection: BaseDatabaseWrapper) -> bool:
     """Whether ``connection`` can overlap a commit: PostgreSQL through a libpq with
@@ -160,7 +163,8 @@ def _read_commit(pgconn: Any, raw: Any) -> None:
 
 def _leave_pipeline(pgconn: Any) -> None:
     """Leave pipeline mode, first reading what the batch still holds after an error
-    (waiting at most 10 s for it; best effort: the connection may be what failed)."""
+    (waiting at most ``LEAVE_TIMEOUT`` for it). A connection that cannot leave it is closed, so that
+    its next use fails instead of waiting for results that will not come."""
     from psycopg import pq
 
     for _ in range(64):  # a handful of results at most
@@ -174,9 +178,10 @@ def _leave_pipeline(pgconn: Any) -> None:
         try:
             if not pgconn.is_busy():
                 pgconn.get_result()
-            elif select.select([pgconn.socket], [], [], 10)[0]:
+            elif select.select([pgconn.socket], [], [], LEAVE_TIMEOUT)[0]:
                 pgconn.consume_input()
             else:
-                return
+                break
         except Exception:
-            return
+            break
+    pgconn.finish()
