@@ -61,10 +61,11 @@ def call_then_commit(
 
     ``connection`` must be in autocommit mode (outside ``transaction.atomic``). An error
     of the statement rolls its transaction back and is raised, ``during`` not called. An
-    error of the commit is raised after ``during`` ran (whatever it published was for a
-    change that did not commit: a spurious wake, which is harmless); once the commit has
-    answered, a connection that fails is not reported as a failed commit. Errors are
-    Django's, as for any query.
+    error of the commit, or a connection lost before it answered, is raised after
+    ``during`` ran (whatever it published was for a change that may not have committed: at
+    worst a spurious wake, which is harmless); once the commit has answered, nothing more
+    is read, so a connection that fails then is not reported as a failed commit. Errors
+    are Django's, as for any query.
     """
     connection.ensure_connection()
     with connection.wrap_database_errors:
