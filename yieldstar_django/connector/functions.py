@@ -17,6 +17,7 @@ from ..conf import yieldstar_settings
 from ..core.commits import (
     COMMITTED,
     MISSING,
+    CommitOutcome,
     StoreDeletion,
     StoredState,
     StoreMutation,
@@ -117,12 +118,13 @@ def _call(
         assert row is not None
         return _outcome(row)
 
-    def during(row: tuple[Any, ...]) -> Callable[[], None]:
-        return publish(_outcome(row)[1])
+    def during(row: tuple[Any, ...]) -> tuple[CommitOutcome, Callable[[], None]]:
+        outcome, pending = _outcome(row)
+        return outcome, publish(pending)
 
-    row, after = overlap.call_then_commit(connection, sql.COMMIT_CALL, params, during)
+    outcome, after = overlap.call_then_commit(connection, sql.COMMIT_CALL, params, during)
     after()
-    return _outcome(row)[0], []
+    return outcome, []
 
 
 def _outcome(row: Sequence[Any]) -> Committed:

@@ -54,10 +54,10 @@ def call_then_commit(
     statement: str,
     params: Sequence[Any],
     during: Callable[[tuple[Any, ...]], T],
-) -> tuple[tuple[Any, ...], T]:
+) -> T:
     """Run ``statement`` (one row; ``%s`` placeholders) in its own transaction and commit
     it in one round trip, calling ``during(row)`` once the row is in and before the commit
-    is answered.
+    is answered; return what ``during`` returned.
 
     ``connection`` must be in autocommit mode (outside ``transaction.atomic``). An error
     of the statement rolls its transaction back and is raised, ``during`` not called. An
@@ -76,7 +76,7 @@ def call_then_commit(
 
 def _batch(
     raw: Any, statement: str, params: Sequence[Any], during: Callable[[tuple[Any, ...]], T]
-) -> tuple[tuple[Any, ...], T]:
+) -> T:
     """The batch, on the psycopg connection ``raw`` (its lock held)."""
     from psycopg.adapt import PyFormat, Transformer
 
@@ -106,7 +106,7 @@ def _batch(
             _read_commit(pgconn, raw)
     finally:
         _leave_pipeline(pgconn)
-    return row, result
+    return result
 
 
 def _numbered(statement: str) -> bytes:
@@ -145,8 +145,6 @@ def _check(results: list[Any], raw: Any) -> list[Any]:
     for result in results:
         if result.status == pq.ExecStatus.FATAL_ERROR:
             raise errors.error_from_result(result, encoding=raw.info.encoding)
-        if result.status == pq.ExecStatus.PIPELINE_ABORTED:
-            raise errors.PipelineAborted("pipeline aborted")
     return results
 
 
