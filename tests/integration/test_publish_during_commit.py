@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from django.db import DataError, connections, transaction
+from django.db import DataError, IntegrityError, connections, transaction
 from psycopg import pq
 
 from tests.polling import wait_until
@@ -344,3 +344,84 @@ def test_a_batch_that_cannot_be_left_closes_its_connection(
             ),
             10,
         )
+
+
+@pytest.fixture
+def prepares(alias: str) -> Iterator[Any]:
+    """The connection with psycopg's ``prepare_threshold`` set (``OPTIONS``; 0: at once)."""
+    connections[alias].ensure_connection()
+    raw = connections[alias].connection
+    previous = raw.prepare_threshold
+    raw.prepare_threshold = 0
+    try:
+        yield raw
+    finally:
+        raw.prepare_threshold = previous
+
+
+def overlap_statements(alias: str) -> list[str]:
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT name FROM pg_prepared_statements WHERE name LIKE '_yieldstar_overlap_%%'"
+        )
+        return [name for (name,) in cursor.fetchall()]
+
+
+def test_the_call_is_prepared_once_where_the_connection_prepares(
+    alias: str, published: Published, prepares: Any
+) -> None:
+    d, client = awaited(alias)
+    for n in range(3):
+        client.update_store(d, "q", updater=lambda s, n=n: s["jobs"].append(n))
+    assert published == [(Wake("e", "wf"), "ACTIVE")], "still published during the commit"
+    (name,) = overlap_statements(alias)  # the same statement each time: prepared once
+    assert client.get_store(d, "q").state == {"jobs": [0, 1, 2]}
+    assert idle(alias)
+    prepares.prepare_threshold = None
+    client.update_store(d, "q", updater=lambda s: s["jobs"].append(3))
+    assert overlap_statements(alias) == [name], "unprepared on a connection that does not ask"
+
+
+def test_a_deallocated_call_is_prepared_again(
+    alias: str, published: Published, prepares: Any
+) -> None:
+    """psycopg sends ``DEALLOCATE ALL`` when it drops its own prepared statements (after a
+    ``ROLLBACK``, say): the next commit finds its statement gone, and prepares it again
+    without running twice."""
+    d, client = awaited(alias)
+    client.update_store(d, "q", updater=lambda s: s["jobs"].append("a"))
+    assert overlap_statements(alias)
+    with connections[alias].cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    assert overlap_statements(alias) == []
+    result = client.update_store(d, "q", updater=lambda s: s["jobs"].append("b"))
+    assert result.version == 2, "committed once"
+    assert client.get_store(d, "q").state == {"jobs": ["a", "b"]}
+    assert len(overlap_statements(alias)) == 1
+    assert idle(alias)
+
+
+def test_a_call_that_fails_leaves_its_statement_prepared(
+    alias: str, published: Published, prepares: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error of the call (not of its preparation) keeps the statement: the next commit
+    runs it without preparing again."""
+    d, client = awaited(alias)
+    client.update_store(d, "q", updater=lambda s: s["jobs"].append("a"))
+    (name,) = overlap_statements(alias)
+    # The next commit of this store fails (the DDL from another connection: psycopg would
+    # answer DDL on this one with a DEALLOCATE ALL).
+    with admin_connection(alias) as admin:
+        admin.execute(
+            "ALTER TABLE yieldstar_storeinstance ADD CONSTRAINT ys_test_small "
+            "CHECK (version < 2) NOT VALID"
+        )
+        try:
+            with pytest.raises(IntegrityError, match="ys_test_small"):
+                client.update_store(d, "q", updater=lambda s: s["jobs"].append("b"))
+        finally:
+            admin.execute("ALTER TABLE yieldstar_storeinstance DROP CONSTRAINT ys_test_small")
+    assert idle(alias), "rolled back"
+    assert overlap_statements(alias) == [name]
+    assert client.update_store(d, "q", updater=lambda s: s["jobs"].append("c")).version == 2
+    assert overlap_statements(alias) == [name], "not prepared again"

@@ -19,12 +19,15 @@ flushed long before a message crosses the broker.
 
 Only ``WAKE_BACKEND`` callables marked :func:`~yieldstar_django.wakes.enqueues_only` are
 called this way: ``during`` must not use this connection, whose commit is not answered
-yet. The batch is sent unprepared (the server parses the call each time, as it does for
-Django's default connections).
+yet. The call is prepared on connections that ask for prepared statements (psycopg's
+``prepare_threshold``, Django's ``OPTIONS``), in the batch that first runs it, so the
+server parses it once per connection; otherwise it is sent unprepared, as Django's default
+connections send every statement (transaction-pooling PgBouncer).
 """
 
 from __future__ import annotations
 
+import itertools
 import select
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -71,7 +74,16 @@ def call_then_commit(
     with connection.wrap_database_errors:
         raw = connection.connection
         with raw.lock:
-            return _batch(raw, statement, params, during)
+            try:
+                return _batch(raw, statement, params, during)
+            except _Unprepared:
+                # Deallocated behind our back (psycopg's DEALLOCATE ALL after it dropped
+                # its own, a DISCARD ALL): nothing ran; prepare it again.
+                return _batch(raw, statement, params, during)
+
+
+class _Unprepared(Exception):
+    """The batch named a prepared statement the server no longer has (nothing ran)."""
 
 
 def _batch(
@@ -83,20 +95,39 @@ def _batch(
     pgconn = raw.pgconn
     transformer = Transformer(raw)
     values = transformer.dump_sequence(params, [PyFormat.AUTO] * len(params))
+    name, prepare = _prepared_name(raw, statement, transformer.types)
     pgconn.enter_pipeline_mode()
     try:
-        pgconn.send_query_params(
-            _numbered(statement),
-            values,
-            param_types=transformer.types,
-            param_formats=transformer.formats,
-        )
+        if name is None:
+            pgconn.send_query_params(
+                _numbered(statement),
+                values,
+                param_types=transformer.types,
+                param_formats=transformer.formats,
+            )
+        else:
+            if prepare:
+                pgconn.send_prepare(name, _numbered(statement), param_types=transformer.types)
+            pgconn.send_query_prepared(name, values, param_formats=transformer.formats)
         pgconn.send_flush_request()  # the call's reply before the commit's flush
         pgconn.pipeline_sync()  # ends the implicit transaction: commits it
         while pgconn.flush():  # 1: some of it is still to send
             select.select([pgconn.socket], [pgconn.socket], [])
             pgconn.consume_input()
-        (reply,) = _check(_next(pgconn), raw)
+        if prepare:
+            try:
+                _check(_next(pgconn), raw)
+            except Exception:
+                _forget(raw, name)  # not prepared: prepare it next time
+                raise
+        try:
+            (reply,) = _check(_next(pgconn), raw)
+        except Exception as exc:
+            if name is not None and getattr(exc, "sqlstate", None) == _NO_SUCH_STATEMENT:
+                _forget(raw, name)
+                if not prepare:
+                    raise _Unprepared(name.decode()) from exc
+            raise
         transformer.set_pgresult(reply)
         row = transformer.load_row(0, tuple)
         assert row is not None, "the commit function returns one row"
@@ -120,6 +151,39 @@ def _numbered(statement: str) -> bytes:
 
 
 _statements: dict[str, bytes] = {}
+
+#: SQLSTATE invalid_sql_statement_name: executing a prepared statement that is not there.
+_NO_SUCH_STATEMENT = "26000"
+
+
+def _prepared_name(
+    raw: Any, statement: str, types: Sequence[int] | None
+) -> tuple[bytes | None, bool]:
+    """The name of ``statement`` (with these parameter types) prepared on ``raw``, and
+    whether the batch must prepare it first; ``(None, False)``: send it unprepared (the
+    connection's ``prepare_threshold`` is ``None``)."""
+    if raw.prepare_threshold is None:
+        return None, False
+    names: dict[tuple[str, tuple[int, ...]], bytes] = raw.__dict__.setdefault(
+        "_yieldstar_prepared", {}
+    )
+    key = (statement, tuple(types or ()))
+    name = names.get(key)
+    if name is not None:
+        return name, False
+    name = names[key] = f"_yieldstar_overlap_{next(_names)}".encode()
+    return name, True
+
+
+_names = itertools.count()
+
+
+def _forget(raw: Any, name: bytes | None) -> None:
+    """Prepare the statement of ``name`` again next time (the server does not have it)."""
+    names: dict[Any, bytes] = raw.__dict__.get("_yieldstar_prepared", {})
+    for key, value in list(names.items()):
+        if value == name:
+            del names[key]
 
 
 def _wait_result(pgconn: Any) -> Any:
