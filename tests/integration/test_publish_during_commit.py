@@ -402,7 +402,7 @@ def test_a_deallocated_call_is_prepared_again(
 
 
 def test_a_call_that_fails_leaves_its_statement_prepared(
-    alias: str, published: Published, prepares: Any, monkeypatch: pytest.MonkeyPatch
+    alias: str, published: Published, prepares: Any
 ) -> None:
     """An error of the call (not of its preparation) keeps the statement: the next commit
     runs it without preparing again."""
