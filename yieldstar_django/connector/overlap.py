@@ -95,7 +95,8 @@ def _batch(
     pgconn = raw.pgconn
     transformer = Transformer(raw)
     values = transformer.dump_sequence(params, [PyFormat.AUTO] * len(params))
-    name, prepare = _prepared_name(raw, statement, transformer.types)
+    key = (statement, tuple(transformer.types or ()))
+    name, prepare = _prepared_name(raw, key)
     pgconn.enter_pipeline_mode()
     try:
         if name is None:
@@ -118,15 +119,14 @@ def _batch(
             try:
                 _check(_next(pgconn), raw)
             except Exception:
-                _forget(raw, name)  # not prepared: prepare it next time
+                _forget(raw, key)  # not prepared: prepare it next time
                 raise
         try:
             (reply,) = _check(_next(pgconn), raw)
         except Exception as exc:
             if name is not None and getattr(exc, "sqlstate", None) == _NO_SUCH_STATEMENT:
-                _forget(raw, name)
-                if not prepare:
-                    raise _Unprepared(name.decode()) from exc
+                _forget(raw, key)
+                raise _Unprepared(name.decode()) from exc
             raise
         transformer.set_pgresult(reply)
         row = transformer.load_row(0, tuple)
@@ -156,18 +156,17 @@ _statements: dict[str, bytes] = {}
 _NO_SUCH_STATEMENT = "26000"
 
 
-def _prepared_name(
-    raw: Any, statement: str, types: Sequence[int] | None
-) -> tuple[bytes | None, bool]:
-    """The name of ``statement`` (with these parameter types) prepared on ``raw``, and
-    whether the batch must prepare it first; ``(None, False)``: send it unprepared (the
-    connection's ``prepare_threshold`` is ``None``)."""
+#: A statement and its parameter types: what one prepared name stands for.
+_Key = tuple[str, tuple[int, ...]]
+
+
+def _prepared_name(raw: Any, key: _Key) -> tuple[bytes | None, bool]:
+    """The name ``key`` is prepared under on ``raw``, and whether the batch must prepare it
+    first; ``(None, False)``: send it unprepared (the connection's ``prepare_threshold`` is
+    ``None``)."""
     if raw.prepare_threshold is None:
         return None, False
-    names: dict[tuple[str, tuple[int, ...]], bytes] = raw.__dict__.setdefault(
-        "_yieldstar_prepared", {}
-    )
-    key = (statement, tuple(types or ()))
+    names: dict[_Key, bytes] = raw.__dict__.setdefault("_yieldstar_prepared", {})
     name = names.get(key)
     if name is not None:
         return name, False
@@ -178,12 +177,9 @@ def _prepared_name(
 _names = itertools.count()
 
 
-def _forget(raw: Any, name: bytes | None) -> None:
-    """Prepare the statement of ``name`` again next time (the server does not have it)."""
-    names: dict[Any, bytes] = raw.__dict__.get("_yieldstar_prepared", {})
-    for key, value in list(names.items()):
-        if value == name:
-            del names[key]
+def _forget(raw: Any, key: _Key) -> None:
+    """Prepare ``key`` again next time (the server does not have it)."""
+    raw.__dict__.get("_yieldstar_prepared", {}).pop(key, None)
 
 
 def _wait_result(pgconn: Any) -> Any:
