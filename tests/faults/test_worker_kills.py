@@ -46,6 +46,7 @@ def test_twenty_worker_sigkills_during_a_queue_drain(faults: Faults) -> None:
         time.sleep(0.7)
         alive = [w for w in workers if w.popen.poll() is None]
         if (n + 1) % 5 == 0:
+            assert alive, exited(workers, n + 1)
             worker = random.choice(alive)
             pids = pool_processes(worker)
             worker.kill()
@@ -68,6 +69,13 @@ def test_twenty_worker_sigkills_during_a_queue_drain(faults: Faults) -> None:
     finally:
         faults.recoveries += recoveries(faults, victims)
     assert anomalies == []
+
+
+def exited(workers: list[Process], kill: int) -> str:
+    """Why no worker is left to kill (those killed whole left the list): each one's exit
+    status and the end of its log."""
+    tails = "\n".join(f"exit {w.popen.returncode}: {w.output()[-1500:]}" for w in workers)
+    return f"every worker exited on its own before kill {kill}:\n{tails}"
 
 
 def recoveries(faults: Faults, victims: list[tuple[int, float]]) -> list[float]:
