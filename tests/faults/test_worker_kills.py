@@ -1,9 +1,13 @@
 """20 worker SIGKILLs during a 300-item queue drain by 30 executions.
 
 Most kills hit one busy pool process of a worker (Celery's prefork parent starts another);
-every fifth kills a whole worker, pool and parent, and a new worker is started. The
-recovery of a kill is the time until the execution the dead process was running records
-its next store operation (in another process).
+every fifth kills a whole worker, pool and parent, and a new worker is started. A new
+worker's pool processes are spared until it has been ready for ``STARTED_FOR`` seconds:
+Celery checks that its pool started right after it logs "ready.", and a pool process
+killed before that check makes the whole worker exit ("Could not start worker
+processes"), which would leave no worker for the next kills. The recovery of a kill is
+the time until the execution the dead process was running records its next store
+operation (in another process).
 
 Runs on Redis (one broker keeps the suite within its time budget; the end-to-end
 recovery test, ``tests/e2e/test_recovery.py``, kills workers on both). A wake handed to a
@@ -26,6 +30,8 @@ from .workload import fill_queue, start_drain
 pytestmark = FAULT_MARKS
 
 KILLS = 20
+#: Seconds a worker has been seen ready before its pool processes may be killed.
+STARTED_FOR = 1.0
 
 
 def pool_processes(worker: Process) -> list[int]:
@@ -42,6 +48,7 @@ def test_twenty_worker_sigkills_during_a_queue_drain(faults: Faults) -> None:
     start_drain(faults, queue_id, executions=30, each=10, pause=0.15)
     victims: list[tuple[int, float]] = []  # (pid, when)
     spare: list[Process] = []
+    ready_since = {w.popen.pid: float("-inf") for w in workers}  # waited for above
     for n in range(KILLS):
         time.sleep(0.7)
         alive = [w for w in workers if w.popen.poll() is None]
@@ -57,7 +64,7 @@ def test_twenty_worker_sigkills_during_a_queue_drain(faults: Faults) -> None:
             workers.append(replacement)
             spare.append(replacement)
         else:
-            pids = [pid for w in alive for pid in pool_processes(w)]
+            pids = [pid for w in started(alive, ready_since) for pid in pool_processes(w)]
             if not pids:
                 continue
             pid = random.choice(pids)
@@ -69,6 +76,16 @@ def test_twenty_worker_sigkills_during_a_queue_drain(faults: Faults) -> None:
     finally:
         faults.recoveries += recoveries(faults, victims)
     assert anomalies == []
+
+
+def started(workers: list[Process], ready_since: dict[int, float]) -> list[Process]:
+    """Those of ``workers`` seen ready at least ``STARTED_FOR`` seconds ago (noting when
+    each is first seen ready in ``ready_since``, by pid)."""
+    now = time.monotonic()
+    for worker in workers:
+        if worker.popen.pid not in ready_since and " ready." in worker.output():
+            ready_since[worker.popen.pid] = now
+    return [w for w in workers if now - ready_since.get(w.popen.pid, now) >= STARTED_FOR]
 
 
 def exited(workers: list[Process], kill: int) -> str:
