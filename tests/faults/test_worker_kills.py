@@ -47,7 +47,6 @@ def test_twenty_worker_sigkills_during_a_queue_drain(faults: Faults) -> None:
     queue_id = fill_queue(faults, 300)
     start_drain(faults, queue_id, executions=30, each=10, pause=0.15)
     victims: list[tuple[int, float]] = []  # (pid, when)
-    spare: list[Process] = []
     ready_since = {w.popen.pid: float("-inf") for w in workers}  # waited for above
     for n in range(KILLS):
         time.sleep(0.7)
@@ -62,7 +61,6 @@ def test_twenty_worker_sigkills_during_a_queue_drain(faults: Faults) -> None:
             workers.remove(worker)
             replacement = faults.spawn_worker()
             workers.append(replacement)
-            spare.append(replacement)
         else:
             pids = [pid for w in started(alive, ready_since) for pid in pool_processes(w)]
             if not pids:
