@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from celery import Celery
@@ -323,6 +324,41 @@ def services(e2e: Env) -> Iterator[Env]:
     e2e.start_relay()
     yield e2e
     e2e.stop_all()
+
+
+#: The test process's ``deadlock_timeout`` during end-to-end tests: longer than the workers'
+#: (PostgreSQL's default, 1 s), so that a deadlock between a test's flush and a run still
+#: going in a worker is broken in the worker (whose task retries), not in the flush.
+FLUSH_DEADLOCK_TIMEOUT = "10s"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _reset_deadlock_timeout(django_db_blocker: Any) -> Iterator[None]:
+    """Give the test process's connection its ``deadlock_timeout`` back once the module's
+    last test was flushed (module fixtures end after their tests' teardowns)."""
+    yield
+    from django.db import connection
+
+    if connection.vendor == "postgresql" and connection.connection is not None:
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute("RESET deadlock_timeout")
+
+
+@pytest.fixture(autouse=True)
+def _flush_wins_deadlocks(request: pytest.FixtureRequest) -> None:
+    """After a test, pytest-django flushes the test database: a ``TRUNCATE`` of every table,
+    which may meet a resume still running in a worker, each waiting for a lock the other
+    holds. PostgreSQL breaks a deadlock in the session whose ``deadlock_timeout`` passes
+    first; without this, that was the flush (it waited first), and the test failed in its
+    teardown, its rows left to the next tests. Reset at the module's end."""
+    marker = request.node.get_closest_marker("django_db")
+    if marker is None or not marker.kwargs.get("transaction"):
+        return
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET deadlock_timeout = '{FLUSH_DEADLOCK_TIMEOUT}'")
 
 
 @pytest.fixture(autouse=True)
