@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / "docs" / "img"
 #: 800 x 500 pixels.
 SIZE = (8.0, 5.0)
+#: A CDF's size: taller, for its legend of one line per curve under the frame.
+CDF_SIZE = (8.0, 6.5)
 DPI = 100
 
 
@@ -107,7 +109,7 @@ def write_plots(
         items = by_figure.get(key)
         if not items or not any(item.x for item in items):
             continue
-        fig = MplFigure(figsize=SIZE, dpi=DPI)
+        fig = MplFigure(figsize=CDF_SIZE if spec.cdf else SIZE, dpi=DPI)
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
         xs: set[float] = set()
@@ -144,7 +146,7 @@ def write_plots(
         ax.set_ylabel(spec.ylabel)
         ax.grid(True, which="major", alpha=0.3)
         if spec.cdf:  # the curves cross the whole frame: the legend goes under it
-            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=1)
         else:
             ax.legend(fontsize=8, loc="best")
         if caption:

@@ -10,6 +10,10 @@ and the same PostgreSQL:
   (``send_task`` -> the task starts) on the same broker and worker. Target: p50 within 2x.
   Also against the same round trip of a task sent expecting no result, as wakes are sent
   (the awaited one subscribes the sender to its result first: a Redis round trip).
+  And against the least a durable wake does without a runtime (**durable hop**): the
+  producer commits a row, then sends a task (no result) whose first statement updates that
+  row; from the producer's statement to the task's (both PostgreSQL's ``now()``). Ours
+  adds to it the lease, the replay, the take's computation and its commit function.
 - **durable steps per second, one execution**: ``step.run`` steps of one execution, run
   in this process, against DBOS ``@DBOS.step`` calls in one ``@DBOS.workflow``.
   Target: at least 6x.
@@ -286,6 +290,40 @@ def celery_latencies_without_result(worker: Worker, n: int, spacing: float) -> l
     return [starts[number] - sent[number] for number in range(n)]
 
 
+def durable_hop_latencies(worker: Worker, n: int, spacing: float) -> list[float]:
+    """Seconds from a producer's committing statement to the first statement of the task
+    it then sends (expecting no result), ``n`` times: a durable hop with no runtime."""
+    from django.db import connection
+
+    from .celery_app import DURABLE_HOPS
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {DURABLE_HOPS} (id bigserial PRIMARY KEY, "
+            "sent_at timestamptz NOT NULL, started_at timestamptz)"
+        )
+    rows = []
+    for _ in range(n):
+        time.sleep(spacing)
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {DURABLE_HOPS} (sent_at) VALUES (now()) RETURNING id")
+            row = cursor.fetchone()[0]
+        worker.app.send_task("bench.ping_durable", args=[row], ignore_result=True)
+        rows.append(row)
+
+    def started() -> list[float]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT extract(epoch FROM started_at - sent_at) FROM {DURABLE_HOPS} "
+                "WHERE id = ANY(%s) AND started_at IS NOT NULL",
+                [rows],
+            )
+            return [float(seconds) for (seconds,) in cursor.fetchall()]
+
+    _wait("the durable pings to start", lambda: len(started()) == n)
+    return started()
+
+
 def steps_in_one_execution(n: int) -> float:
     """Durable ``run`` steps per second in one execution, run in this process."""
     from yieldstar_django.runtime import get_execution, start_workflow
@@ -442,6 +480,7 @@ def run(quick: bool = False) -> list[Row]:
     ours_call: list[float] = []
     celery: list[float] = []
     celery_unawaited: list[float] = []
+    durable_hop: list[float] = []
     notify: list[float] = []
     ours_one: list[float] = []
     ours_many: list[float] = []
@@ -453,6 +492,7 @@ def run(quick: bool = False) -> list[Row]:
             # Latencies first, before DBOS starts its threads in this (the sending) process.
             celery_latencies(worker, 20, 0.01)  # warm up every path
             celery_latencies_without_result(worker, 10, 0.01)
+            durable_hop_latencies(worker, 10, 0.01)
             wake_latencies(10, 0.01)
             for _ in range(rounds):
                 commit, call = wake_latencies(samples, spacing)
@@ -460,6 +500,7 @@ def run(quick: bool = False) -> list[Row]:
                 ours_call += call
                 celery += celery_latencies(worker, samples, spacing)
                 celery_unawaited += celery_latencies_without_result(worker, samples, spacing)
+                durable_hop += durable_hop_latencies(worker, samples, spacing)
             for takers in takers_sweep:
                 resumes[takers] = drain_queue(takers)
             for takers in at_once_sweep:
@@ -490,6 +531,8 @@ def run(quick: bool = False) -> list[Row]:
         Series("wake-latency", "Celery: send_task -> task starts", [_ms(x) for x in celery]),
         Series("wake-latency", "Celery, no result: send_task -> starts",
                [_ms(x) for x in celery_unawaited]),
+        Series("wake-latency", "durable hop: a commit -> its task's first statement",
+               [_ms(x) for x in durable_hop]),
         Series("wake-latency", "DBOS: send -> recv returns", [_ms(x) for x in notify])
         if dbos is not None
         else Series("wake-latency", f"DBOS: not measured ({unavailable[:50]})", []),
@@ -512,6 +555,16 @@ def run(quick: bool = False) -> list[Row]:
         celery_unawaited,
         "Celery enqueue->start {}, no result awaited",
         lambda label, q: "the same wakes; Celery's task sent with ignore_result, as wakes are",
+    )
+    rows += _latency_rows(
+        ours,
+        "wake latency {}: store commit -> take recorded",
+        durable_hop,
+        "durable hop {}: a commit -> its task's first statement",
+        lambda label, q: (
+            "the producer commits a row, then sends a task (no result) that updates it; "
+            "what ours adds: the lease, the replay, the take and its commit call"
+        ),
     )
     most, fewest = max(takers_sweep), min(takers_sweep)
     rows.append(
