@@ -11,6 +11,9 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.worker_settings")
 
+#: The table of ``bench.ping_durable``: a producer's commit and the task's statement.
+DURABLE_HOPS = "bench_durable_hop"
+
 app = Celery("yieldstar_bench")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.set_default()
@@ -39,7 +42,3 @@ def ping_durable(row: int) -> None:
 
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {DURABLE_HOPS} SET started_at = now() WHERE id = %s", [row])
-
-
-#: The table of ``bench.ping_durable``: a producer's commit and the task's statement.
-DURABLE_HOPS = "bench_durable_hop"

@@ -352,7 +352,8 @@ def _flush_wins_deadlocks(request: pytest.FixtureRequest) -> None:
     first; without this, that was the flush (it waited first), and the test failed in its
     teardown, its rows left to the next tests. Reset at the module's end."""
     marker = request.node.get_closest_marker("django_db")
-    if marker is None or not marker.kwargs.get("transaction"):
+    transactional = marker is not None and marker.kwargs.get("transaction")
+    if not transactional and "transactional_db" not in request.fixturenames:
         return
     from django.db import connection
 
