@@ -41,6 +41,9 @@ ROOT = Path(__file__).resolve().parents[2]
 RABBITMQ = ("127.0.0.1", 5672)
 BROKERS = ["redis", "amqp"]
 
+#: What a Celery worker logs once it consumes.
+WORKER_READY = " ready."
+
 #: Marks for every end-to-end module: ``pytestmark = E2E_MARKS``.
 E2E_MARKS = [pytest.mark.postgres, pytest.mark.celery, pytest.mark.slow]
 
@@ -201,9 +204,9 @@ class Process:
     popen: subprocess.Popen[bytes]
     log: Path
 
-    def wait_ready(self) -> None:
+    def wait_ready(self, timeout: float = 60) -> None:
         """Wait until this Celery worker consumes."""
-        wait_until(f"the {self.name} to be ready", lambda: self.ready(" ready."), 60)
+        wait_until(f"the {self.name} to be ready", lambda: self.ready(WORKER_READY), timeout)
 
     def pids(self) -> set[int]:
         """The pids of this process and its descendants (a worker's pool processes)."""

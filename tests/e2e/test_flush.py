@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any
 
 import psycopg
 import pytest
@@ -19,20 +18,12 @@ from django.core.management.color import no_style
 from django.core.management.sql import sql_flush
 from django.db import connection
 
+from tests.connections import second_connection
 from tests.polling import wait_until
 
 from .conftest import FLUSH_DEADLOCK_TIMEOUT
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def _worker_connection() -> psycopg.Connection[Any]:
-    """A connection to the test database as a worker opens one (server defaults)."""
-    params = connection.get_connection_params()
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    params.pop("prepare_threshold", None)
-    return psycopg.connect(**params)
 
 
 def _flushed_tables() -> tuple[str, str]:
@@ -47,9 +38,8 @@ def test_the_flush_survives_a_deadlock_with_a_running_worker() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SHOW deadlock_timeout")
         assert cursor.fetchone()[0] == FLUSH_DEADLOCK_TIMEOUT
-    worker = _worker_connection()
-    watcher = _worker_connection()
-    watcher.autocommit = True
+    worker = second_connection(autocommit=False)  # as a worker's, in a transaction
+    watcher = second_connection()
     outcome: list[BaseException | None] = []
 
     def flush_waits() -> bool:

@@ -222,7 +222,7 @@ class Faults:
         """Start ``count`` workers and wait until they are ready."""
         workers = [self.spawn_worker(concurrency, extra) for _ in range(count)]
         for worker in workers:
-            wait_until("a worker to be ready", lambda w=worker: w.ready(" ready."), 90)  # type: ignore[misc]
+            worker.wait_ready(90)
         return workers
 
     def start_relay(self) -> Process:

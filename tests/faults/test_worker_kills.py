@@ -21,7 +21,7 @@ import random
 import subprocess
 import time
 
-from tests.e2e.conftest import Process
+from tests.e2e.conftest import WORKER_READY, Process
 
 from .checker import load_history
 from .conftest import FAULT_MARKS, Faults
@@ -81,7 +81,7 @@ def started(workers: list[Process], ready_since: dict[int, float]) -> list[Proce
     each is first seen ready in ``ready_since``, by pid)."""
     now = time.monotonic()
     for worker in workers:
-        if worker.popen.pid not in ready_since and " ready." in worker.output():
+        if worker.popen.pid not in ready_since and WORKER_READY in worker.output():
             ready_since[worker.popen.pid] = now
     return [w for w in workers if now - ready_since.get(w.popen.pid, now) >= STARTED_FOR]
 

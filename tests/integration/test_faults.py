@@ -6,11 +6,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import OperationalError, connections
 from django.utils import timezone
 
+from tests.connections import second_connection
 from yieldstar_django.connector import DatabaseStoreClient
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.results import StoreStepId, StoreWaiter, Wake
@@ -20,19 +20,6 @@ from yieldstar_django.wakes import relay_once
 from .conftest import POSTGRES, Spawn, WakeCollector, configure
 
 _names = itertools.count()
-
-
-def admin_connection(alias: str) -> psycopg.Connection[Any]:
-    """A second connection to the test database, outside Django."""
-    s = connections[alias].settings_dict
-    return psycopg.connect(
-        dbname=s["NAME"],
-        user=s["USER"],
-        password=s["PASSWORD"] or None,
-        host=s["HOST"] or None,
-        port=s["PORT"] or None,
-        autocommit=True,
-    )
 
 
 class KilledAfterCommit(DatabaseStoreClient):
@@ -48,7 +35,7 @@ class KilledAfterCommit(DatabaseStoreClient):
             return
         self.armed = False
         pid = self.connection.connection.info.backend_pid
-        with admin_connection(self.using) as admin:
+        with second_connection(self.using) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", [pid])
         with self.connection.cursor() as cursor:
             cursor.execute("SELECT 1")

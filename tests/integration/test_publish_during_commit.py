@@ -14,6 +14,7 @@ import pytest
 from django.db import DataError, IntegrityError, connections, transaction
 from psycopg import pq
 
+from tests.connections import second_connection
 from tests.polling import wait_until
 from yieldstar_django.connector import DatabaseStoreClient, functions, overlap
 from yieldstar_django.core.definition import StoreDefinition
@@ -22,7 +23,6 @@ from yieldstar_django.models import StoreInstance, WakeIntent
 from yieldstar_django.wakes import enqueues_only
 
 from .conftest import POSTGRES, configure
-from .test_faults import admin_connection
 
 pytestmark = pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
 
@@ -146,7 +146,7 @@ def test_a_connection_cut_once_the_commit_answered_does_not_fail_the_write(
     pid = connections[alias].connection.info.backend_pid
 
     def cut(wakes: Sequence[Wake]) -> None:
-        with admin_connection(alias) as admin:
+        with second_connection(alias) as admin:
             wait_until(
                 "the commit to be visible",
                 lambda: (
@@ -411,7 +411,7 @@ def test_a_call_that_fails_leaves_its_statement_prepared(
     (name,) = overlap_statements(alias)
     # The next commit of this store fails (the DDL from another connection: psycopg would
     # answer DDL on this one with a DEALLOCATE ALL).
-    with admin_connection(alias) as admin:
+    with second_connection(alias) as admin:
         admin.execute(
             "ALTER TABLE yieldstar_storeinstance ADD CONSTRAINT ys_test_small "
             "CHECK (version < 2) NOT VALID"

@@ -16,6 +16,7 @@ import pytest
 from django.db import connections, transaction
 
 from bench.waiter_rows import insert_waiters
+from tests.connections import second_connection
 from yieldstar_django.connector import DatabaseStoreClient, matching_waiters_sql
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.results import Wake
@@ -142,19 +143,7 @@ def test_matching_uses_the_waiter_index_on_sqlite(wakes: WakeCollector) -> None:
 
 def burst_from_another_connection(alias: str, store_pk: int, instance_id: str, count: int) -> None:
     """``add_waiters`` from a connection of its own, without ``ANALYZE``."""
-    import psycopg
-
-    s = connections[alias].settings_dict
-    with (
-        psycopg.connect(
-            dbname=s["NAME"],
-            user=s["USER"] or None,
-            host=s["HOST"] or None,
-            port=s["PORT"] or None,
-            autocommit=True,
-        ) as conn,
-        conn.transaction(),
-    ):
+    with second_connection(alias) as conn, conn.transaction():
         insert_waiters(conn.execute, store_pk, instance_id, count)
 
 
