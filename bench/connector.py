@@ -80,19 +80,12 @@ def raw_connection() -> Any:
     """A psycopg connection of its own, outside Django, in autocommit mode, with the
     prepared-statement setting of Django's (``OPTIONS["prepare_threshold"]``, off by
     default), so both sides speak the same protocol."""
-    import psycopg
     from django.db import connection
 
-    s = connection.settings_dict
-    conn = psycopg.connect(
-        dbname=s["NAME"],
-        user=s["USER"] or None,
-        password=s["PASSWORD"] or None,
-        host=s["HOST"] or None,
-        port=s["PORT"] or None,
-        autocommit=True,
-    )
-    conn.prepare_threshold = s.get("OPTIONS", {}).get("prepare_threshold")
+    from tests.connections import second_connection
+
+    conn = second_connection()
+    conn.prepare_threshold = connection.settings_dict.get("OPTIONS", {}).get("prepare_threshold")
     return conn
 
 
