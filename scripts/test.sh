@@ -3,7 +3,7 @@
 #
 # Starts the services (scripts/services.sh), creates or refreshes .venv
 # (scripts/_venv.sh), then runs, stopping at the first failure:
-#   ruff check, ruff format --check, mypy, pytest "$@", mkdocs build --strict,
+#   ruff check, ruff format --check, mypy, pytest -n 2 "$@", mkdocs build --strict,
 #   scripts/check_startproject.sh (the README's installation in a new project),
 # then the Django 6.x leg of the support matrix: the same install on Python 3.13 in
 # .venv-django6 runs the suites that need no browser or worker fleet (set
@@ -30,15 +30,22 @@ if ! command -v chromium >/dev/null; then
 fi
 
 step() {
+  local started=$SECONDS
   echo
   echo "==> $*"
   "$@"
+  echo "==> ($1: $((SECONDS - started)) s)"
 }
+
+# pytest runs on two workers (pytest-xdist; the machine's cores), the tests that run real
+# processes one at a time on one of them (tests/conftest.py). YIELDSTAR_TEST_WORKERS=0
+# runs everything in one process.
+workers=(-n "${YIELDSTAR_TEST_WORKERS:-2}" --dist loadgroup)
 
 step ruff check .
 step ruff format --check .
 step mypy yieldstar_django demo_project
-step pytest "$@"
+step pytest "${workers[@]}" "$@"
 step mkdocs build --strict --quiet
 # A brand-new startproject project with the README's installation steps only (a fresh
 # virtualenv: about a minute). YIELDSTAR_STARTPROJECT=0 leaves it out while iterating.
@@ -61,7 +68,7 @@ if [ "${YIELDSTAR_MATRIX:-1}" != "0" ]; then
     (
       YIELDSTAR_VENV="$PWD/.venv-django6" PYTHON="$py313" ensure_venv
       python -c 'import django; print("Django", django.get_version())'
-      pytest -q -p no:cacheprovider -m "not browser" \
+      pytest "${workers[@]}" -q -p no:cacheprovider -m "not browser" \
         tests/unit tests/conformance tests/test_checks.py tests/test_conf.py \
         $(ls -d tests/integration tests/api tests/admin 2>/dev/null)
     )

@@ -2,12 +2,27 @@
 
 Tests marked ``postgres`` run only when ``DATABASE_URL`` points at PostgreSQL, tests
 marked ``sqlite`` only when it points at SQLite; the others are skipped with a reason.
+
+Under pytest-xdist (``scripts/test.sh`` runs ``-n 2 --dist loadgroup``) the tests that run
+real processes (marked ``celery``, ``faults`` or ``browser``: workers, brokers, a
+PostgreSQL cluster, Chromium) share one group, so they run one at a time on one worker
+while the others spread over the rest; and the fault suite's figures travel from the
+workers to the controller, which prints them.
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 from django.conf import settings
+
+from tests.faults import figures
+
+#: Markers of the tests that run real processes, and the xdist group that serializes them.
+PROCESS_MARKERS = ("celery", "faults", "browser")
+PROCESS_GROUP = "processes"
 
 
 def database_vendor() -> str:
@@ -24,3 +39,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(
                     pytest.mark.skip(reason=f"needs {needs}; DATABASE_URL points at {vendor}")
                 )
+        if any(item.get_closest_marker(marker) for marker in PROCESS_MARKERS):
+            item.add_marker(pytest.mark.xdist_group(PROCESS_GROUP))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker: hand the fault suite's figures to the controller."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output[figures.WORKER_KEY] = json.dumps(figures.FIGURES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """On the xdist controller: collect a finished worker's fault suite figures."""
+    output = getattr(node, "workeroutput", None) or {}
+    figures.FIGURES.extend(json.loads(output.get(figures.WORKER_KEY, "[]")))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    figures.write_summary(terminalreporter)

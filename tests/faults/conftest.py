@@ -19,11 +19,9 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -46,13 +44,13 @@ from tests.e2e.conftest import (
 from tests.e2e.proxy import TcpProxy
 
 from .checker import check_queue, check_register, load_history
+from .figures import FIGURES
 from .history import ENV as HISTORY_ENV, EXIT_ENV, INITIAL, ROLE_ENV
 
 __all__ = ["amqp_proxy", "redis_server"]
 
 PG_BIN = Path(os.environ.get("YIELDSTAR_FAULTS_PG_BIN", "/usr/lib/postgresql/15/bin"))
 DB_NAME = "yieldstar_faults"
-FIGURES: list[dict[str, Any]] = []
 
 #: Marks for every fault module: ``pytestmark = FAULT_MARKS``.
 FAULT_MARKS = [pytest.mark.faults, pytest.mark.celery, pytest.mark.slow]
@@ -439,34 +437,6 @@ def faults(
         yield faults
     finally:
         faults.stop_all()
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not FIGURES:
-        return
-    out = ROOT / "var" / "faults"
-    out.mkdir(parents=True, exist_ok=True)
-    terminalreporter.section("fault suite figures")
-    with (out / "figures.jsonl").open("a") as handle:
-        for figure in FIGURES:
-            rec = [round(r, 3) for r in figure["recoveries"]]
-            handle.write(json.dumps({**figure, "recoveries": rec, "at": time.time()}) + "\n")
-            summary = (
-                f"recovery p50 {statistics.median(rec):.2f}s p95 {percentile(rec, 0.95):.2f}s "
-                f"(n={len(rec)})"
-                if rec
-                else "no recovery measured"
-            )
-            terminalreporter.write_line(
-                f"{figure['fault']}: {figure['executions']} executions, "
-                f"{figure['operations']} store operations, {figure['anomalies']} anomalies, "
-                f"{figure['not_completed']} not completed; {summary}"
-            )
 
 
 EXIT_AFTER_COMMIT = EXIT_ENV  # re-exported for the tests
