@@ -58,4 +58,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    figures.write_summary(terminalreporter)
+    """Print the fault suite's figures, once: on the controller, or in a run without xdist
+    (a worker's go to the controller)."""
+    if not hasattr(terminalreporter.config, "workerinput"):
+        figures.write_summary(terminalreporter)
