@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.faults.figures import percentile
 from yieldstar_django.models import Execution, ExecutionStep, WakeIntent
 from yieldstar_django.runtime import get_execution, start_workflow
 
@@ -154,7 +155,7 @@ def test_recovery_time_after_worker_kills(e2e: Env, tmp_path: Path) -> None:
         workers = [*survivors, e2e.start_worker(f"w{round_ + 2}", concurrency=1, wait=False)]
     recoveries.sort()
     p50 = statistics.median(recoveries)
-    p95 = recoveries[max(0, round(0.95 * len(recoveries)) - 1)]
+    p95 = percentile(recoveries, 0.95)
     report = {
         "broker": e2e.broker.kind,
         "kills": len(recoveries),

@@ -21,6 +21,7 @@ FIGURES: list[dict[str, Any]] = []
 
 
 def percentile(values: list[float], fraction: float) -> float:
+    """The nearest-rank percentile of ``values`` (``fraction`` 0.95: the p95)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
 
