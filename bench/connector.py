@@ -12,7 +12,10 @@ rounds of the two interleaved so that a noisy machine slows both alike:
 - ``take_from_store`` (pop the head of a 500-item queue) against the same pop done raw;
 - 8 processes incrementing one store against one process alone (attempts per commit
   from ``DatabaseStoreClient.commit_attempts``), with 2 and 4 processes measured in the
-  same rounds for the plot of commits/s against processes;
+  same rounds for the plot of commits/s against processes; and the same sweep of the raw
+  loop of the ``update_store`` floor, backing off as the client does by default, on a row
+  of its own, 8 processes against 1 (what the machine and PostgreSQL allow a hand-rolled
+  compare-and-swap on one row);
 - the cost of a mutation with 1,000 and 100,000 waiters on the store (one of which it
   wakes, or none) against the same mutation with none, and waking one against waking none;
 - the same with 20,000 and 100,000 waiters registered in a burst from another connection
@@ -120,13 +123,15 @@ def _dumps(value: Any) -> str:
 class RawStore:
     """One row of ``bench_raw`` changed by a raw compare-and-swap loop."""
 
-    def __init__(self, conn: Any, row_id: int, state: Any) -> None:
+    def __init__(self, conn: Any, row_id: int, state: Any = None) -> None:
+        """Insert row ``row_id`` with ``state``; ``None``: use the row as it is."""
         self.conn = conn
         self.id = row_id
-        conn.execute(
-            "INSERT INTO bench_raw (id, version, state) VALUES (%s, 0, %s)",
-            [row_id, _dumps(state)],
-        )
+        if state is not None:
+            conn.execute(
+                "INSERT INTO bench_raw (id, version, state) VALUES (%s, 0, %s)",
+                [row_id, _dumps(state)],
+            )
         self.steps = 0
 
     def update(self, change: Callable[[Any], Any], *, ledger: bool = False) -> Any:
@@ -155,9 +160,10 @@ class RawStore:
             if updated:
                 return result
 
-    def update_known(self, change: Callable[[Any], Any]) -> Any:
+    def update_known(self, change: Callable[[Any], Any], backoff: Any = None) -> Any:
         """The physical floor of a compare-and-swap: change the last row this loop saw and
-        ``UPDATE ... WHERE version`` in one round trip, reading only after a lost race."""
+        ``UPDATE ... WHERE version`` in one round trip, reading only after a lost race (at
+        once, or after ``backoff.delay(lost races)`` seconds with a ``RetryPolicy``)."""
         import json
 
         if getattr(self, "_known", None) is None:
@@ -176,7 +182,12 @@ class RawStore:
             ).rowcount
             if updated:
                 self._known = (version + 1, state)
+                self._lost = 0
                 return result
+            if backoff is not None:
+                lost = getattr(self, "_lost", 0) + 1
+                self._lost = lost
+                time.sleep(backoff.delay(lost))
             version, text = self.conn.execute(
                 "SELECT version, state FROM bench_raw WHERE id = %s", [self.id]
             ).fetchone()
@@ -318,16 +329,43 @@ def _contend(name: str, seconds: float, start: Any, results: Any) -> None:
     connections.close_all()
 
 
-def _run_processes(name: str, processes: int, seconds: float) -> tuple[float, float, int, float]:
+def _contend_raw(row_id: int, seconds: float, start: Any, results: Any) -> None:
+    """Process target: the raw baseline of ``_contend``, the physical floor's loop
+    (``RawStore.update_known``) incrementing ``bench_raw`` row ``row_id``, backing off
+    after a lost race as the client does by default (``RetryPolicy()``)."""
+    from yieldstar_django.core.commits import RetryPolicy
+
+    setup_django()
+    raw = raw_connection()
+    store = RawStore(raw, row_id)
+    policy = RetryPolicy()
+    store.update_known(_increment, policy)  # reads the row, as the client's first read does
+    start.wait()
+    deadline = time.perf_counter() + seconds
+    commits = 0
+    while time.perf_counter() < deadline:
+        store.update_known(_increment, policy)
+        commits += 1
+    results.put((commits, 0, 0, 0))
+    raw.close()
+
+
+def _run_processes(
+    name: str, processes: int, seconds: float, raw_row: int | None = None
+) -> tuple[float, float, int, float]:
     """Commits per second of ``processes`` processes incrementing one store for
     ``seconds``, commit attempts per commit, the most attempts one increment took, and the
-    fraction of increments that took more than the default ``CAS_MAX_ATTEMPTS``."""
+    fraction of increments that took more than the default ``CAS_MAX_ATTEMPTS``. With
+    ``raw_row``, the raw loop on that ``bench_raw`` row instead (attempts not counted)."""
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Barrier(processes)
     results = ctx.Queue()
-    workers = [
-        ctx.Process(target=_contend, args=(name, seconds, start, results)) for _ in range(processes)
-    ]
+    target, args = (
+        (_contend, (name, seconds, start, results))
+        if raw_row is None
+        else (_contend_raw, (raw_row, seconds, start, results))
+    )
+    workers = [ctx.Process(target=target, args=args) for _ in range(processes)]
     for worker in workers:
         worker.start()
     outcomes = [results.get(timeout=600) for _ in workers]
@@ -344,10 +382,13 @@ PROCESS_COUNTS = (1, 2, 4, 8)
 
 
 def measure_contention(seconds: float, rounds: int) -> list[Row]:
-    """Each round runs 1, 2, 4 and 8 processes, each count on a store of its own; the row
-    is 8 processes against 1 alone, with the whole sweep attached as a series."""
+    """Each round runs 1, 2, 4 and 8 processes, each count on a store of its own, then the
+    raw loop with as many processes on a row of its own; the rows are 8 processes against
+    1 alone, ours and the raw loop's, with both sweeps attached as series."""
     reset()
+    raw = raw_connection()
     rates: dict[int, list[float]] = {count: [] for count in PROCESS_COUNTS}
+    raw_rates: dict[int, list[float]] = {count: [] for count in PROCESS_COUNTS}
     attempts: dict[int, list[float]] = {count: [] for count in PROCESS_COUNTS}
     worst = 0
     over_cap: list[float] = []
@@ -361,8 +402,14 @@ def measure_contention(seconds: float, rounds: int) -> list[Row]:
             if count == PROCESS_COUNTS[-1]:
                 worst = max(worst, most)
                 over_cap.append(over)
+            row_id = 1000 + 10 * r + count
+            RawStore(raw, row_id, _counter_state("c"))
+            raw_rates[count].append(_run_processes("", count, seconds, raw_row=row_id)[0])
+    raw.close()
     top = PROCESS_COUNTS[-1]
     median = {count: statistics.median(values) for count, values in rates.items()}
+    raw_median = {count: statistics.median(values) for count, values in raw_rates.items()}
+    counts = [float(count) for count in PROCESS_COUNTS]
     return [
         Row(
             SUITE,
@@ -373,16 +420,34 @@ def measure_contention(seconds: float, rounds: int) -> list[Row]:
             "commits/s",
             ">= 0.9x, none over the cap",
             f"{statistics.median(attempts[top]):.2f} commit attempts per commit; at most {worst}, "
-            f"over {DEFAULT_CAS_MAX_ATTEMPTS} for {max(over_cap):.2%} of increments",
+            f"over {DEFAULT_CAS_MAX_ATTEMPTS} for {max(over_cap):.2%} of increments; "
+            f"{median[top] / raw_median[top]:.2f}x of the raw loop's {top} processes",
             series=[
                 Series(
                     "contention",
                     "update_store increments of one store (PostgreSQL)",
-                    [float(count) for count in PROCESS_COUNTS],
+                    counts,
                     [median[count] for count in PROCESS_COUNTS],
-                )
+                ),
+                Series(
+                    "contention",
+                    "raw loop: UPDATE ... WHERE version of the row it last saw",
+                    counts,
+                    [raw_median[count] for count in PROCESS_COUNTS],
+                ),
             ],
-        )
+        ),
+        Row(
+            SUITE,
+            f"{top} processes on one row, raw loop",
+            raw_median[top],
+            "1 process alone",
+            raw_median[1],
+            "commits/s",
+            "comparison",
+            "the update_store floor's loop (raw UPDATE ... WHERE version of the row it last "
+            "saw; after a lost race the client's default backoff, then a read), a process each",
+        ),
     ]
 
 
