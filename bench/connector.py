@@ -133,6 +133,7 @@ class RawStore:
                 [row_id, _dumps(state)],
             )
         self.steps = 0
+        self._lost = 0  # races lost in a row by ``update_known``
 
     def update(self, change: Callable[[Any], Any], *, ledger: bool = False) -> Any:
         import json
@@ -185,9 +186,8 @@ class RawStore:
                 self._lost = 0
                 return result
             if backoff is not None:
-                lost = getattr(self, "_lost", 0) + 1
-                self._lost = lost
-                time.sleep(backoff.delay(lost))
+                self._lost += 1
+                time.sleep(backoff.delay(self._lost))
             version, text = self.conn.execute(
                 "SELECT version, state FROM bench_raw WHERE id = %s", [self.id]
             ).fetchone()
