@@ -351,20 +351,17 @@ def _contend_raw(row_id: int, seconds: float, start: Any, results: Any) -> None:
 
 
 def _run_processes(
-    name: str, processes: int, seconds: float, raw_row: int | None = None
+    target: Callable[[Any, float, Any, Any], None], key: Any, processes: int, seconds: float
 ) -> tuple[float, float, int, float]:
-    """Commits per second of ``processes`` processes incrementing one store for
+    """Commits per second of ``processes`` processes running ``target(key, seconds, start,
+    results)`` (``_contend`` on store ``key``, or ``_contend_raw`` on row ``key``) for
     ``seconds``, commit attempts per commit, the most attempts one increment took, and the
-    fraction of increments that took more than the default ``CAS_MAX_ATTEMPTS``. With
-    ``raw_row``, the raw loop on that ``bench_raw`` row instead (attempts not counted)."""
+    fraction of increments that took more than the default ``CAS_MAX_ATTEMPTS`` (zeros for
+    the raw loop, which does not count them)."""
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Barrier(processes)
     results = ctx.Queue()
-    target, args = (
-        (_contend, (name, seconds, start, results))
-        if raw_row is None
-        else (_contend_raw, (raw_row, seconds, start, results))
-    )
+    args = (key, seconds, start, results)
     workers = [ctx.Process(target=target, args=args) for _ in range(processes)]
     for worker in workers:
         worker.start()
@@ -395,7 +392,7 @@ def measure_contention(seconds: float, rounds: int) -> list[Row]:
     for r in range(rounds):
         for count in PROCESS_COUNTS:
             rate, per_commit, most, over = _run_processes(
-                f"bench-contended-{count}-{r}", count, seconds
+                _contend, f"bench-contended-{count}-{r}", count, seconds
             )
             rates[count].append(rate)
             attempts[count].append(per_commit)
@@ -404,7 +401,7 @@ def measure_contention(seconds: float, rounds: int) -> list[Row]:
                 over_cap.append(over)
             row_id = 1000 + 10 * r + count
             RawStore(raw, row_id, _counter_state("c"))
-            raw_rates[count].append(_run_processes("", count, seconds, raw_row=row_id)[0])
+            raw_rates[count].append(_run_processes(_contend_raw, row_id, count, seconds)[0])
     raw.close()
     top = PROCESS_COUNTS[-1]
     median = {count: statistics.median(values) for count, values in rates.items()}
