@@ -198,7 +198,7 @@ class RawStore:
 
 
 def interleaved(
-    ours: Callable[[], None], baseline: Callable[[], None], *, ops: int, rounds: int
+    ours: Callable[[], object], baseline: Callable[[], object], *, ops: int, rounds: int
 ) -> tuple[float, float]:
     """Median operations per second of ``ours`` and ``baseline``, ``ops`` calls per round,
     many short rounds alternating between the two, so that a burst of load from elsewhere

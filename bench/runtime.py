@@ -47,6 +47,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -187,11 +188,13 @@ def wake_latencies(n: int, spacing: float) -> tuple[list[float], list[float]]:
         "executions to complete",
         lambda: Execution.objects.filter(pk__in=ids, status="completed").count() == n,
     )
-    recorded = dict(
-        ExecutionStep.objects.filter(execution_id__in=ids, step_key="0").values_list(
-            "execution_id", "recorded_at"
-        )
-    )
+    recorded: dict[str, datetime] = {
+        execution_id: at
+        for execution_id, at in ExecutionStep.objects.filter(
+            execution_id__in=ids, step_key="0"
+        ).values_list("execution_id", "recorded_at")
+        if at is not None  # every take here is recorded: the executions completed
+    }
     committed = {
         (v.store_id, v.version): v.created_at
         for v in StoreVersion.objects.filter(store_name=inbox.name, store_id__in=ids.values())
@@ -245,13 +248,13 @@ def drain_queue(
             lambda: not executions.exclude(status="completed").exists(),
             timeout,
         )
+
+    def completed(count: int) -> Callable[[], bool]:
+        return lambda: executions.filter(status="completed").count() == count
+
     for item in range(0 if at_once else takers):
         client.update_store(inbox, store_id, updater=lambda d: d["items"].append(1))
-        _wait(
-            f"item {item} to be taken",
-            lambda item=item: executions.filter(status="completed").count() == item + 1,
-            timeout,
-        )
+        _wait(f"item {item} to be taken", completed(item + 1), timeout)
         # The herd this item woke settles before the next one arrives (at most 2 s: a wake
         # that landed on a held lease is run by the holder and may stay unacknowledged).
         deadline = time.monotonic() + 2.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from yieldstar_django.core.definition import define_store
@@ -29,7 +30,7 @@ def wait_take(step: Step, store_id: str) -> Any:
 
 
 @workflow("bench.steps")
-def steps(step: Step, n: int) -> int:
+def steps(step: Step, n: int) -> Generator[Any, Any, int]:
     """``n`` durable ``run`` steps."""
     total = 0
     for i in range(n):

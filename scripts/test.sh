@@ -44,7 +44,7 @@ workers=(-n "${YIELDSTAR_TEST_WORKERS:-2}" --dist loadgroup)
 
 step ruff check .
 step ruff format --check .
-step mypy yieldstar_django demo_project
+step mypy yieldstar_django demo_project bench
 step pytest "${workers[@]}" "$@"
 step mkdocs build --strict --quiet
 # A brand-new startproject project with the README's installation steps only (a fresh
