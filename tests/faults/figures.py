@@ -3,12 +3,14 @@ end of the run and appended to ``var/faults/figures.jsonl``.
 
 Under pytest-xdist each worker hands its figures to the controller (``workeroutput``), which
 prints them all; the hooks that do it are in ``tests/conftest.py`` (the controller loads no
-conftest below ``tests``).
+conftest below ``tests``). ``YIELDSTAR_FAULT_FIGURES_DIR`` names another directory for the
+file (``tests/test_fault_figures.py`` runs the hooks on figures of its own).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -30,7 +32,7 @@ def write_summary(terminalreporter: Any) -> None:
     """Print the figures of this run and append them to ``var/faults/figures.jsonl``."""
     if not FIGURES:
         return
-    out = ROOT / "var" / "faults"
+    out = Path(os.environ.get("YIELDSTAR_FAULT_FIGURES_DIR") or ROOT / "var" / "faults")
     out.mkdir(parents=True, exist_ok=True)
     terminalreporter.section("fault suite figures")
     with (out / "figures.jsonl").open("a") as handle:
