@@ -133,26 +133,37 @@ class RawStore:
                 [row_id, _dumps(state)],
             )
         self.steps = 0
+        self._known: tuple[int, Any] | None = None  # the row ``update_known`` last saw
         self._lost = 0  # races lost in a row by ``update_known``
 
-    def update(self, change: Callable[[Any], Any], *, ledger: bool = False) -> Any:
+    def _read(self) -> tuple[int, Any]:
+        """The row's version and decoded state."""
         import json
 
+        version, text = self.conn.execute(
+            "SELECT version, state FROM bench_raw WHERE id = %s", [self.id]
+        ).fetchone()
+        return version, json.loads(text)
+
+    def _write(self, encoded: str, version: int) -> bool:
+        """``UPDATE ... WHERE version``: whether the row was still at ``version``."""
+        return bool(
+            self.conn.execute(
+                "UPDATE bench_raw SET state = %s, version = version + 1 "
+                "WHERE id = %s AND version = %s",
+                [encoded, self.id, version],
+            ).rowcount
+        )
+
+    def update(self, change: Callable[[Any], Any], *, ledger: bool = False) -> Any:
         while True:
-            version, text = self.conn.execute(
-                "SELECT version, state FROM bench_raw WHERE id = %s", [self.id]
-            ).fetchone()
-            state = json.loads(text)
+            version, state = self._read()
             result = change(state)
             encoded = _dumps(state)
             if ledger:
                 self.steps += 1
             with self.conn.transaction() if ledger else nullcontext():
-                updated = self.conn.execute(
-                    "UPDATE bench_raw SET state = %s, version = version + 1 "
-                    "WHERE id = %s AND version = %s",
-                    [encoded, self.id, version],
-                ).rowcount
+                updated = self._write(encoded, version)
                 if updated and ledger:
                     self.conn.execute(
                         "INSERT INTO bench_raw_ledger (step, result) VALUES (%s, %s)",
@@ -165,33 +176,19 @@ class RawStore:
         """The physical floor of a compare-and-swap: change the last row this loop saw and
         ``UPDATE ... WHERE version`` in one round trip, reading only after a lost race (at
         once, or after ``backoff.delay(lost races)`` seconds with a ``RetryPolicy``)."""
-        import json
-
-        if getattr(self, "_known", None) is None:
-            version, text = self.conn.execute(
-                "SELECT version, state FROM bench_raw WHERE id = %s", [self.id]
-            ).fetchone()
-            self._known = (version, json.loads(text))
+        if self._known is None:
+            self._known = self._read()
         while True:
             version, state = self._known
             result = change(state)
-            encoded = _dumps(state)
-            updated = self.conn.execute(
-                "UPDATE bench_raw SET state = %s, version = version + 1 "
-                "WHERE id = %s AND version = %s",
-                [encoded, self.id, version],
-            ).rowcount
-            if updated:
+            if self._write(_dumps(state), version):
                 self._known = (version + 1, state)
                 self._lost = 0
                 return result
             if backoff is not None:
                 self._lost += 1
                 time.sleep(backoff.delay(self._lost))
-            version, text = self.conn.execute(
-                "SELECT version, state FROM bench_raw WHERE id = %s", [self.id]
-            ).fetchone()
-            self._known = (version, json.loads(text))
+            self._known = self._read()
 
 
 # --- measurement helpers ----------------------------------------------------------------
@@ -596,7 +593,13 @@ def measure_cold_waiters(ops: int, rounds: int, *, functions: bool = True) -> li
     note = "burst, no ANALYZE, plans cached on empty tables"
     # The baseline is measured before the burst, not in the rounds: the commit on another
     # store, in the rounds, shows how far the machine drifted meanwhile.
-    control = cost[(0, touch_other)]
+    control = (0, touch_other)
+
+    def against_control(case: tuple[int, Any]) -> str:
+        if case == control:
+            return "; the control: measured in the rounds"
+        return f"; {cost[case] / cost[control]:.2f}x of another store in the same rounds"
+
     rows = [
         Row(
             SUITE,
@@ -606,9 +609,10 @@ def measure_cold_waiters(ops: int, rounds: int, *, functions: bool = True) -> li
             before,
             "ms",
             "<= 1.2x",
-            note + extra + f"; {cost[case] / control:.2f}x of another store in the same rounds",
+            note + extra + against_control(case),
         )
         for label, case, extra in [
+            ("another store, no waiters", control, "; 120,000 waiters elsewhere"),
             ("20,000, wakes none", (20_000, touch_other), ""),
             ("100,000, wakes none", (100_000, touch_other), ""),
             (
@@ -618,19 +622,6 @@ def measure_cold_waiters(ops: int, rounds: int, *, functions: bool = True) -> li
             ),
         ]
     ]
-    rows.insert(
-        0,
-        Row(
-            SUITE,
-            f"cold waiters ({path}), another store, no waiters",
-            control,
-            "no waiter in the database",
-            before,
-            "ms",
-            "<= 1.2x",
-            note + "; 120,000 waiters elsewhere; the control: measured in the rounds",
-        ),
-    )
     rows[0].series.append(
         Series(
             "commit-cost",
