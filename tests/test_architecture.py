@@ -7,7 +7,8 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
+
 PACKAGE = ROOT / "yieldstar_django"
 PAGE = ROOT / "docs" / "internals" / "architecture.md"
 

@@ -6,20 +6,18 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
+from tests.paths import ROOT
 from yieldstar_django.conf import (
     DEFAULTS,
     SETTINGS,
     YieldstarSettings,
     yieldstar_settings,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def deliver(wakes: Sequence[object]) -> None:

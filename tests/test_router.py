@@ -6,12 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 @pytest.mark.slow

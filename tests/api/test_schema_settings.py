@@ -9,9 +9,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
 
 
 def test_schema_without_default_schema_class() -> None:

@@ -30,6 +30,7 @@ import pytest
 from celery import Celery
 from django.test import override_settings
 
+from tests.paths import ROOT
 from tests.polling import wait_until
 from yieldstar_django.models import ExecutionStep
 from yieldstar_django.runtime import get_execution
@@ -37,7 +38,6 @@ from yieldstar_django.runtime import get_execution
 from .proxy import TcpProxy
 from .timing import E2E_YIELDSTAR
 
-ROOT = Path(__file__).resolve().parents[2]
 RABBITMQ = ("127.0.0.1", 5672)
 BROKERS = ["redis", "amqp"]
 

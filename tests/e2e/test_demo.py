@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.celery]
 

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+from tests.paths import ROOT
+
 #: The key of a worker's figures in its ``workeroutput``.
 WORKER_KEY = "yieldstar_fault_figures"
 FIGURES: list[dict[str, Any]] = []

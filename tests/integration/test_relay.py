@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -18,6 +17,7 @@ from django.db import connections, transaction
 from django.test import override_settings
 from django.utils import timezone
 
+from tests.paths import ROOT
 from yieldstar_django.core.results import Wake
 from yieldstar_django.models import WakeIntent
 from yieldstar_django.tasks import relay_wakes
@@ -34,8 +34,6 @@ from yieldstar_django.wakes import (
 from yieldstar_django.wakes.outbox import claim_due
 
 from .conftest import POSTGRES, WakeCollector, configure
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def pending(alias: str) -> list[str]:
