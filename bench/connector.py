@@ -12,10 +12,11 @@ rounds of the two interleaved so that a noisy machine slows both alike:
 - ``take_from_store`` (pop the head of a 500-item queue) against the same pop done raw;
 - 8 processes incrementing one store against one process alone (attempts per commit
   from ``DatabaseStoreClient.commit_attempts``), with 2 and 4 processes measured in the
-  same rounds for the plot of commits/s against processes; and the same sweep of the raw
-  loop of the ``update_store`` floor, backing off as the client does by default, on a row
-  of its own, 8 processes against 1 (what the machine and PostgreSQL allow a hand-rolled
-  compare-and-swap on one row);
+  same rounds for the plot of commits/s against processes, and the fairness of the 8: the
+  commits of the process that made fewest over those of the one that made most; and the
+  same sweep of the raw loop of the ``update_store`` floor, backing off as the client does
+  by default, on a row of its own, 8 processes against 1 (what the machine and PostgreSQL
+  allow a hand-rolled compare-and-swap on one row);
 - the cost of a mutation with 1,000 and 100,000 waiters on the store (one of which it
   wakes, or none) against the same mutation with none, and waking one against waking none;
 - the same with 20,000 and 100,000 waiters registered in a burst from another connection
@@ -39,7 +40,7 @@ import statistics
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, NamedTuple
 
 from .databases import create_database
 from .table import Row, Series
@@ -347,14 +348,21 @@ def _contend_raw(row_id: int, seconds: float, start: Any, results: Any) -> None:
     raw.close()
 
 
+class Contention(NamedTuple):
+    """What ``processes`` processes made in one run of :func:`_run_processes`."""
+
+    rate: float  # commits per second, all processes together
+    attempts: float  # commit attempts per commit (0 for the raw loop, which does not count)
+    most: int  # the most attempts one increment took
+    over_cap: float  # the fraction of increments over the default CAS_MAX_ATTEMPTS
+    fairness: float  # the slowest process's commits over the fastest's
+
+
 def _run_processes(
     target: Callable[[Any, float, Any, Any], None], key: Any, processes: int, seconds: float
-) -> tuple[float, float, int, float]:
-    """Commits per second of ``processes`` processes running ``target(key, seconds, start,
-    results)`` (``_contend`` on store ``key``, or ``_contend_raw`` on row ``key``) for
-    ``seconds``, commit attempts per commit, the most attempts one increment took, and the
-    fraction of increments that took more than the default ``CAS_MAX_ATTEMPTS`` (zeros for
-    the raw loop, which does not count them)."""
+) -> Contention:
+    """Run ``processes`` processes of ``target(key, seconds, start, results)``
+    (``_contend`` on store ``key``, or ``_contend_raw`` on row ``key``) for ``seconds``."""
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Barrier(processes)
     results = ctx.Queue()
@@ -365,10 +373,15 @@ def _run_processes(
     outcomes = [results.get(timeout=600) for _ in workers]
     for worker in workers:
         worker.join()
-    commits = sum(o[0] for o in outcomes)
-    attempts = sum(o[1] for o in outcomes)
-    over_cap = sum(o[3] for o in outcomes)
-    return commits / seconds, attempts / commits, max(o[2] for o in outcomes), over_cap / commits
+    each = [o[0] for o in outcomes]
+    commits = sum(each)
+    return Contention(
+        rate=commits / seconds,
+        attempts=sum(o[1] for o in outcomes) / commits,
+        most=max(o[2] for o in outcomes),
+        over_cap=sum(o[3] for o in outcomes) / commits,
+        fairness=min(each) / max(each),
+    )
 
 
 #: Process counts of the contention sweep (``python -m bench --plot`` draws them).
@@ -386,19 +399,22 @@ def measure_contention(seconds: float, rounds: int) -> list[Row]:
     attempts: dict[int, list[float]] = {count: [] for count in PROCESS_COUNTS}
     worst = 0
     over_cap: list[float] = []
+    fairness: list[float] = []
+    raw_fairness: list[float] = []
     for r in range(rounds):
         for count in PROCESS_COUNTS:
-            rate, per_commit, most, over = _run_processes(
-                _contend, f"bench-contended-{count}-{r}", count, seconds
-            )
-            rates[count].append(rate)
-            attempts[count].append(per_commit)
-            if count == PROCESS_COUNTS[-1]:
-                worst = max(worst, most)
-                over_cap.append(over)
+            ours = _run_processes(_contend, f"bench-contended-{count}-{r}", count, seconds)
+            rates[count].append(ours.rate)
+            attempts[count].append(ours.attempts)
             row_id = 1000 + 10 * r + count
             RawStore(raw, row_id, _counter_state("c"))
-            raw_rates[count].append(_run_processes(_contend_raw, row_id, count, seconds)[0])
+            theirs = _run_processes(_contend_raw, row_id, count, seconds)
+            raw_rates[count].append(theirs.rate)
+            if count == PROCESS_COUNTS[-1]:
+                worst = max(worst, ours.most)
+                over_cap.append(ours.over_cap)
+                fairness.append(ours.fairness)
+                raw_fairness.append(theirs.fairness)
     raw.close()
     top = PROCESS_COUNTS[-1]
     median = {count: statistics.median(values) for count, values in rates.items()}
@@ -415,7 +431,9 @@ def measure_contention(seconds: float, rounds: int) -> list[Row]:
             ">= 0.9x, none over the cap",
             f"{statistics.median(attempts[top]):.2f} commit attempts per commit; at most {worst}, "
             f"over {DEFAULT_CAS_MAX_ATTEMPTS} for {max(over_cap):.2%} of increments; "
-            f"{median[top] / raw_median[top]:.2f}x of the raw loop's {top} processes",
+            f"{median[top] / raw_median[top]:.2f}x of the raw loop's {top} processes; "
+            f"the slowest process made {statistics.median(fairness):.2f}x of the fastest's "
+            "commits (median of the rounds)",
             series=[
                 Series(
                     "contention",
@@ -440,7 +458,9 @@ def measure_contention(seconds: float, rounds: int) -> list[Row]:
             "commits/s",
             "comparison",
             "the update_store floor's loop (raw UPDATE ... WHERE version of the row it last "
-            "saw; after a lost race the client's default backoff, then a read), a process each",
+            "saw; after a lost race the client's default backoff, then a read), a process each; "
+            f"the slowest process made {statistics.median(raw_fairness):.2f}x of the fastest's "
+            "commits",
         ),
     ]
 
