@@ -3,17 +3,20 @@ recorded (the figure behind the wake latency on the performance page)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from yieldstar_django.core.definition import StoreDefinition
-from yieldstar_django.models import AppliedStep, Execution, ExecutionStep, Waiter
+from yieldstar_django.models import AppliedStep, Execution, ExecutionStep, Waiter, WakeIntent
 from yieldstar_django.runtime import Step, executions, get_execution, start_workflow, statements
 from yieldstar_django.runtime.executions import run_execution
 from yieldstar_django.runtime.leases import acquire_lease
+from yieldstar_django.wakes.outbox import schedule_wake
 
 from .conftest import Runtime
 
@@ -69,6 +72,50 @@ def test_a_woken_take_reaches_its_heap_row_in_two_statements(pg: Runtime) -> Non
     assert not [s for s in statements if s.startswith("DELETE") and "yieldstar_waiter" in s]
     assert get_execution(eid).result == "job"
     assert not Waiter.objects.filter(execution_id=eid).exists()
+
+
+def test_finishing_acknowledges_every_intent_in_the_release(pg: Runtime) -> None:
+    """An execution that finishes acknowledges all its wake intents (a timer not yet due
+    included) in the statement that releases its lease: no statement of its own follows."""
+    inbox, eid = waiting_take(pg)
+    execution = get_execution(eid)
+    timer = schedule_wake(eid, execution.workflow_id, timezone.now() + timedelta(hours=1))
+    pg.client.update_store(inbox, "q", updater=lambda d: d["items"].append("job"))
+    with CaptureQueriesContext(connection) as captured:
+        assert run_execution(eid) == executions.ResumeResult.FINISHED
+    sent = [q["sql"] for q in captured.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
+    release = next(i for i, s in enumerate(sent) if s.startswith("WITH released AS"))
+    assert "acked AS" in sent[release]
+    assert release == len(sent) - 1, sent[release + 1 :]
+    assert not WakeIntent.objects.filter(execution_id=eid, delivered_at__isnull=True).exists()
+    assert WakeIntent.objects.get(pk=timer).delivered_at is not None
+
+
+def test_a_lost_lease_acknowledges_nothing_when_finishing(
+    pg: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The acknowledgement is part of the release: a run whose lease was taken over before
+    it finished leaves the intents to the holder."""
+
+    @pg.workflow
+    def wf(step: Step) -> Any:
+        if False:  # a generator that finishes without a step
+            yield
+        return 1
+
+    eid = start_workflow(wf)
+    execution = get_execution(eid)
+    timer = schedule_wake(eid, execution.workflow_id, timezone.now() + timedelta(hours=1))
+
+    def acquire_then_lose(execution_id: str) -> Any:
+        lease = acquire_lease(execution_id)
+        assert lease is not None
+        Execution.objects.filter(pk=execution_id).update(lease_owner="successor")
+        return lease
+
+    monkeypatch.setattr(executions, "acquire_lease", acquire_then_lose)
+    assert run_execution(eid) == executions.ResumeResult.LOST
+    assert WakeIntent.objects.get(pk=timer).delivered_at is None
 
 
 def test_a_woken_take_whose_lease_is_lost_commits_nothing(

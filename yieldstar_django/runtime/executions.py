@@ -236,8 +236,9 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
 
 
 def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: bool) -> None:
-    """Record the terminal outcome and release the lease; remove leftover waiters (of takes
-    the workflow registered but never reached again) in the same transaction."""
+    """Record the terminal outcome, release the lease and acknowledge every wake intent of
+    the execution; remove leftover waiters (of takes the workflow registered but never
+    reached again) in the same transaction."""
     now = timezone.now()
     changes = {
         "status": outcome.status,
@@ -250,12 +251,12 @@ def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: 
         "wake_at": None,
     }
     with transaction.atomic() if waiters else nullcontext():
-        if not lease.release(changes):
+        # A finished execution needs no more wakes: the release acknowledges them all (one
+        # delivered meanwhile finds it GONE).
+        if not lease.release(changes, acknowledge_all=True):
             raise LeaseLost(lease.execution_id)
         if waiters:
             client.remove_waiters(lease.execution_id)
-    # A finished execution needs no more wakes (one delivered meanwhile finds it GONE).
-    wakes.acknowledge(lease.execution_id, everything=True, using=_alias())
     if outcome.status == ExecutionStatus.FAILED:
         logger.info("execution %s failed: %s", lease.execution_id, outcome.error_json)
 

@@ -142,11 +142,19 @@ class Lease:
             self.lost.set()
         return renewed
 
-    def release(self, changes: dict[str, Any], *, unless_wake_pending: bool = False) -> bool:
+    def release(
+        self,
+        changes: dict[str, Any],
+        *,
+        unless_wake_pending: bool = False,
+        acknowledge_all: bool = False,
+    ) -> bool:
         """Apply ``changes`` and let the lease go (with its takeover timer), if still held.
 
         With ``unless_wake_pending`` nothing happens while a wake is flagged (the caller
-        runs again instead). Returns whether it released. One statement on PostgreSQL.
+        runs again instead). With ``acknowledge_all`` (the execution finished) every wake
+        intent of the execution is marked delivered once it released. Returns whether it
+        released. One statement on PostgreSQL.
         """
         changes = {**changes, "lease_owner": "", "lease_expires_at": None}
         alias = yieldstar_settings.DATABASE_ALIAS
@@ -158,16 +166,21 @@ class Lease:
             released = bool(rows.update(**changes))
             if released and self.timer is not None:
                 timers.cancel_timer(self.timer)
+            if released and acknowledge_all:
+                wakes.acknowledge(self.execution.id, everything=True, using=alias)
             return released
         assignments, params = sql.set_clause(Execution, changes, connection)
         params += self.fence(connection)[1]
         if self.timer is not None:
             params.append(self.timer)
+        if acknowledge_all:
+            params += [connection.ops.adapt_datetimefield_value(clock.now()), self.execution.id]
         statement = sql.release_lease_sql(
             connection,
             assignments,
             unless_wake_pending=unless_wake_pending,
             with_timer=self.timer is not None,
+            acknowledge_all=acknowledge_all,
         )
         row = fetchone(connection, statement, params)
         return bool(row and row[0])

@@ -108,9 +108,12 @@ def release_lease_sql(
     *,
     unless_wake_pending: bool,
     with_timer: bool,
+    acknowledge_all: bool = False,
 ) -> str:
     """Apply ``assignments`` and let the lease go (the fence's parameters follow the
-    assignments'), deleting the takeover timer (one more ``%s``: its id) ``with_timer``;
+    assignments'), deleting the takeover timer (one more ``%s``: its id) ``with_timer``,
+    and with ``acknowledge_all`` (a finished execution) marking every intent of the
+    execution delivered (two more: the time and the execution id) if it released;
     returns one row: how many leases were released (0 or 1)."""
     condition = lease_fence_sql(connection)
     if unless_wake_pending:
@@ -123,6 +126,13 @@ def release_lease_sql(
         sql += (
             f", dropped AS ({cancel_timer_sql(connection)} AND EXISTS "
             "(SELECT 1 FROM released) RETURNING 1)"
+        )
+    if acknowledge_all:
+        w = _columns(connection, WakeIntent)
+        sql += (
+            f", acked AS (UPDATE {_table(connection, WakeIntent)} SET {w('delivered_at')} = %s "
+            f"WHERE {w('execution_id')} = %s AND {w('delivered_at')} IS NULL "
+            "AND EXISTS (SELECT 1 FROM released) RETURNING 1)"
         )
     return sql + " SELECT count(*) FROM released"
 
