@@ -142,12 +142,15 @@ def first_touch(alias: str, name: str) -> str:
     return str(client.get_store(_definition(name, "touch"), "t").instance_id)
 
 
-def race_waiter(alias: str, name: str, trials: int, barrier: Any, seed: int) -> list[int]:
+def race_waiter(
+    alias: str, name: str, trials: int, barrier: Any, seed: int, use_functions: bool | None = None
+) -> list[int]:
     """Per trial: take ``k<t>`` (unmatched unless the mutator was first) and register a
-    waiter for execution ``e<t>``; returns the trials that registered a waiter."""
+    waiter for execution ``e<t>`` (with ``use_functions=False``, by the portable
+    statements); returns the trials that registered a waiter."""
     from yieldstar_django.core.results import StoreWaiter
 
-    client = _client(alias)
+    client = _client(alias, use_functions)
     definition = _definition(name, "slots")
     rng = random.Random(seed)
     waited: list[int] = []

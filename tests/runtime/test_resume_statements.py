@@ -74,6 +74,30 @@ def test_a_woken_take_reaches_its_heap_row_in_two_statements(pg: Runtime) -> Non
     assert not Waiter.objects.filter(execution_id=eid).exists()
 
 
+def test_a_woken_take_finding_nothing_registers_again_in_one_statement(pg: Runtime) -> None:
+    """A take woken for an item another taker got (the herd of takers on one queue): the
+    lease, the take's read, the registration (one function call, which replaces the step's
+    waiter) and the release; no transaction of its own, no deletion of the waiter first."""
+    inbox = pg.define()
+
+    @pg.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.take(inbox, "q", first, pop_first))
+
+    winner, loser = start_workflow(wf), start_workflow(wf)
+    pg.pump()
+    pushed = pg.client.update_store(inbox, "q", updater=lambda d: d["items"].append("job"))
+    assert run_execution(winner) == executions.ResumeResult.FINISHED
+    with CaptureQueriesContext(connection) as captured:
+        assert run_execution(loser) == executions.ResumeResult.SUSPENDED
+    sent = [q["sql"] for q in captured.captured_queries]
+    assert len(sent) == 4, sent
+    assert "yieldstar_register_waiter_v1" in sent[2]
+    assert not [s for s in sent if s in ("BEGIN", "COMMIT") or s.startswith("DELETE")]
+    waiter = Waiter.objects.get(execution_id=loser)
+    assert (waiter.since_version, waiter.woken_at) == (pushed.version + 1, None)
+
+
 def test_finishing_acknowledges_every_intent_in_the_release(pg: Runtime) -> None:
     """An execution that finishes acknowledges all its wake intents (a timer not yet due
     included) in the statement that releases its lease: no statement of its own follows."""

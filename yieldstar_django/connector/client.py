@@ -303,8 +303,14 @@ class DatabaseStoreClient(CasStoreClient):
 
     def register_waiter(self, waiter: StoreWaiter) -> None:
         """Register ``waiter``, linearizably with every mutation of its store
-        (:func:`.waiters.register_waiter`); a stale or storeless waiter is woken on commit."""
-        self._finish(waiter_rows.register_waiter(self.connection, self.using, waiter))
+        (:func:`.waiters.register_waiter`; in one call of a PL/pgSQL function where commits
+        use them, :func:`.waiters.register_waiter_call`); a stale or storeless waiter is
+        woken on commit."""
+        if self._functions():
+            pending = waiter_rows.register_waiter_call(self.connection, waiter)
+        else:
+            pending = waiter_rows.register_waiter(self.connection, self.using, waiter)
+        self._finish(pending)
 
     def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
         """Delete the waiters of an execution, or of one of its steps

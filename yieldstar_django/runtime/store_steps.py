@@ -120,12 +120,14 @@ def take(
                 )
                 if also is not None:
                     also(encoded)
-        else:
+        elif row is None:
             with transaction.atomic(using=engine.alias):
-                drop_waiter()
-                if row is None:
-                    engine._write(call, key, position, None, status=StepStatus.PENDING)
+                engine._write(call, key, position, None, status=StepStatus.PENDING)
                 wait_for(engine, key, definition, call.store_id, result)
+        else:
+            # Registering again replaces the step's waiter: a take's step key names one
+            # store (its fingerprint), and a waiter is keyed by execution, step and store.
+            wait_for(engine, key, definition, call.store_id, result)
     except (LeaseLost, DatabaseError):
         raise
     except StoreContentionError:

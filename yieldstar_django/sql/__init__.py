@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import migrations
 
-__all__ = ["COMMIT_FUNCTIONS", "load", "postgres_only", "statements"]
+__all__ = ["COMMIT_FUNCTIONS", "REGISTER_WAITER_DROP", "load", "postgres_only", "statements"]
 
 
 def load(name: str) -> str:
@@ -50,6 +50,13 @@ COMMIT_FUNCTIONS = [
     *statements("yieldstar_commit_mutation_v2"),
     *statements("yieldstar_commit_deletion_v2"),
 ]
+
+
+#: Drops ``yieldstar_register_waiter_v1`` (migration ``0007_register_waiter``, backward).
+REGISTER_WAITER_DROP = (
+    "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v1(text, text, text, text, text, text, "
+    "bigint, text, smallint[], text[], smallint, timestamptz, double precision, timestamptz)"
+)
 
 
 def postgres_only(forward: Sequence[str], backward: Sequence[str]) -> migrations.RunPython:

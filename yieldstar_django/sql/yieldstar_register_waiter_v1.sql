@@ -1,0 +1,76 @@
+CREATE OR REPLACE FUNCTION yieldstar_register_waiter_v1(
+    p_name text,
+    p_store_id text,
+    p_workflow_id text,
+    p_execution_id text,
+    p_step_key text,
+    p_instance_id text,
+    p_since_version bigint,
+    p_read_paths text,
+    p_path_kinds smallint[],
+    p_path_keys text[],
+    p_always_kind smallint,
+    p_registered timestamptz,
+    p_relay_delay double precision,
+    p_now timestamptz,
+    OUT intent_ids bigint[],
+    OUT wake_execution_ids text[],
+    OUT wake_workflow_ids text[]
+) LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off
+AS $$
+-- Register a waiter, linearizably with every commit of its store, in one call (the
+-- statements of yieldstar_django.connector.waiters.register_waiter): read the store row
+-- under a share lock (it conflicts with the FOR NO KEY UPDATE a commit takes), upsert the
+-- waiter on (execution, step key, store) and replace its path rows (p_path_kinds and
+-- p_path_keys; one p_always_kind row when its instance is not the store's), and write a
+-- wake intent when the observation is stale (the waiter registered woken) or the store is
+-- missing (nothing registered). Returns the intents as the commit functions do.
+DECLARE
+    v_pk bigint;
+    v_instance text;
+    v_version bigint;
+    v_same boolean;
+    v_stale boolean;
+    v_waiter bigint;
+BEGIN
+    SELECT s.id, s.instance_id, s.version INTO v_pk, v_instance, v_version
+      FROM yieldstar_storeinstance s
+     WHERE s.name = p_name AND s.store_id = p_store_id
+       FOR SHARE;
+    IF NOT FOUND THEN
+        SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
+          INTO intent_ids, wake_execution_ids, wake_workflow_ids
+          FROM yieldstar_write_intents_v1(ARRAY[p_execution_id], ARRAY[p_workflow_id],
+                                          'missing', p_relay_delay, p_now) i;
+        RETURN;
+    END IF;
+    v_same := v_instance = p_instance_id;
+    v_stale := NOT v_same OR v_version <> p_since_version;
+    INSERT INTO yieldstar_waiter AS w
+        (workflow_id, execution_id, step_key, store_pk, instance_id, since_version,
+         read_paths, created_at, woken_at)
+    VALUES (p_workflow_id, p_execution_id, p_step_key, v_pk, p_instance_id, p_since_version,
+            p_read_paths, p_registered, CASE WHEN v_stale THEN p_registered END)
+    ON CONFLICT (execution_id, step_key, store_pk) DO UPDATE SET
+        workflow_id = excluded.workflow_id, instance_id = excluded.instance_id,
+        since_version = excluded.since_version, read_paths = excluded.read_paths,
+        created_at = excluded.created_at, woken_at = excluded.woken_at
+    RETURNING w.id INTO v_waiter;
+    DELETE FROM yieldstar_waiterpath WHERE waiter_id = v_waiter;
+    IF v_same THEN
+        INSERT INTO yieldstar_waiterpath (waiter_id, store_pk, kind, path)
+        SELECT v_waiter, v_pk, k.kind, k.path
+          FROM unnest(p_path_kinds, p_path_keys) AS k(kind, path);
+    ELSE
+        INSERT INTO yieldstar_waiterpath (waiter_id, store_pk, kind, path)
+        VALUES (v_waiter, v_pk, p_always_kind, '');
+    END IF;
+    IF v_stale THEN
+        SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
+          INTO intent_ids, wake_execution_ids, wake_workflow_ids
+          FROM yieldstar_write_intents_v1(ARRAY[p_execution_id], ARRAY[p_workflow_id],
+                                          'stale', p_relay_delay, p_now) i;
+    END IF;
+END
+$$;
