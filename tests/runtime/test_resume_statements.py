@@ -44,6 +44,14 @@ def waiting_take(pg: Runtime) -> tuple[StoreDefinition, str]:
     return inbox, eid
 
 
+def acquire_then_lose(execution_id: str) -> Any:
+    """``acquire_lease``, after which another run takes the lease over."""
+    lease = acquire_lease(execution_id)
+    assert lease is not None
+    Execution.objects.filter(pk=execution_id).update(lease_owner="successor")
+    return lease
+
+
 @pytest.fixture
 def pg(rt: Runtime) -> Runtime:
     if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
@@ -131,12 +139,6 @@ def test_a_lost_lease_acknowledges_nothing_when_finishing(
     execution = get_execution(eid)
     timer = schedule_wake(eid, execution.workflow_id, timezone.now() + timedelta(hours=1))
 
-    def acquire_then_lose(execution_id: str) -> Any:
-        lease = acquire_lease(execution_id)
-        assert lease is not None
-        Execution.objects.filter(pk=execution_id).update(lease_owner="successor")
-        return lease
-
     monkeypatch.setattr(executions, "acquire_lease", acquire_then_lose)
     assert run_execution(eid) == executions.ResumeResult.LOST
     assert WakeIntent.objects.get(pk=timer).delivered_at is None
@@ -151,12 +153,6 @@ def test_a_woken_take_whose_lease_is_lost_commits_nothing(
     pending, and the run ends ``LOST``."""
     inbox, eid = waiting_take(pg)
     pushed = pg.client.update_store(inbox, "q", updater=lambda d: d["items"].append("job"))
-
-    def acquire_then_lose(execution_id: str) -> Any:
-        lease = acquire_lease(execution_id)
-        assert lease is not None
-        Execution.objects.filter(pk=execution_id).update(lease_owner="successor")
-        return lease
 
     monkeypatch.setattr(executions, "acquire_lease", acquire_then_lose)
     assert run_execution(eid) == executions.ResumeResult.LOST
