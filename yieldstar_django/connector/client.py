@@ -304,10 +304,10 @@ class DatabaseStoreClient(CasStoreClient):
     def register_waiter(self, waiter: StoreWaiter) -> None:
         """Register ``waiter``, linearizably with every mutation of its store
         (:func:`.waiters.register_waiter`; in one call of a PL/pgSQL function where commits
-        use them, :func:`.waiters.register_waiter_call`); a stale or storeless waiter is
-        woken on commit."""
+        use them, :func:`.functions.register_waiter`); a stale or storeless waiter is woken
+        on commit."""
         if self._functions():
-            pending = waiter_rows.register_waiter_call(self.connection, waiter)
+            pending = functions.register_waiter(self.connection, waiter)
         else:
             pending = waiter_rows.register_waiter(self.connection, self.using, waiter)
         self._finish(pending)

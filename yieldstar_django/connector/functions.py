@@ -1,9 +1,12 @@
-"""The commit as one call of a PL/pgSQL function (PostgreSQL): one round trip.
+"""The commit, and a waiter's registration, as one call of a PL/pgSQL function
+(PostgreSQL): one round trip.
 
 The function is ``yieldstar_django/sql/yieldstar_commit_mutation_v3.sql`` (deletions since
 migration ``0006_commit_deletes``); its steps are those of :mod:`.portable`. With a
 ``publish`` (outside ``transaction.atomic``), the call runs in its own transaction and its
-wakes are published while the database commits it (:mod:`.overlap`).
+wakes are published while the database commits it (:mod:`.overlap`). The registration is
+``yieldstar_register_waiter_v1.sql`` (migration ``0007_register_waiter``), the statements of
+:func:`.waiters.register_waiter`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any, TypeAlias
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from .. import clock
 from ..conf import yieldstar_settings
 from ..core.commits import (
     COMMITTED,
@@ -25,15 +29,16 @@ from ..core.commits import (
     conflict,
     step_mismatch,
 )
-from ..core.results import Wake
-from ..core.waiter_index import path_match
+from ..core.constants import WaiterKind
+from ..core.results import StoreWaiter, Wake
+from ..core.waiter_index import path_match, waiter_path_rows
 from ..wakes.outbox import PendingWake
-from . import overlap, statements as sql
+from . import overlap, statements as sql, waiters
 from .arguments import paths_json
 from .cursors import fetchone
-from .portable import Committed
+from .portable import Committed, now
 
-__all__ = ["Publish", "commit_deletion", "commit_mutation"]
+__all__ = ["Publish", "commit_deletion", "commit_mutation", "register_waiter"]
 
 #: Publishes a commit's wakes while the database commits it, and returns what to
 #: run once it is (:func:`yieldstar_django.wakes.publish_during_commit`, bound).
@@ -127,14 +132,20 @@ def _call(
     return outcome, []
 
 
+def _pending(
+    ids: list[int] | None, executions: list[str] | None, workflows: list[str] | None
+) -> list[PendingWake]:
+    """The wake intents a function wrote, from its three arrays (NULL: none)."""
+    return [
+        PendingWake(int(i), Wake(e, w))
+        for i, e, w in zip(ids or [], executions or [], workflows or [], strict=True)
+    ]
+
+
 def _outcome(row: Sequence[Any]) -> Committed:
     status, recorded, instance_id, version, state, ids, executions, workflows = row
     if status == "committed":
-        pending = [
-            PendingWake(int(i), Wake(e, w))
-            for i, e, w in zip(ids or [], executions or [], workflows or [], strict=True)
-        ]
-        return COMMITTED, pending
+        return COMMITTED, _pending(ids, executions, workflows)
     if status == "already-applied":
         return already_applied(recorded), []
     if status == "step-mismatch":
@@ -142,3 +153,34 @@ def _outcome(row: Sequence[Any]) -> Committed:
     if status == "conflict":
         return conflict(StoredState(instance_id, int(version), state)), []
     return MISSING, []
+
+
+def register_waiter(connection: BaseDatabaseWrapper, waiter: StoreWaiter) -> list[PendingWake]:
+    """:func:`.waiters.register_waiter` as one call of ``yieldstar_register_waiter_v1``:
+    one round trip, its own transaction outside ``transaction.atomic``; returns the wake
+    intents it wrote, to deliver on commit."""
+    w = waiter
+    read_paths = waiters.checked_paths(w)
+    rows = waiter_path_rows(read_paths)
+    row = fetchone(
+        connection,
+        sql.REGISTER_WAITER_CALL,
+        [
+            w.store_name,
+            w.store_id,
+            w.workflow_id,
+            w.execution_id,
+            w.step_key,
+            w.instance_id,
+            w.since_version,
+            paths_json(read_paths),
+            [kind for kind, _ in rows],
+            [key for _, key in rows],
+            int(WaiterKind.ALWAYS),
+            now(connection),
+            float(yieldstar_settings.RELAY_DELAY),
+            connection.ops.adapt_datetimefield_value(clock.now()),
+        ],
+    )
+    assert row is not None
+    return _pending(*row)

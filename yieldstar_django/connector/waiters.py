@@ -8,22 +8,18 @@ from typing import Any
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import clock
-from ..conf import yieldstar_settings
-from ..core.constants import MAX_INSTANCE_ID_LENGTH, WaiterKind
+from ..core.constants import MAX_INSTANCE_ID_LENGTH
 from ..core.results import StoreWaiter, Wake
 from ..core.waiter_index import waiter_path_rows
 from ..wakes.outbox import PendingWake, write_intents
 from . import statements as sql
 from .arguments import check_store, check_text, paths_json
-from .cursors import fetchone
 from .portable import delete_waiters, lock, now
 
 __all__ = [
     "checked_paths",
     "list_waiters",
     "register_waiter",
-    "register_waiter_call",
     "remove_waiters",
 ]
 
@@ -109,40 +105,6 @@ def checked_paths(w: StoreWaiter) -> list[tuple[Any, ...]]:
     check_text("step key", w.step_key)
     check_text("instance id", w.instance_id, MAX_INSTANCE_ID_LENGTH)
     return [tuple(p) for p in w.read_paths]
-
-
-def register_waiter_call(connection: BaseDatabaseWrapper, waiter: StoreWaiter) -> list[PendingWake]:
-    """:func:`register_waiter` as one call of ``yieldstar_register_waiter_v1``
-    (PostgreSQL): one round trip, its own transaction outside ``transaction.atomic``."""
-    w = waiter
-    read_paths = checked_paths(w)
-    rows = waiter_path_rows(read_paths)
-    row = fetchone(
-        connection,
-        sql.REGISTER_WAITER_CALL,
-        [
-            w.store_name,
-            w.store_id,
-            w.workflow_id,
-            w.execution_id,
-            w.step_key,
-            w.instance_id,
-            w.since_version,
-            paths_json(read_paths),
-            [kind for kind, _ in rows],
-            [key for _, key in rows],
-            int(WaiterKind.ALWAYS),
-            now(connection),
-            float(yieldstar_settings.RELAY_DELAY),
-            connection.ops.adapt_datetimefield_value(clock.now()),
-        ],
-    )
-    assert row is not None
-    ids, executions, workflows = row
-    return [
-        PendingWake(int(i), Wake(e, wf))
-        for i, e, wf in zip(ids or [], executions or [], workflows or [], strict=True)
-    ]
 
 
 def remove_waiters(
