@@ -14,7 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.faults.figures import ROOT
+from tests.paths import ROOT
 
 PROBE = """
 import os

@@ -29,7 +29,6 @@ from ..core.commits import (
     conflict,
     step_mismatch,
 )
-from ..core.constants import WaiterKind
 from ..core.results import StoreWaiter, Wake
 from ..core.waiter_index import path_match, waiter_path_rows
 from ..wakes.outbox import PendingWake
@@ -162,6 +161,7 @@ def register_waiter(connection: BaseDatabaseWrapper, waiter: StoreWaiter) -> lis
     w = waiter
     read_paths = waiters.checked_paths(w)
     rows = waiter_path_rows(read_paths)
+    other = waiter_path_rows(read_paths, same_instance=False)
     row = fetchone(
         connection,
         sql.REGISTER_WAITER_CALL,
@@ -176,7 +176,8 @@ def register_waiter(connection: BaseDatabaseWrapper, waiter: StoreWaiter) -> lis
             paths_json(read_paths),
             [kind for kind, _ in rows],
             [key for _, key in rows],
-            int(WaiterKind.ALWAYS),
+            [kind for kind, _ in other],
+            [key for _, key in other],
             now(connection),
             float(yieldstar_settings.RELAY_DELAY),
             connection.ops.adapt_datetimefield_value(clock.now()),

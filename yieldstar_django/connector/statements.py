@@ -92,8 +92,8 @@ COMMIT_CALL: Final = (
 #: ``yieldstar_register_waiter_v1``: a waiter's registration in one call (PostgreSQL).
 REGISTER_WAITER_CALL: Final = (
     "SELECT * FROM yieldstar_register_waiter_v1(%s::text, %s::text, %s::text, %s::text, "
-    "%s::text, %s::text, %s::bigint, %s::text, %s::smallint[], %s::text[], %s::smallint, "
-    "%s::timestamptz, %s::double precision, %s::timestamptz)"
+    "%s::text, %s::text, %s::bigint, %s::text, %s::smallint[], %s::text[], %s::smallint[], "
+    "%s::text[], %s::timestamptz, %s::double precision, %s::timestamptz)"
 )
 
 #: The store row under ``{lock}`` (a share lock): a registration's linearization point.

@@ -52,11 +52,9 @@ COMMIT_FUNCTIONS = [
 ]
 
 
-#: Drops ``yieldstar_register_waiter_v1`` (migration ``0007_register_waiter``, backward).
-REGISTER_WAITER_DROP = (
-    "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v1(text, text, text, text, text, text, "
-    "bigint, text, smallint[], text[], smallint, timestamptz, double precision, timestamptz)"
-)
+#: Drops ``yieldstar_register_waiter_v1`` (migration ``0007_register_waiter``, backward;
+#: the name has one signature).
+REGISTER_WAITER_DROP = "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v1"
 
 
 def postgres_only(forward: Sequence[str], backward: Sequence[str]) -> migrations.RunPython:

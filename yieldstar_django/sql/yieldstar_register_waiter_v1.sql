@@ -9,7 +9,8 @@ CREATE OR REPLACE FUNCTION yieldstar_register_waiter_v1(
     p_read_paths text,
     p_path_kinds smallint[],
     p_path_keys text[],
-    p_always_kind smallint,
+    p_other_kinds smallint[],
+    p_other_keys text[],
     p_registered timestamptz,
     p_relay_delay double precision,
     p_now timestamptz,
@@ -23,9 +24,9 @@ AS $$
 -- statements of yieldstar_django.connector.waiters.register_waiter): read the store row
 -- under a share lock (it conflicts with the FOR NO KEY UPDATE a commit takes), upsert the
 -- waiter on (execution, step key, store) and replace its path rows (p_path_kinds and
--- p_path_keys; one p_always_kind row when its instance is not the store's), and write a
--- wake intent when the observation is stale (the waiter registered woken) or the store is
--- missing (nothing registered). Returns the intents as the commit functions do.
+-- p_path_keys; p_other_kinds and p_other_keys when its instance is not the store's), and
+-- write a wake intent when the observation is stale (the waiter registered woken) or the
+-- store is missing (nothing registered). Returns the intents as the commit functions do.
 DECLARE
     v_pk bigint;
     v_instance text;
@@ -33,44 +34,43 @@ DECLARE
     v_same boolean;
     v_stale boolean;
     v_waiter bigint;
+    v_reason text;
 BEGIN
     SELECT s.id, s.instance_id, s.version INTO v_pk, v_instance, v_version
       FROM yieldstar_storeinstance s
      WHERE s.name = p_name AND s.store_id = p_store_id
        FOR SHARE;
     IF NOT FOUND THEN
-        SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
-          INTO intent_ids, wake_execution_ids, wake_workflow_ids
-          FROM yieldstar_write_intents_v1(ARRAY[p_execution_id], ARRAY[p_workflow_id],
-                                          'missing', p_relay_delay, p_now) i;
-        RETURN;
-    END IF;
-    v_same := v_instance = p_instance_id;
-    v_stale := NOT v_same OR v_version <> p_since_version;
-    INSERT INTO yieldstar_waiter AS w
-        (workflow_id, execution_id, step_key, store_pk, instance_id, since_version,
-         read_paths, created_at, woken_at)
-    VALUES (p_workflow_id, p_execution_id, p_step_key, v_pk, p_instance_id, p_since_version,
-            p_read_paths, p_registered, CASE WHEN v_stale THEN p_registered END)
-    ON CONFLICT (execution_id, step_key, store_pk) DO UPDATE SET
-        workflow_id = excluded.workflow_id, instance_id = excluded.instance_id,
-        since_version = excluded.since_version, read_paths = excluded.read_paths,
-        created_at = excluded.created_at, woken_at = excluded.woken_at
-    RETURNING w.id INTO v_waiter;
-    DELETE FROM yieldstar_waiterpath WHERE waiter_id = v_waiter;
-    IF v_same THEN
+        v_reason := 'missing';
+    ELSE
+        v_same := v_instance = p_instance_id;
+        v_stale := NOT v_same OR v_version <> p_since_version;
+        INSERT INTO yieldstar_waiter AS w
+            (workflow_id, execution_id, step_key, store_pk, instance_id, since_version,
+             read_paths, created_at, woken_at)
+        VALUES (p_workflow_id, p_execution_id, p_step_key, v_pk, p_instance_id,
+                p_since_version, p_read_paths, p_registered,
+                CASE WHEN v_stale THEN p_registered END)
+        ON CONFLICT (execution_id, step_key, store_pk) DO UPDATE SET
+            workflow_id = excluded.workflow_id, instance_id = excluded.instance_id,
+            since_version = excluded.since_version, read_paths = excluded.read_paths,
+            created_at = excluded.created_at, woken_at = excluded.woken_at
+        RETURNING w.id INTO v_waiter;
+        DELETE FROM yieldstar_waiterpath WHERE waiter_id = v_waiter;
         INSERT INTO yieldstar_waiterpath (waiter_id, store_pk, kind, path)
         SELECT v_waiter, v_pk, k.kind, k.path
-          FROM unnest(p_path_kinds, p_path_keys) AS k(kind, path);
-    ELSE
-        INSERT INTO yieldstar_waiterpath (waiter_id, store_pk, kind, path)
-        VALUES (v_waiter, v_pk, p_always_kind, '');
+          FROM unnest(CASE WHEN v_same THEN p_path_kinds ELSE p_other_kinds END,
+                      CASE WHEN v_same THEN p_path_keys ELSE p_other_keys END)
+               AS k(kind, path);
+        IF v_stale THEN
+            v_reason := 'stale';
+        END IF;
     END IF;
-    IF v_stale THEN
+    IF v_reason IS NOT NULL THEN
         SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
           INTO intent_ids, wake_execution_ids, wake_workflow_ids
           FROM yieldstar_write_intents_v1(ARRAY[p_execution_id], ARRAY[p_workflow_id],
-                                          'stale', p_relay_delay, p_now) i;
+                                          v_reason, p_relay_delay, p_now) i;
     END IF;
 END
 $$;
