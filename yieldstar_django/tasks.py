@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError, close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connections
 
 from .conf import database_alias, yieldstar_settings
 from .retention import prune_finished
@@ -41,12 +41,23 @@ MAX_RETRY_COUNTDOWN = 30
 def resume_execution(self: Any, execution_id: str) -> str:
     """Run the execution until it finishes or suspends; return what happened.
 
-    A database error (the database restarting, say) retries the task with a short
-    backoff; beyond that the execution's durable timers resume it.
+    A database error on a connection kept from an earlier task that turns out broken
+    (closed by the server or a proxy while the worker was idle, or cut during the run)
+    runs the execution again at once on a new connection, so workers need no
+    ``CONN_HEALTH_CHECKS`` (a ``SELECT 1`` before every task). Any other database error,
+    or one on a new connection (the database restarting, say), retries the task with a
+    short backoff; beyond that the execution's durable timers resume it.
     """
     close_old_connections()
+    reused = connections[database_alias()].connection is not None
     try:
-        return str(run_execution(execution_id))
+        try:
+            return str(run_execution(execution_id))
+        except (OperationalError, InterfaceError):
+            if not (reused and _dropped_broken_connection()):
+                raise
+            logger.info("resume of %s found its connection broken; reconnecting", execution_id)
+            return str(run_execution(execution_id))
     except (OperationalError, InterfaceError) as exc:
         countdown = min(MAX_RETRY_COUNTDOWN, 2 ** int(self.request.retries))
         logger.warning(
@@ -55,6 +66,18 @@ def resume_execution(self: Any, execution_id: str) -> str:
         raise self.retry(exc=exc, countdown=countdown) from exc
     finally:
         close_old_connections()
+
+
+def _dropped_broken_connection() -> bool:
+    """After a database error: whether the connection of ``DATABASE_ALIAS`` is broken
+    (closed already, as Django does when a rollback fails, or no longer usable), closing
+    it if it is still open."""
+    connection = connections[database_alias()]
+    if connection.connection is not None:
+        if connection.is_usable():
+            return False
+        connection.close()
+    return True
 
 
 @shared_task(name="yieldstar_django.prune_executions", ignore_result=True)

@@ -21,9 +21,9 @@ DATABASES = {
         "USER": "postgres",
         "HOST": "127.0.0.1",
         "PORT": os.environ.get("YIELDSTAR_FAULTS_PG_PORT", "5432"),
-        # As a production worker should: keep connections, drop broken ones.
+        # As docs/howto/run-workers.md recommends: keep connections, no health check
+        # (resume_execution replaces a broken kept connection itself).
         "CONN_MAX_AGE": 60,
-        "CONN_HEALTH_CHECKS": True,
         "OPTIONS": {"connect_timeout": 2},
     }
 }

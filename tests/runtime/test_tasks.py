@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 import pytest
 from celery import current_app
-from django.db import OperationalError
+from django.db import OperationalError, connection
 
+from tests.connections import second_connection
 from yieldstar_django import tasks
 from yieldstar_django.runtime import get_execution
 
@@ -43,6 +46,38 @@ def test_database_error_retries_the_task(rt: Runtime, monkeypatch: pytest.Monkey
         return RuntimeError("retry requested")
 
     monkeypatch.setattr(tasks.resume_execution, "retry", retry)
+    connection.ensure_connection()  # kept and usable: the error is not the connection's
     with pytest.raises(RuntimeError, match="retry requested"):
         tasks.resume_execution.apply(args=["any"], throw=True).get()
     assert retried == [1]
+
+
+def test_a_connection_closed_while_idle_is_replaced_at_once(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker keeps its connection between tasks (``CONN_MAX_AGE``); when the server
+    closed it in between, the resume runs again at once on a new one: no Celery retry, and
+    no ``CONN_HEALTH_CHECKS`` needed."""
+    if connection.vendor != "postgresql":
+        pytest.skip("closing a connection from the server side needs PostgreSQL")
+    store, eid = start_taking_items(rt)
+    rt.client.update_store(store, "q", updater=lambda d: d["items"].append("x"))
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", None)
+    monkeypatch.setitem(connection.settings_dict, "CONN_HEALTH_CHECKS", False)
+    connection.close()
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    with second_connection() as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
+            time.sleep(0.01)
+    retried: list[int] = []
+    monkeypatch.setattr(tasks.resume_execution, "retry", lambda **kw: retried.append(1))
+    with caplog.at_level(logging.INFO, logger="yieldstar_django.tasks"):
+        assert tasks.resume_execution.apply(args=[eid], throw=True).get() == "finished"
+    assert retried == []
+    assert [r.getMessage() for r in caplog.records] == [
+        f"resume of {eid} found its connection broken; reconnecting"
+    ]
+    assert get_execution(eid).result == ["x"]
+    assert connection.connection.info.backend_pid != pid
