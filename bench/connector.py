@@ -18,7 +18,9 @@ rounds of the two interleaved so that a noisy machine slows both alike:
   by default, on a row of its own, 8 processes against 1 (what the machine and PostgreSQL
   allow a hand-rolled compare-and-swap on one row);
 - the cost of a mutation with 1,000 and 100,000 waiters on the store (one of which it
-  wakes, or none) against the same mutation with none, and waking one against waking none;
+  wakes, or none) against the same mutation with none, and waking one against waking none
+  (before each commit, untimed, the waiter it wakes is registered again: a waiter is woken
+  once per registration);
 - the same with 20,000 and 100,000 waiters registered in a burst from another connection
   on a fresh database, without ``ANALYZE``, measured on a connection whose plans were
   cached while the waiter tables were empty (both commit paths), against a commit with no
@@ -502,6 +504,51 @@ def touch_other(state: Any) -> None:
     state["other"] += 1
 
 
+def rearm(execution_ids: list[str]) -> None:
+    """Register the waiters of ``execution_ids`` again (``woken_at`` reset), as an
+    execution whose step still waits does: a waiter is woken once per registration, so
+    without this only the first commit of a case that wakes one would wake it."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE yieldstar_waiter SET woken_at = NULL "
+            "WHERE execution_id = ANY(%s) AND step_key = 'take'",
+            [execution_ids],
+        )
+
+
+def timed_updates(client: Any, definition: Any, touch: Any, ops: int, woken: list[str]) -> float:
+    """Mean seconds of ``ops`` updates of store ``q`` of ``definition`` by ``touch``, each
+    after :func:`rearm` of ``woken`` (not timed, whatever the case wakes)."""
+    total = 0.0
+    for _ in range(ops):
+        rearm(woken)
+        started = time.perf_counter()
+        client.update_store(definition, "q", updater=touch)
+        total += time.perf_counter() - started
+    return total / ops
+
+
+def intents_of(execution_ids: list[str]) -> int:
+    """Wake intents written for ``execution_ids`` so far."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM yieldstar_wakeintent WHERE execution_id = ANY(%s)",
+            [execution_ids],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def check_wakes(woken: list[str], before: int, expected: int) -> None:
+    """Raise unless ``expected`` intents were written for ``woken`` since ``before``."""
+    written = intents_of(woken) - before
+    if written != expected:
+        raise RuntimeError(f"the cases that wake one wrote {written} intents, not {expected}")
+
+
 def measure_waiters(ops: int, rounds: int) -> list[Row]:
     """One update of ``jobs[5].status`` (read by waiter ``e5``, woken) or of ``other`` (read
     by no waiter), on stores with 0, 1,000 and 100,000 waiters, in interleaved rounds."""
@@ -520,12 +567,12 @@ def measure_waiters(ops: int, rounds: int) -> list[Row]:
         stores[count] = definition
     cases = [(count, touch) for count in stores for touch in (touch_job, touch_other)]
     seconds: dict[tuple[int, Any], list[float]] = {case: [] for case in cases}
+    woken = ["e5"]  # the waiter touch_job wakes on each store with waiters
+    before = intents_of(woken)
     for _ in range(rounds):
         for count, touch in cases:
-            started = time.perf_counter()
-            for _ in range(ops):
-                client.update_store(stores[count], "q", updater=touch)
-            seconds[(count, touch)].append((time.perf_counter() - started) / ops)
+            seconds[(count, touch)].append(timed_updates(client, stores[count], touch, ops, woken))
+    check_wakes(woken, before, 2 * rounds * ops)
     cost = {case: statistics.median(values) * 1e3 for case, values in seconds.items()}
     none = cost[(0, touch_job)]
     counts = list(stores)
@@ -591,23 +638,25 @@ def measure_cold_waiters(ops: int, rounds: int, *, functions: bool = True) -> li
             client.update_store(stores[count], "q", updater=touch_other)
             client.update_store(stores[count], "q", updater=touch_job)
 
+    woken: list[str] = []  # the waiter touch_job wakes on each store with waiters
+
     def timed(count: int, touch: Callable[[Any], None]) -> float:
-        started = time.perf_counter()
-        for _ in range(ops):
-            client.update_store(stores[count], "q", updater=touch)
-        return (time.perf_counter() - started) / ops
+        return timed_updates(client, stores[count], touch, ops, woken)
 
     # The baseline: a commit with no waiter in the database, on the same connection.
     before = statistics.median(timed(0, touch_other) for _ in range(rounds)) * 1e3
     for count in counts[1:]:
         store_pk, instance_id = _store_row(client, stores[count])
         burst_waiters(store_pk, instance_id, count)
+        woken.append(f"c{store_pk}-5")
     cases = [(0, touch_other), (20_000, touch_other), (100_000, touch_other)]
     cases.append((100_000, touch_job))
     seconds: dict[tuple[int, Any], list[float]] = {case: [] for case in cases}
+    written = intents_of(woken)
     for _ in range(rounds):
         for case in cases:
             seconds[case].append(timed(*case))
+    check_wakes(woken, written, rounds * ops)
     cost = {case: statistics.median(values) * 1e3 for case, values in seconds.items()}
     path = "PL/pgSQL commit" if functions else "portable statements"
     note = "burst, no ANALYZE, plans cached on empty tables"

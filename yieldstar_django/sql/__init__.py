@@ -17,7 +17,14 @@ from typing import Any
 
 from django.db import migrations
 
-__all__ = ["COMMIT_FUNCTIONS", "REGISTER_WAITER_DROP", "load", "postgres_only", "statements"]
+__all__ = [
+    "COMMIT_FUNCTIONS",
+    "GENERIC_PLAN_FUNCTIONS",
+    "REGISTER_WAITER_DROP",
+    "load",
+    "postgres_only",
+    "statements",
+]
 
 
 def load(name: str) -> str:
@@ -55,6 +62,10 @@ COMMIT_FUNCTIONS = [
 #: Drops ``yieldstar_register_waiter_v1`` (migration ``0007_register_waiter``, backward;
 #: the name has one signature).
 REGISTER_WAITER_DROP = "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v1"
+
+#: The functions the connector calls that run with ``plan_cache_mode =
+#: force_generic_plan`` (migration ``0008_generic_plans``), each name with one signature.
+GENERIC_PLAN_FUNCTIONS = ("yieldstar_commit_mutation_v3", "yieldstar_register_waiter_v1")
 
 
 def postgres_only(forward: Sequence[str], backward: Sequence[str]) -> migrations.RunPython:

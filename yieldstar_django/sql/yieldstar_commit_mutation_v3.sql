@@ -28,6 +28,7 @@ CREATE OR REPLACE FUNCTION yieldstar_commit_mutation_v3(
     OUT wake_workflow_ids text[]
 ) LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
 AS $$
 -- The store commit. Compare (instance_id, version), write version + 1, record the step
 -- result (as a p_operation: a step id recorded by another operation is a step-mismatch),
@@ -43,7 +44,12 @@ AS $$
 -- this call).
 -- The waiter lookup is yieldstar_wake_waiters_v1, and enable_seqscan is off for the
 -- whole body: every lookup here is an equality on a unique or btree index, and no plan
--- cached while a table was small scans it in full later.
+-- cached while a table was small scans it in full later. Since any plan of each
+-- statement is such a probe, the body (and every function it calls) runs with
+-- plan_cache_mode = force_generic_plan: each statement is planned once per connection.
+-- Left to choose, PostgreSQL plans the statements that take an array (marking the woken
+-- waiters, = ANY) again on every wake: a custom plan for the array at hand always looks
+-- cheaper than a generic one that cannot know its length.
 DECLARE
     v_pk bigint;
     v_executions text[];

@@ -19,6 +19,7 @@ CREATE OR REPLACE FUNCTION yieldstar_register_waiter_v1(
     OUT wake_workflow_ids text[]
 ) LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
 AS $$
 -- Register a waiter, linearizably with every commit of its store, in one call (the
 -- statements of yieldstar_django.connector.waiters.register_waiter): read the store row
@@ -27,6 +28,8 @@ AS $$
 -- p_path_keys; p_other_kinds and p_other_keys when its instance is not the store's), and
 -- write a wake intent when the observation is stale (the waiter registered woken) or the
 -- store is missing (nothing registered). Returns the intents as the commit functions do.
+-- It runs with the settings of yieldstar_commit_mutation_v3 (no sequential scan, each
+-- statement planned once per connection).
 DECLARE
     v_pk bigint;
     v_instance text;
