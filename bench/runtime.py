@@ -25,6 +25,11 @@ and the same PostgreSQL:
 - **notify-to-resume latency**: the wake latency above, against DBOS ``send`` -> ``recv``
   returning in the waiting workflow (DBOS runs in-process and listens with LISTEN/NOTIFY;
   ours crosses the broker to a worker process).
+- **resume after a burst**: a woken take's resume in this process, on a connection whose
+  plans were made on small runtime tables, after a burst of 20,000 executions (5,000 with
+  ``--quick``) with their heap rows and intents and no ``ANALYZE``, once the relay's upkeep
+  analyzed the tables that grew, against the same resume before the burst (and, in the
+  note, before the upkeep).
 - **resumes per item against takers**: 1 to 20 executions (1 to 8 with ``--quick``) wait
   on a take from one queue; items are pushed one at a time, each after the previous one
   was taken; the figure is the takers' runs per item (less their first), with the store
@@ -382,6 +387,100 @@ def steps_across_executions(executions: int, steps: int) -> float:
     return executions * steps / (time.perf_counter() - start)
 
 
+#: What a burst copies: (table, the columns it rewrites, rows per execution).
+BURST = [
+    ("yieldstar_execution", {"id": "'burst-' || g"}, 1),
+    ("yieldstar_execution_step",
+     {"execution_id": "'burst-' || (g %% {n} + 1)", "step_key": "'burst-' || g"}, 5),
+    ("yieldstar_wakeintent", {"execution_id": "'burst-' || (g %% {n} + 1)"}, 5),
+]  # fmt: skip
+
+
+def _burst(executions: int) -> None:
+    """Insert ``executions`` finished executions, with five heap rows and five wake
+    intents each (copies of the first rows of those tables), from a connection of its own
+    in one transaction, and leave the statistics as they were (no ``ANALYZE``): a fan-out
+    that started thousands of executions at once."""
+    from tests.connections import second_connection
+
+    conn = second_connection()
+    try:
+        with conn.transaction():
+            for table, rewritten, per_execution in BURST:
+                names = [
+                    str(row[0])
+                    for row in conn.execute(
+                        "SELECT column_name FROM information_schema.columns"
+                        " WHERE table_name = %s ORDER BY ordinal_position",
+                        [table],
+                    )
+                    if row[0] != "id" or "id" in rewritten
+                ]
+                values = [rewritten.get(name, f"t.{name}").format(n=executions) for name in names]
+                conn.execute(
+                    f"INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(values)}"
+                    f" FROM {table} t, generate_series(1, %s) AS g"
+                    f" WHERE t.id = (SELECT min(id) FROM {table})",
+                    [executions * per_execution],
+                )
+    finally:
+        conn.close()
+
+
+def _resume_times(tag: str, n: int) -> list[float]:
+    """Seconds of ``run_execution`` of ``n`` executions woken for a take, in this process
+    (on its long-lived connection)."""
+    from yieldstar_django import get_store_client
+    from yieldstar_django.runtime import start_workflow
+    from yieldstar_django.runtime.executions import run_execution
+
+    from .workflows import inbox
+
+    client = get_store_client()
+    ids = {start_workflow("bench.wait_take", f"{tag}-{k}"): f"{tag}-{k}" for k in range(n)}
+    for execution_id in ids:
+        run_execution(execution_id)
+    seconds = []
+    for execution_id, store_id in ids.items():
+        client.update_store(inbox, store_id, updater=lambda d: d["items"].append(1))
+        started = time.perf_counter()
+        outcome = run_execution(execution_id)
+        seconds.append(time.perf_counter() - started)
+        assert str(outcome) == "finished", outcome
+    return seconds
+
+
+def burst_resumes(executions: int, n: int) -> tuple[float, float, float]:
+    """Median seconds of a woken take's resume on a connection whose plans were made on
+    small runtime tables: before a burst of ``executions``; after it, no ``ANALYZE``; and
+    after the relay's upkeep (:func:`yieldstar_django.analyze.analyze_grown_tables`). The
+    runtime tables are emptied before and after."""
+    from django.db import connection
+
+    from yieldstar_django.analyze import analyze_grown_tables
+
+    def empty() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "TRUNCATE yieldstar_execution, yieldstar_wakeintent, yieldstar_appliedstep,"
+                " yieldstar_waiter CASCADE"
+            )
+            cursor.execute("ANALYZE")
+
+    with _yieldstar(WAKE_BACKEND="bench.runtime.drop_wakes"):
+        empty()
+        connection.close()  # a new connection: every plan it prepares sees small tables
+        _resume_times("burst-warm", 10)
+        before = statistics.median(_resume_times("burst-before", n))
+        _burst(executions)
+        cold = statistics.median(_resume_times("burst-cold", n))
+        grown = analyze_grown_tables(connection.alias)
+        assert "yieldstar_execution_step" in grown, grown
+        after = statistics.median(_resume_times("burst-after", n))
+        empty()
+    return before, cold, after
+
+
 # -- DBOS -----------------------------------------------------------------------------------
 
 
@@ -553,6 +652,7 @@ def run(quick: bool = False) -> list[Row]:
                     dbos.close()
         finally:
             worker.stop()
+        burst = burst_resumes(*((5_000, 10) if quick else (20_000, 30)))
 
     broker_kind = broker.split(":", 1)[0]
     total = rounds * samples
@@ -679,6 +779,14 @@ def run(quick: bool = False) -> list[Row]:
     )  # fmt: skip
     step_rows.insert(1, floor_row)  # after the one-execution row
     rows += step_rows
+    before, cold, after = burst
+    rows.append(
+        Row(SUITE, "resume after a burst of executions, upkeep ran", after * 1e3,
+            "resume before the burst", before * 1e3, "ms",
+            note=f"{'5,000' if quick else '20,000'} executions, 5 heap rows and 5 intents each, "
+            "no ANALYZE; plans made on small tables; the relay's upkeep analyzed the tables that "
+            f"grew; before it: {cold * 1e3:.1f} ms ({cold / before:.1f}x)")
+    )  # fmt: skip
     if dbos is None:
         return rows
     rows += _latency_rows(

@@ -42,12 +42,14 @@ class YieldstarConfig(AppConfig):
         """Register checks, connect the settings reload, register the relay's upkeep, import
         tasks and workflows."""
         from . import checks, conf
+        from .analyze import analyze_grown_tables
         from .runtime.claim_leases import expire_for_relay
         from .wakes.relay import every_round
 
         checks.register()
         conf.connect_signals()
         every_round(expire_for_relay)
+        every_round(analyze_grown_tables)
         for module in OPTIONAL_MODULES:
             if _module_exists(module):
                 import_module(module)

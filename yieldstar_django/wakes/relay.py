@@ -7,7 +7,8 @@ effect by then (broker down, process killed after the commit, a worker killed wi
 message prefetched), the due time for a durable timer. Each delivery pushes
 ``available_at`` back (``outbox.redelivery_delay``), so an intent is delivered again only
 if no run acknowledged it meanwhile. Each round then runs the upkeep registered with
-``every_round`` (the runtime hands back expired leased claims).
+``every_round`` (the runtime hands back expired leased claims; tables that outgrew their
+planner statistics are analyzed).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def relay_once(*, using: str | None = None, batch_size: int = 100) -> int:
 
 
 #: Upkeep run once per relay round, after the deliveries, with the relay's database alias
-#: (the runtime registers the sweep of expired leased claims from ``AppConfig.ready``).
+#: (``AppConfig.ready`` registers the runtime's sweep of expired leased claims and
+#: :func:`yieldstar_django.analyze.analyze_grown_tables`).
 _round_tasks: list[Callable[[str], object]] = []
 
 

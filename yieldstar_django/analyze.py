@@ -1,0 +1,53 @@
+"""Planner statistics of the app's tables after a burst (PostgreSQL): the relay's upkeep.
+
+A worker keeps its connection and, with ``OPTIONS["prepare_threshold"]``, the generic
+plans of its statements, which PostgreSQL makes from the statistics of the tables they
+read and keeps until the next ``ANALYZE`` of one of them. Plans made while the tables were
+small scan them in full, so after a burst (a fan-out starting thousands of executions)
+every resume scans the grown tables until autovacuum analyzes them: a minute or more, and
+never with autovacuum off. :func:`analyze_grown_tables` analyzes each table of the app
+whose rows changed since its last ``ANALYZE`` outnumber ``GROWTH_ROWS`` plus the rows it
+had then; the ``ANALYZE`` invalidates those plans in every session.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.apps import apps
+from django.db import connections
+
+__all__ = ["GROWTH_ROWS", "analyze_grown_tables"]
+
+logger = logging.getLogger("yieldstar_django.analyze")
+
+#: Rows changed since a table's last ``ANALYZE``, beyond the rows it had then, after which
+#: the relay analyzes it.
+GROWTH_ROWS = 1_000
+
+_GROWN = (
+    "SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid"
+    " WHERE s.relid = ANY (ARRAY(SELECT to_regclass(t) FROM unnest(%s::text[]) AS t))"
+    " AND s.n_mod_since_analyze > %s + greatest(c.reltuples, 0)"
+    " ORDER BY s.relname"
+)
+
+
+def analyze_grown_tables(using: str) -> list[str]:
+    """``ANALYZE`` the app's tables on ``using`` that grew past their statistics (see the
+    module docstring), skipping any another process holds (autovacuum); return the names
+    of those that grew. One catalog query when none did; nothing on databases other than
+    PostgreSQL. Outside a transaction, as the relay runs it."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return []
+    names = [model._meta.db_table for model in apps.get_app_config("yieldstar").get_models()]
+    with connection.cursor() as cursor:
+        cursor.execute(_GROWN, [names, GROWTH_ROWS])
+        grown = [str(row[0]) for row in cursor.fetchall()]
+        for name in grown:
+            # SKIP_LOCKED: a table autovacuum is working on is left to it, never waited for.
+            cursor.execute(f"ANALYZE (SKIP_LOCKED) {connection.ops.quote_name(name)}")
+    if grown:
+        logger.info("analyzed %s: their rows outgrew their statistics", ", ".join(grown))
+    return grown
