@@ -69,15 +69,12 @@ def resume_execution(self: Any, execution_id: str) -> str:
 
 
 def _dropped_broken_connection() -> bool:
-    """After a database error: whether the connection of ``DATABASE_ALIAS`` is broken
-    (closed already, as Django does when a rollback fails, or no longer usable), closing
-    it if it is still open."""
+    """After a database error: whether Django dropped the connection of
+    ``DATABASE_ALIAS`` (closed already when a rollback failed, or closed now by
+    ``close_if_unusable_or_obsolete``, which tests a connection that saw an error)."""
     connection = connections[database_alias()]
-    if connection.connection is not None:
-        if connection.is_usable():
-            return False
-        connection.close()
-    return True
+    connection.close_if_unusable_or_obsolete()
+    return connection.connection is None
 
 
 @shared_task(name="yieldstar_django.prune_executions", ignore_result=True)
