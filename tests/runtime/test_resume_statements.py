@@ -106,6 +106,59 @@ def test_a_woken_take_finding_nothing_registers_again_in_one_statement(pg: Runti
     assert (waiter.since_version, waiter.woken_at) == (pushed.version + 1, None)
 
 
+def test_a_woken_take_any_finding_nothing_registers_each_choice_again(pg: Runtime) -> None:
+    """As a ``take``: a ``take_any`` (no timeout) woken for an item another execution got
+    registers each choice's waiter again, replacing it (one call each, in one transaction:
+    one WAL flush), with no deletion of its waiters first."""
+    a, b = pg.define(), pg.define()
+
+    @pg.workflow
+    def wf(step: Step) -> Any:
+        return list(
+            (yield from step.take_any([(a, "q", first, pop_first), (b, "q", first, pop_first)]))
+        )
+
+    winner, loser = start_workflow(wf), start_workflow(wf)
+    pg.pump()
+    before = {w.step_key: w.pk for w in Waiter.objects.filter(execution_id=loser)}
+    pushed = pg.client.update_store(a, "q", updater=lambda d: d["items"].append("job"))
+    assert run_execution(winner) == executions.ResumeResult.FINISHED
+    with CaptureQueriesContext(connection) as captured:
+        assert run_execution(loser) == executions.ResumeResult.SUSPENDED
+    sent = [q["sql"] for q in captured.captured_queries]
+    begin = sent.index("BEGIN")
+    registrations = sent[begin + 1 : begin + 3]
+    assert all("yieldstar_register_waiter_v1" in s for s in registrations), sent
+    assert sent[begin + 3] == "COMMIT", sent
+    assert not [s for s in sent if s.startswith("DELETE")], sent
+    waiters = {w.step_key: w for w in Waiter.objects.filter(execution_id=loser)}
+    assert {k: w.pk for k, w in waiters.items()} == before, "each waiter kept its place"
+    assert waiters["0#0"].since_version == pushed.version + 1, "a saw the winner's claim"
+    assert all(w.woken_at is None for w in waiters.values())
+    pg.client.update_store(b, "q", updater=lambda d: d["items"].append("late"))
+    assert run_execution(loser) == executions.ResumeResult.FINISHED
+    assert get_execution(loser).result == [1, "late"]
+    assert not Waiter.objects.filter(execution_id=loser).exists()
+
+
+def test_a_woken_single_choice_take_any_registers_again_in_one_statement(pg: Runtime) -> None:
+    a = pg.define()
+
+    @pg.workflow
+    def wf(step: Step) -> Any:
+        return list((yield from step.take_any([(a, "q", first, pop_first)])))
+
+    winner, loser = start_workflow(wf), start_workflow(wf)
+    pg.pump()
+    pg.client.update_store(a, "q", updater=lambda d: d["items"].append("job"))
+    assert run_execution(winner) == executions.ResumeResult.FINISHED
+    with CaptureQueriesContext(connection) as captured:
+        assert run_execution(loser) == executions.ResumeResult.SUSPENDED
+    sent = [q["sql"] for q in captured.captured_queries]
+    assert len(sent) == 4 and "yieldstar_register_waiter_v1" in sent[2], sent
+    assert Waiter.objects.get(execution_id=loser).woken_at is None
+
+
 def test_finishing_acknowledges_every_intent_in_the_release(pg: Runtime) -> None:
     """An execution that finishes acknowledges all its wake intents (a timer not yet due
     included) in the statement that releases its lease: no statement of its own follows."""

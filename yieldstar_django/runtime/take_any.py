@@ -4,8 +4,10 @@ Each run of a pending ``take_any`` step tries the choices in order, each in the 
 client's CAS loop (user code runs outside any transaction); the first match commits its
 claim, its ledger entry, the heap row ``[index, selected]`` and the removal of the step's
 waiters in one transaction (a commit hook). If none matches, one transaction records
-``[None, None]`` when the timeout has passed, or else registers one waiter per choice
-(with the version and paths its selector saw), and the run suspends.
+``[None, None]`` when the timeout has passed (dropping the waiters), or else each choice's
+waiter is registered again with the version and paths its selector saw (replacing the
+one before, so nothing is deleted first; in one transaction with the pending row and the
+timer, if any), and the run suspends.
 
 Runs of one execution are serialized by its lease, and the heap write is fenced by the
 lease and unique per step, so a commit that would record a second claim rolls back with
@@ -19,6 +21,7 @@ the same store neither share a waiter nor a ledger entry.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -121,14 +124,20 @@ def execute(
             misses.append((index, result))
         if not encoded:
             now = timezone.now()
-            with transaction.atomic(using=engine.alias):
-                drop_waiters()
-                if wake_at is not None and now >= wake_at:
-                    encoded = "[null,null]"  # the timeout ran out first
+            if wake_at is not None and now >= wake_at:
+                encoded = "[null,null]"  # the timeout ran out first
+                with transaction.atomic(using=engine.alias):
+                    drop_waiters()
                     engine._write(
                         call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
                     )
-                else:
+            else:
+                # Every choice missed: registering each again replaces its waiter (a
+                # waiter is keyed by execution, step key and store), so none is dropped
+                # first. Several registrations share one transaction (one WAL flush);
+                # a woken run's single registration, without a timer, is its own.
+                opens = row is None or wake_at is not None or len(misses) > 1
+                with transaction.atomic(using=engine.alias) if opens else nullcontext():
                     if row is None:
                         if call.timeout is not None:
                             wake_at = now + timedelta(seconds=call.timeout)
