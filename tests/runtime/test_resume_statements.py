@@ -142,6 +142,8 @@ def test_a_woken_take_any_finding_nothing_registers_each_choice_again(pg: Runtim
 
 
 def test_a_woken_single_choice_take_any_registers_again_in_one_statement(pg: Runtime) -> None:
+    """One choice and no timeout: the lease, the read, the registration and the release,
+    with no transaction of its own."""
     a = pg.define()
 
     @pg.workflow
