@@ -13,6 +13,7 @@ had then; the ``ANALYZE`` invalidates those plans in every session.
 from __future__ import annotations
 
 import logging
+from functools import cache
 
 from django.apps import apps
 from django.db import connections
@@ -33,6 +34,12 @@ _GROWN = (
 )
 
 
+@cache
+def _tables() -> list[str]:
+    """The app's tables (its models are fixed once the app registry is ready)."""
+    return [model._meta.db_table for model in apps.get_app_config("yieldstar").get_models()]
+
+
 def analyze_grown_tables(using: str) -> list[str]:
     """``ANALYZE`` the app's tables on ``using`` that grew past their statistics (see the
     module docstring), skipping any another process holds (autovacuum); return the names
@@ -41,9 +48,8 @@ def analyze_grown_tables(using: str) -> list[str]:
     connection = connections[using]
     if connection.vendor != "postgresql":
         return []
-    names = [model._meta.db_table for model in apps.get_app_config("yieldstar").get_models()]
     with connection.cursor() as cursor:
-        cursor.execute(_GROWN, [names, GROWTH_ROWS])
+        cursor.execute(_GROWN, [_tables(), GROWTH_ROWS])
         grown = [str(row[0]) for row in cursor.fetchall()]
         for name in grown:
             # SKIP_LOCKED: a table autovacuum is working on is left to it, never waited for.

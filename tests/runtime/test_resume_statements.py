@@ -82,6 +82,19 @@ def test_a_woken_take_reaches_its_heap_row_in_two_statements(pg: Runtime) -> Non
     assert not Waiter.objects.filter(execution_id=eid).exists()
 
 
+def resumed_for_nothing(
+    pg: Runtime, store: StoreDefinition, winner: str, loser: str
+) -> tuple[int, list[str]]:
+    """Push one item to ``store`` (both executions waiting on it), let ``winner`` take it,
+    then resume ``loser``, which finds nothing: the push's version and the statements of
+    the loser's run."""
+    pushed = pg.client.update_store(store, "q", updater=lambda d: d["items"].append("job"))
+    assert run_execution(winner) == executions.ResumeResult.FINISHED
+    with CaptureQueriesContext(connection) as captured:
+        assert run_execution(loser) == executions.ResumeResult.SUSPENDED
+    return pushed.version, [q["sql"] for q in captured.captured_queries]
+
+
 def test_a_woken_take_finding_nothing_registers_again_in_one_statement(pg: Runtime) -> None:
     """A take woken for an item another taker got (the herd of takers on one queue): the
     lease, the take's read, the registration (one function call, which replaces the step's
@@ -94,16 +107,12 @@ def test_a_woken_take_finding_nothing_registers_again_in_one_statement(pg: Runti
 
     winner, loser = start_workflow(wf), start_workflow(wf)
     pg.pump()
-    pushed = pg.client.update_store(inbox, "q", updater=lambda d: d["items"].append("job"))
-    assert run_execution(winner) == executions.ResumeResult.FINISHED
-    with CaptureQueriesContext(connection) as captured:
-        assert run_execution(loser) == executions.ResumeResult.SUSPENDED
-    sent = [q["sql"] for q in captured.captured_queries]
+    pushed, sent = resumed_for_nothing(pg, inbox, winner, loser)
     assert len(sent) == 4, sent
     assert "yieldstar_register_waiter_v1" in sent[2]
     assert not [s for s in sent if s in ("BEGIN", "COMMIT") or s.startswith("DELETE")]
     waiter = Waiter.objects.get(execution_id=loser)
-    assert (waiter.since_version, waiter.woken_at) == (pushed.version + 1, None)
+    assert (waiter.since_version, waiter.woken_at) == (pushed + 1, None)
 
 
 def test_a_woken_take_any_finding_nothing_registers_each_choice_again(pg: Runtime) -> None:
@@ -121,11 +130,7 @@ def test_a_woken_take_any_finding_nothing_registers_each_choice_again(pg: Runtim
     winner, loser = start_workflow(wf), start_workflow(wf)
     pg.pump()
     before = {w.step_key: w.pk for w in Waiter.objects.filter(execution_id=loser)}
-    pushed = pg.client.update_store(a, "q", updater=lambda d: d["items"].append("job"))
-    assert run_execution(winner) == executions.ResumeResult.FINISHED
-    with CaptureQueriesContext(connection) as captured:
-        assert run_execution(loser) == executions.ResumeResult.SUSPENDED
-    sent = [q["sql"] for q in captured.captured_queries]
+    pushed, sent = resumed_for_nothing(pg, a, winner, loser)
     begin = sent.index("BEGIN")
     registrations = sent[begin + 1 : begin + 3]
     assert all("yieldstar_register_waiter_v1" in s for s in registrations), sent
@@ -133,7 +138,7 @@ def test_a_woken_take_any_finding_nothing_registers_each_choice_again(pg: Runtim
     assert not [s for s in sent if s.startswith("DELETE")], sent
     waiters = {w.step_key: w for w in Waiter.objects.filter(execution_id=loser)}
     assert {k: w.pk for k, w in waiters.items()} == before, "each waiter kept its place"
-    assert waiters["0#0"].since_version == pushed.version + 1, "a saw the winner's claim"
+    assert waiters["0#0"].since_version == pushed + 1, "a saw the winner's claim"
     assert all(w.woken_at is None for w in waiters.values())
     pg.client.update_store(b, "q", updater=lambda d: d["items"].append("late"))
     assert run_execution(loser) == executions.ResumeResult.FINISHED
@@ -152,11 +157,7 @@ def test_a_woken_single_choice_take_any_registers_again_in_one_statement(pg: Run
 
     winner, loser = start_workflow(wf), start_workflow(wf)
     pg.pump()
-    pg.client.update_store(a, "q", updater=lambda d: d["items"].append("job"))
-    assert run_execution(winner) == executions.ResumeResult.FINISHED
-    with CaptureQueriesContext(connection) as captured:
-        assert run_execution(loser) == executions.ResumeResult.SUSPENDED
-    sent = [q["sql"] for q in captured.captured_queries]
+    _, sent = resumed_for_nothing(pg, a, winner, loser)
     assert len(sent) == 4 and "yieldstar_register_waiter_v1" in sent[2], sent
     assert Waiter.objects.get(execution_id=loser).woken_at is None
 
