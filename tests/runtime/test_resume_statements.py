@@ -16,6 +16,7 @@ from yieldstar_django.models import AppliedStep, Execution, ExecutionStep, Waite
 from yieldstar_django.runtime import Step, executions, get_execution, start_workflow, statements
 from yieldstar_django.runtime.executions import run_execution
 from yieldstar_django.runtime.leases import acquire_lease
+from yieldstar_django.runtime.take_any import GIVE_WAY_AFTER_MS
 from yieldstar_django.wakes.outbox import schedule_wake
 
 from .conftest import Runtime
@@ -118,7 +119,8 @@ def test_a_woken_take_finding_nothing_registers_again_in_one_statement(pg: Runti
 def test_a_woken_take_any_finding_nothing_registers_each_choice_again(pg: Runtime) -> None:
     """As a ``take``: a ``take_any`` (no timeout) woken for an item another execution got
     registers each choice's waiter again, replacing it (one call each, in one transaction:
-    one WAL flush), with no deletion of its waiters first."""
+    one WAL flush, whose lock waits give way after ``GIVE_WAY_AFTER_MS``), with no
+    deletion of its waiters first."""
     a, b = pg.define(), pg.define()
 
     @pg.workflow
@@ -132,9 +134,10 @@ def test_a_woken_take_any_finding_nothing_registers_each_choice_again(pg: Runtim
     before = {w.step_key: w.pk for w in Waiter.objects.filter(execution_id=loser)}
     pushed, sent = resumed_for_nothing(pg, a, winner, loser)
     begin = sent.index("BEGIN")
-    registrations = sent[begin + 1 : begin + 3]
+    assert sent[begin + 1] == f"SET LOCAL lock_timeout = '{GIVE_WAY_AFTER_MS}ms'", sent
+    registrations = sent[begin + 2 : begin + 4]
     assert all("yieldstar_register_waiter_v1" in s for s in registrations), sent
-    assert sent[begin + 3] == "COMMIT", sent
+    assert sent[begin + 4] == "COMMIT", sent
     assert not [s for s in sent if s.startswith("DELETE")], sent
     waiters = {w.step_key: w for w in Waiter.objects.filter(execution_id=loser)}
     assert {k: w.pk for k, w in waiters.items()} == before, "each waiter kept its place"

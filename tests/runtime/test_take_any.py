@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from yieldstar_django.runtime import (
     start_workflow,
 )
 
-from .conftest import Runtime
+from .conftest import WAKES, Runtime
 
 
 def first(state: Any) -> Any:
@@ -181,3 +182,103 @@ def test_racing_runs_and_writers_claim_each_item_once(rt: Runtime) -> None:
     assert sorted(left + claimed) == sorted(
         f"{t}-{s}{n}" for t in ("w1", "w2") for s in "ab" for n in range(executions)
     )
+
+
+@pytest.mark.parametrize("which", ["first", "woken"])
+def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, which: str
+) -> None:
+    """A run that misses both choices registers them in one transaction (the first run
+    with the pending row and the timeout's timer), which share-locks each store's row in
+    turn. Holding the first, it meets a transaction that has changed the second and now
+    waits for the first: the registration gives way (its transaction rolls back, and the
+    pending row, the timer and each choice are written again, each choice alone), so the
+    writer commits without a deadlock error, and the item it wrote is claimed."""
+    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
+        pytest.skip("needs the database client on PostgreSQL (row locks)")
+    from tests.connections import second_connection
+    from yieldstar_django.runtime import store_steps
+
+    a, b = rt.define(), rt.define()
+
+    def go(state: Any) -> Any:
+        return "go" if "go" in state["items"] else None
+
+    def remove(draft: Any, selected: Any) -> None:
+        draft["items"].remove(selected)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        choices = [(a, "d", go, remove), (b, "d", go, remove)]
+        return list((yield from step.take_any(choices, timeout=60 if which == "first" else None)))
+
+    push(rt, a, "d", "noise")
+    push(rt, b, "d", "noise")
+    eid = start_workflow(wf)
+    if which == "woken":
+        rt.pump()
+        push(rt, a, "d", "noise")  # wakes the execution; its run matches neither choice
+        assert get_execution(eid).status == "waiting"
+    WAKES.clear()  # the run below is made here
+
+    holding, release = threading.Event(), threading.Event()
+    register = store_steps.wait_for
+
+    def paused(engine: Any, key: str, *args: Any) -> None:
+        register(engine, key, *args)
+        if key.endswith("#0") and not holding.is_set():
+            holding.set()  # choice 0's store row is share-locked until the commit
+            release.wait(10)
+
+    monkeypatch.setattr(store_steps, "wait_for", paused)
+    errors: list[BaseException] = []
+    writer_pid: list[int] = []
+
+    def run() -> None:
+        try:
+            executions_module.run_execution(eid)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            holding.set()
+            connections.close_all()
+
+    def write() -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                writer_pid.append(cursor.fetchone()[0])
+            with transaction.atomic():
+                push(rt, b, "d", "noise")  # b's row stays locked until this commits
+                push(rt, a, "d", "go")  # waits for the registration's share lock on a
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    assert holding.wait(10)
+    writer = threading.Thread(target=write)
+    writer.start()
+    with second_connection() as watcher:
+        for _ in range(500):
+            row = watcher.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                writer_pid[:1] or [0],
+            ).fetchone()
+            if row is not None and row[0] == "Lock":
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the writer never waited for the registration's lock")
+    release.set()
+    runner.join(30)
+    writer.join(30)
+    assert not errors, errors
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [0, "go"]
+    assert items(rt, a, "d") == ["noise"] * (2 if which == "woken" else 1)
+    assert items(rt, b, "d") == ["noise", "noise"]
+    if which == "first":
+        assert rt.steps(eid)["0"].wake_at is not None, "the pending row kept its timeout"

@@ -20,15 +20,16 @@ the same store neither share a waiter nor a ledger entry.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextlib import nullcontext
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, OperationalError, connections, transaction
 from django.utils import timezone
 
-from ..connector import CommitHook
+from ..connector import CommitHook, DatabaseStoreClient
 from ..core.commits import StoreMutation
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import StoreContentionError
@@ -42,7 +43,16 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .steps import StepCall
 
-__all__ = ["choice_key", "execute", "revive"]
+__all__ = ["GIVE_WAY_AFTER_MS", "choice_key", "execute", "revive"]
+
+logger = logging.getLogger("yieldstar_django.runtime")
+
+#: Milliseconds a registration of several choices waits for a store row's lock while it
+#: holds another's, before it gives way (far below PostgreSQL's ``deadlock_timeout``, 1 s
+#: by default, so a writer waiting for it is never the one a deadlock check cancels).
+GIVE_WAY_AFTER_MS: Final = 50
+#: PostgreSQL's SQLSTATE for a lock wait cut by ``lock_timeout``.
+LOCK_NOT_AVAILABLE: Final = "55P03"
 
 
 def choice_key(step_key: str, index: int) -> str:
@@ -132,26 +142,9 @@ def execute(
                         call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
                     )
             else:
-                # Every choice missed: registering each again replaces its waiter (a
-                # waiter is keyed by execution, step key and store), so none is dropped
-                # first. Several registrations share one transaction (one WAL flush);
-                # a woken run's single registration, without a timer, is its own.
-                opens = row is None or wake_at is not None or len(misses) > 1
-                with transaction.atomic(using=engine.alias) if opens else nullcontext():
-                    if row is None:
-                        if call.timeout is not None:
-                            wake_at = now + timedelta(seconds=call.timeout)
-                        engine._write(
-                            call, key, position, None, status=StepStatus.PENDING, wake_at=wake_at
-                        )
-                    if wake_at is not None:
-                        engine._timer(wake_at, "take_any")
-                    for index, missed in misses:
-                        definition, store_id = call.choices[index][0], call.choices[index][1]
-                        store_steps.wait_for(
-                            engine, choice_key(key, index), definition, store_id, missed
-                        )
-                    engine.open_takes.add(key)
+                if row is None and call.timeout is not None:
+                    wake_at = now + timedelta(seconds=call.timeout)
+                _wait_again(engine, call, key, position, row, wake_at, misses)
     except (LeaseLost, DatabaseError):
         raise
     except StoreContentionError:
@@ -162,6 +155,73 @@ def execute(
         raise Suspend(ExecutionStatus.WAITING, key, wake_at)
     engine.open_takes.discard(key)
     return StepValue(revive(encoded))
+
+
+def _wait_again(
+    engine: Engine,
+    call: StepCall,
+    key: str,
+    position: int,
+    row: ExecutionStep | None,
+    wake_at: datetime | None,
+    misses: list[tuple[int, StoreTakeUnmatched]],
+) -> None:
+    """Every choice missed: write the pending row (first run) and the timer (``wake_at``),
+    and register each choice's waiter again, which replaces it (a waiter is keyed by
+    execution, step key and store), so none is dropped first.
+
+    Several registrations share one transaction (one WAL flush). Each share-locks its
+    store's row until that transaction ends, so it gives way rather than wait for a lock
+    while holding one: after ``GIVE_WAY_AFTER_MS`` its transaction rolls back and each
+    choice registers in a transaction of its own. A writer that changed one of those
+    stores and waits for another therefore never deadlocks with it. A woken run's single
+    registration, without a timer, is its own transaction.
+    """
+    give_way = len(misses) > 1 and _shares_locks(engine)
+
+    def register(together: bool) -> None:
+        opens = row is None or wake_at is not None or (together and len(misses) > 1)
+        with transaction.atomic(using=engine.alias) if opens else nullcontext():
+            if give_way and together:
+                with connections[engine.alias].cursor() as cursor:
+                    cursor.execute(f"SET LOCAL lock_timeout = '{GIVE_WAY_AFTER_MS}ms'")
+            if row is None:
+                engine._write(call, key, position, None, status=StepStatus.PENDING, wake_at=wake_at)
+            if wake_at is not None:
+                engine._timer(wake_at, "take_any")
+            if together:
+                for index, missed in misses:
+                    _register_choice(engine, call, key, index, missed)
+        if not together:
+            for index, missed in misses:
+                _register_choice(engine, call, key, index, missed)
+
+    try:
+        register(together=True)
+    except OperationalError as exc:
+        if not (give_way and getattr(exc.__cause__, "sqlstate", None) == LOCK_NOT_AVAILABLE):
+            raise
+        logger.info("execution %s: step %s gave way to a writer's lock", engine.execution.id, key)
+        register(together=False)
+    engine.open_takes.add(key)
+
+
+def _register_choice(
+    engine: Engine, call: StepCall, key: str, index: int, missed: StoreTakeUnmatched
+) -> None:
+    definition, store_id = call.choices[index][0], call.choices[index][1]
+    store_steps.wait_for(engine, choice_key(key, index), definition, store_id, missed)
+
+
+def _shares_locks(engine: Engine) -> bool:
+    """Whether registrations on ``engine``'s client join the transaction of its heap and
+    take row locks there (the database client on PostgreSQL; SQLite serializes writers)."""
+    client = engine.client
+    return (
+        isinstance(client, DatabaseStoreClient)
+        and client.using == engine.alias
+        and connections[engine.alias].vendor == "postgresql"
+    )
 
 
 def _remove_waiters(engine: Engine, key: str, count: int) -> None:
