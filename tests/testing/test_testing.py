@@ -35,7 +35,7 @@ from yieldstar_django.wakes.guard import in_test_environment, refuse_in_tests
 
 from . import workflows
 from .example.workflows import remind_tomorrow
-from .workflows import consumer, flaky_hour, producer, restless
+from .workflows import answer_within_an_hour, consumer, flaky_hour, producer, restless
 
 
 @pytest.fixture(autouse=True)
@@ -99,6 +99,41 @@ def test_retry_delays_read_the_clock(db: None, yieldstar: YieldstarHelper) -> No
     assert yieldstar.run_until_idle() == 1
     execution = get_execution(execution_id)
     assert (execution.status, execution.result) == ("completed", "done")
+
+
+def test_a_take_any_timeout_reads_the_clock(db: None, yieldstar: YieldstarHelper) -> None:
+    """The timeout of ``take_any`` is a durable timer like the others: due when the clock
+    says so (before, its run read wall-clock time, found the hour not over, and waited
+    again with a timer due at once: ``run_until_idle`` ran it until its timeout)."""
+    execution_id = start_workflow(answer_within_an_hour, "box-t")
+    assert yieldstar.run_until_idle() == 1
+    assert get_execution(execution_id).status == "waiting"
+    yieldstar.advance_time(3599)
+    assert yieldstar.run_until_idle() == 0
+    yieldstar.advance_time(1)
+    assert yieldstar.run_until_idle() == 1
+    execution = get_execution(execution_id)
+    assert (execution.status, execution.result) == ("completed", [None, None])
+
+
+def test_a_woken_run_that_waits_again_keeps_its_timer(db: None, yieldstar: YieldstarHelper) -> None:
+    """A ``take_any`` woken by changes that match none of its choices waits again with the
+    timer it has (one intent, still due at the timeout), instead of writing another per
+    run; the timeout then fires as before."""
+    execution_id = start_workflow(answer_within_an_hour, "box-k")
+    yieldstar.run_until_idle()
+    client = get_store_client()
+    for _ in range(3):
+        client.update_store(
+            workflows.relay_box, "box-k", updater=lambda d: d["items"].append("noise")
+        )
+        assert yieldstar.run_until_idle() == 1
+    timers = WakeIntent.objects.filter(execution_id=execution_id, reason="take_any")
+    assert timers.count() == 1
+    assert timers.get().delivered_at is None
+    yieldstar.advance_time(3600)
+    assert yieldstar.run_until_idle() == 1
+    assert get_execution(execution_id).result == [None, None]
 
 
 def test_run_until_idle_runs_what_runs_wake(db: None, yieldstar: YieldstarHelper) -> None:

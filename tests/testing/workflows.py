@@ -54,3 +54,16 @@ def consumer(step: Any, box: str) -> Any:
             claim=lambda draft, item: draft["items"].pop(0),
         )
     )
+
+
+@workflow("ys-testing-answer-within-an-hour")
+def answer_within_an_hour(step: Any, box: str) -> Any:
+    """Takes an "answer" from a box or from ``relay_box``'s "other" box, for an hour."""
+    pair = yield from step.take_any(
+        [
+            (relay_box, box, lambda state: "answer" if "answer" in state["items"] else None),
+            (relay_box, "other", lambda state: "answer" if "answer" in state["items"] else None),
+        ],
+        timeout=3600,
+    )
+    return list(pair)

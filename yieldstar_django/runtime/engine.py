@@ -292,9 +292,11 @@ class Engine:
         raise Suspend(ExecutionStatus.RETRYING, key, wake_at)
 
     def _timer(self, at: datetime, reason: str) -> None:
-        """Schedule a durable timer; also re-arms one after an early wake (another clock
-        may have fired it early)."""
-        timers.schedule_timer(self.execution.id, self.execution.workflow_id, at, reason=reason)
+        """Schedule a durable timer at ``at``, unless one of ``reason`` is pending for that
+        time already. A run woken early waits again with the timer it has (the lease
+        acknowledged only intents due by then), and re-arms one that was acknowledged
+        anyway (fired early by another clock); before, each such run wrote a new one."""
+        timers.ensure_timer(self.execution.id, self.execution.workflow_id, at, reason=reason)
 
     def _record_error(
         self,

@@ -27,8 +27,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from django.db import DatabaseError, OperationalError, connections, transaction
-from django.utils import timezone
 
+from .. import clock
 from ..connector import CommitHook, DatabaseStoreClient
 from ..core.commits import StoreMutation
 from ..core.durable import decode_durable, encode_durable
@@ -133,7 +133,7 @@ def execute(
                 break
             misses.append((index, result))
         if not encoded:
-            now = timezone.now()
+            now = clock.now()  # the timers' clock (``advance_time`` moves it)
             if wake_at is not None and now >= wake_at:
                 encoded = "[null,null]"  # the timeout ran out first
                 with transaction.atomic(using=engine.alias):

@@ -2,7 +2,8 @@
 
 Every wake the runtime asks for is a durable wake intent written in the caller's
 transaction: ``request_run`` for "run it once this commits", ``schedule_timer`` for "run it
-at ``at``" (sleeps, retries, lease expiry). The relay delivers due intents, so a crash
+at ``at``" (sleeps, retries, lease expiry), ``ensure_timer`` for "... unless such a timer
+is pending". The relay delivers due intents, so a crash
 after a commit never loses one.
 """
 
@@ -14,10 +15,11 @@ from ..conf import yieldstar_settings
 from ..core.results import Wake
 from ..models.stores import WakeIntent
 from ..wakes.delivery import deliver_on_commit
-from ..wakes.outbox import schedule_wake, write_intents
+from ..wakes.outbox import ensure_wake, schedule_wake, write_intents
 
 __all__ = [
     "cancel_timer",
+    "ensure_timer",
     "rearm_timer",
     "request_run",
     "schedule_timer",
@@ -43,6 +45,12 @@ def request_run(execution_id: str, workflow_id: str, *, reason: str) -> int:
 def schedule_timer(execution_id: str, workflow_id: str, at: datetime, *, reason: str) -> int:
     """Durably request a run of the execution at ``at``; returns the intent id."""
     return schedule_wake(execution_id, workflow_id, at, reason=reason, using=_alias())
+
+
+def ensure_timer(execution_id: str, workflow_id: str, at: datetime, *, reason: str) -> None:
+    """``schedule_timer``, unless an unacknowledged timer of ``reason`` is due at ``at``
+    already (a run that waits again after a wake that was not its timer)."""
+    ensure_wake(execution_id, workflow_id, at, reason=reason, using=_alias())
 
 
 def rearm_timer(intent_id: int, at: datetime) -> None:

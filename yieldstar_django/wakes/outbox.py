@@ -40,6 +40,7 @@ __all__ = [
     "acknowledge",
     "claim_due",
     "count_overdue",
+    "ensure_wake",
     "in_clause",
     "prune_delivered",
     "push_back",
@@ -71,6 +72,15 @@ ACK_CONDITION: Final = (
 _INSERT: Final = (
     f"INSERT INTO {INTENT_TABLE} ({', '.join(INTENT_COLUMNS)}) "
     "VALUES (%s, %s, %s, %s, %s, NULL, 0, '', %s) RETURNING id"
+)
+
+#: ``_INSERT`` of a timer, unless the execution has an unacknowledged one of that reason
+#: due at that time (the execution index's equality, then a filter).
+_INSERT_UNLESS_PENDING: Final = (
+    f"INSERT INTO {INTENT_TABLE} ({', '.join(INTENT_COLUMNS)}) "
+    "SELECT %s, %s, %s, %s, %s, NULL, 0, '', %s WHERE NOT EXISTS ("
+    f"SELECT 1 FROM {INTENT_TABLE} WHERE execution_id = %s AND reason = %s AND due_at = %s "
+    "AND delivered_at IS NULL) RETURNING id"
 )
 
 
@@ -206,6 +216,28 @@ def schedule_wake(
         raise ValueError("schedule_wake needs an aware datetime")
     wake = Wake(execution_id, workflow_id)
     return _insert_intents(using, [wake], reason, at, due_at=at)[0].intent_id
+
+
+def ensure_wake(
+    execution_id: str,
+    workflow_id: str,
+    at: datetime,
+    *,
+    reason: str = "timer",
+    using: str | None = None,
+) -> int | None:
+    """:func:`schedule_wake`, unless the execution already has an unacknowledged timer of
+    that ``reason`` due at ``at``: then nothing is written and ``None`` returned. One
+    statement, in the current transaction."""
+    using = database_alias(using)
+    if timezone.is_naive(at):
+        raise ValueError("ensure_wake needs an aware datetime")
+    due = _adapt(using, at)
+    params = [execution_id, workflow_id, reason, due, due, _adapt(using, _now())]
+    with connections[using].cursor() as cursor:
+        cursor.execute(_INSERT_UNLESS_PENDING, [*params, execution_id, reason, due])
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
 
 
 def claim_due(using: str, limit: int) -> list[PendingWake]:
