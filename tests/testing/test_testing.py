@@ -21,7 +21,7 @@ from django.utils import timezone
 from yieldstar_django import clock, get_execution, get_store_client, start_workflow
 from yieldstar_django.conf import yieldstar_settings
 from yieldstar_django.core.results import Wake
-from yieldstar_django.models import WakeIntent
+from yieldstar_django.models import ClaimLeaseRecord, WakeIntent
 from yieldstar_django.testing import (
     INLINE,
     BrokerInTestsError,
@@ -35,7 +35,14 @@ from yieldstar_django.wakes.guard import in_test_environment, refuse_in_tests
 
 from . import workflows
 from .example.workflows import remind_tomorrow
-from .workflows import answer_within_an_hour, consumer, flaky_hour, producer, restless
+from .workflows import (
+    answer_within_an_hour,
+    consumer,
+    flaky_hour,
+    hold_and_stall,
+    producer,
+    restless,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -134,6 +141,27 @@ def test_a_woken_run_that_waits_again_keeps_its_timer(db: None, yieldstar: Yield
     yieldstar.advance_time(3600)
     assert yieldstar.run_until_idle() == 1
     assert get_execution(execution_id).result == [None, None]
+
+
+def test_a_leased_claim_expires_by_the_clock(db: None, yieldstar: YieldstarHelper) -> None:
+    """A leased take's expiry reads the timers' clock, and ``run_until_idle`` hands back
+    what expired, as the relay does (before, the lease kept wall-clock time and only the
+    relay swept it: a test could not see it expire)."""
+    execution_id = start_workflow(hold_and_stall, "box-l")
+    yieldstar.run_until_idle()
+    box = get_store_client()
+    assert box.get_store(workflows.leased_box, "box-l").state["items"] == []
+    yieldstar.advance_time(59)
+    yieldstar.run_until_idle()
+    assert box.get_store(workflows.leased_box, "box-l").state["items"] == []
+    yieldstar.advance_time(1)
+    yieldstar.run_until_idle()
+    assert box.get_store(workflows.leased_box, "box-l").state["items"] == ["job"]
+    assert ClaimLeaseRecord.objects.get(execution_id=execution_id).state == "expired"
+    yieldstar.advance_time(3600)
+    yieldstar.run_until_idle()
+    execution = get_execution(execution_id)
+    assert (execution.status, execution.result) == ("completed", False)
 
 
 def test_run_until_idle_runs_what_runs_wake(db: None, yieldstar: YieldstarHelper) -> None:

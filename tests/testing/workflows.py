@@ -67,3 +67,25 @@ def answer_within_an_hour(step: Any, box: str) -> Any:
         timeout=3600,
     )
     return list(pair)
+
+
+leased_box = define_store(
+    "ys-testing-leased-box",
+    None,
+    initial=lambda id: {"items": ["job"]},
+    release=lambda draft, value: draft["items"].append(value),
+)
+
+
+@workflow("ys-testing-hold-and-stall")
+def hold_and_stall(step: Any, box: str) -> Any:
+    """Takes the job under a one-minute lease, then stalls for an hour before completing."""
+    lease = yield from step.take(
+        leased_box,
+        box,
+        selector=lambda state: state["items"][0] if state["items"] else None,
+        claim=lambda draft, item: draft["items"].pop(0),
+        lease=60,
+    )
+    yield from step.sleep(3600)
+    return (yield from step.complete(lease))

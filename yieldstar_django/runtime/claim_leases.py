@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
+from .. import clock
 from ..conf import yieldstar_settings
 from ..connector import CommitHook, DatabaseStoreClient, get_store_client
 from ..core.commits import StoreMutation
@@ -84,7 +85,7 @@ def take(
                 "store_name": definition.name,
                 "store_id": call.store_id,
                 "value_json": selected_json,
-                "expires_at": timezone.now() + timedelta(seconds=call.seconds),
+                "expires_at": clock.now() + timedelta(seconds=call.seconds),
             },
         )
 
@@ -236,11 +237,12 @@ def release_now(
 def expire_due(
     *, now: datetime | None = None, client: StoreClient | None = None, limit: int = 100
 ) -> int:
-    """Hand back the held leases whose ``expires_at`` has passed (state ``expired``);
-    returns how many this call ended. Safe to run from several processes at once."""
+    """Hand back the held leases whose ``expires_at`` has passed by ``now`` (by default
+    the timers' clock, :mod:`yieldstar_django.clock`) (state ``expired``); returns how many
+    this call ended. Safe to run from several processes at once."""
     due = list(
         ClaimLeaseRecord.objects.filter(
-            state=ClaimLeaseState.HELD, expires_at__lte=now or timezone.now()
+            state=ClaimLeaseState.HELD, expires_at__lte=now or clock.now()
         ).values_list("pk", flat=True)[:limit]
     )
     return release_now(due, client=client, state=ClaimLeaseState.EXPIRED) if due else 0

@@ -21,6 +21,7 @@ from .. import clock
 from ..conf import yieldstar_settings
 from ..core.results import Wake
 from ..models.stores import WakeIntent
+from ..runtime.claim_leases import expire_for_relay
 from ..runtime.executions import run_execution
 from ..wakes import OnCommitDelivery, PendingWake
 
@@ -127,9 +128,11 @@ def run_until_idle(timeout: float = 10.0) -> int:
 
     Due are: wakes whose transaction committed and that no backend has delivered yet,
     wakes held back by ``on_commit`` hooks of the current test transaction (in a
-    ``TestCase``, which never commits), and durable timers (sleeps, retries) whose time
-    has come by the clock that :func:`advance_time` moves. Runs those executions, then
-    what those runs woke or made due, and so on. Works whatever ``WAKE_BACKEND`` is.
+    ``TestCase``, which never commits), and durable timers (sleeps, retries, ``take_any``
+    timeouts) whose time has come by the clock that :func:`advance_time` moves. Leased
+    claims that expired by that clock are handed back first, as the relay does. Runs
+    those executions, then what those runs woke or made due, and so on. Works whatever
+    ``WAKE_BACKEND`` is.
 
     Raises ``TimeoutError`` if executions are still due after ``timeout`` seconds of wall
     time (a workflow that keeps waking itself, say).
@@ -138,6 +141,7 @@ def run_until_idle(timeout: float = 10.0) -> int:
     deadline = time.monotonic() + timeout
     runs_before = _queue.runs
     while True:
+        expire_for_relay(alias)  # leased claims past their expiry go back, as the relay does
         pending = _held_back(alias) + _due(alias, clock.now())
         if not pending:
             return _queue.runs - runs_before
