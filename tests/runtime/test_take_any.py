@@ -184,9 +184,10 @@ def test_racing_runs_and_writers_claim_each_item_once(rt: Runtime) -> None:
     )
 
 
+@pytest.mark.parametrize("path", ["function", "statements"])
 @pytest.mark.parametrize("which", ["first", "woken"])
 def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
-    rt: Runtime, monkeypatch: pytest.MonkeyPatch, which: str
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, which: str, path: str
 ) -> None:
     """A run that misses both choices registers them in one transaction (the first run
     with the pending row and the timeout's timer), which share-locks each store's row in
@@ -199,6 +200,7 @@ def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
     from tests.connections import second_connection
     from yieldstar_django.runtime import store_steps
 
+    monkeypatch.setattr(rt.client, "_use_functions", path == "function")
     a, b = rt.define(), rt.define()
 
     def go(state: Any) -> Any:
@@ -282,3 +284,89 @@ def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
     assert items(rt, b, "d") == ["noise", "noise"]
     if which == "first":
         assert rt.steps(eid)["0"].wake_at is not None, "the pending row kept its timeout"
+
+
+@pytest.mark.parametrize("path", ["function", "statements"])
+def test_a_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """A run claims from the second choice's store while a transaction has changed the
+    first (waking that choice's waiter, whose row it holds until it commits) and then
+    changes the second. The claim's commit removes the step's waiters; it takes them
+    before the store's row, so it waits for the writer without holding what the writer
+    waits for: neither is cancelled by a deadlock check, and the claim goes through."""
+    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
+        pytest.skip("needs the database client on PostgreSQL (row locks)")
+    from tests.connections import second_connection
+
+    monkeypatch.setattr(rt.client, "_use_functions", path == "function")
+    x, y = rt.define(), rt.define()
+
+    def go(state: Any) -> Any:
+        return "go" if "go" in state["items"] else None
+
+    def remove(draft: Any, selected: Any) -> None:
+        draft["items"].remove(selected)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return list((yield from step.take_any([(x, "d", go, remove), (y, "d", go, remove)])))
+
+    push(rt, x, "d", "noise")
+    push(rt, y, "d", "noise")
+    eid = start_workflow(wf)
+    rt.pump()
+    push(rt, y, "d", "go")  # wakes the execution: choice 1 matches
+    WAKES.clear()  # the run below is made here
+    marked, resume = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+    runner_pid: list[int] = []
+
+    def write() -> None:
+        try:
+            with transaction.atomic():
+                push(rt, x, "d", "noise")  # wakes choice 0's waiter: its row stays locked
+                marked.set()
+                resume.wait(10)
+                push(rt, y, "d", "noise")  # waits for the claim's lock on y, if it has one
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            marked.set()
+            connections.close_all()
+
+    def run() -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                runner_pid.append(cursor.fetchone()[0])
+            executions_module.run_execution(eid)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert marked.wait(10)
+    runner = threading.Thread(target=run)
+    runner.start()
+    with second_connection() as watcher:
+        for _ in range(500):
+            row = watcher.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                runner_pid[:1] or [0],
+            ).fetchone()
+            if row is not None and row[0] == "Lock":
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the claim never waited for the writer's lock")
+    resume.set()
+    writer.join(30)
+    runner.join(30)
+    assert not errors, errors
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [1, "go"]
+    assert items(rt, y, "d") == ["noise", "noise"]
+    assert not Waiter.objects.filter(execution_id=eid).exists()

@@ -174,6 +174,22 @@ def _prune_versions(cursor: Any, instance_id: str, version: int) -> None:
         cursor.execute(sql.PRUNE_VERSION, [instance_id, version - limit])
 
 
+def lock_waiters(
+    cursor: Any, connection: BaseDatabaseWrapper, execution_id: str, step_keys: Sequence[str]
+) -> None:
+    """Lock the waiters of those steps of an execution (PostgreSQL; SQLite's IMMEDIATE
+    transactions hold the write lock already), in registration order: a claim of a step
+    waiting on several stores does so before it locks its store's row."""
+    if connection.vendor != "postgresql":
+        return
+    keys = ", ".join(["%s"] * len(step_keys))
+    cursor.execute(
+        f"SELECT id FROM {sql.WAITER_TABLE} WHERE execution_id = %s AND step_key IN ({keys}) "
+        "ORDER BY id FOR UPDATE",
+        [execution_id, *step_keys],
+    )
+
+
 def delete_waiters(cursor: Any, execution_id: str, step_keys: Sequence[str] | None) -> None:
     """Delete the waiters (and their path rows) of an execution, or of those of its steps
     whose keys are ``step_keys``."""
@@ -228,6 +244,9 @@ def commit_mutation(
                 recorded = ledger_result(cursor, name, id, m.step_id, m.operation)
                 if recorded is not None:
                     return recorded, []
+            if len(unwait) > 1:  # before the store's row, as yieldstar_commit_mutation_v3
+                assert m.step_id is not None, "unwait names steps of the mutation's execution"
+                lock_waiters(cursor, connection, m.step_id.execution_id, unwait)
             if m.created:
                 pk = insert_store_row(
                     cursor,
