@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
+from tests.connections import second_connection
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Waiter
 from yieldstar_django.runtime import (
@@ -114,6 +115,19 @@ def test_two_choices_on_one_store_wait_separately(rt: Runtime) -> None:
     assert get_execution(eid).result == [1, "now"]
 
 
+def await_lock_wait(pid: list[int], who: str) -> None:
+    """Wait (up to 5 s) until the backend whose id ``pid`` will hold waits for a lock."""
+    with second_connection() as watcher:
+        for _ in range(500):
+            row = watcher.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pid[:1] or [0]
+            ).fetchone()
+            if row is not None and row[0] == "Lock":
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"{who} never waited for a lock")
+
+
 def test_bad_choices_are_type_errors() -> None:
     step = Step("e", "w")
     for bad in ([], "abc", [("not a store", "id", first)], [(1,)]):
@@ -197,7 +211,6 @@ def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
     writer commits without a deadlock error, and the item it wrote is claimed."""
     if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
         pytest.skip("needs the database client on PostgreSQL (row locks)")
-    from tests.connections import second_connection
     from yieldstar_django.runtime import store_steps
 
     monkeypatch.setattr(rt.client, "_use_functions", path == "function")
@@ -263,17 +276,7 @@ def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
     assert holding.wait(10)
     writer = threading.Thread(target=write)
     writer.start()
-    with second_connection() as watcher:
-        for _ in range(500):
-            row = watcher.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
-                writer_pid[:1] or [0],
-            ).fetchone()
-            if row is not None and row[0] == "Lock":
-                break
-            time.sleep(0.01)
-        else:
-            raise AssertionError("the writer never waited for the registration's lock")
+    await_lock_wait(writer_pid, "the writer")
     release.set()
     runner.join(30)
     writer.join(30)
@@ -297,8 +300,6 @@ def test_a_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
     waits for: neither is cancelled by a deadlock check, and the claim goes through."""
     if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
         pytest.skip("needs the database client on PostgreSQL (row locks)")
-    from tests.connections import second_connection
-
     monkeypatch.setattr(rt.client, "_use_functions", path == "function")
     x, y = rt.define(), rt.define()
 
@@ -351,17 +352,7 @@ def test_a_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
     assert marked.wait(10)
     runner = threading.Thread(target=run)
     runner.start()
-    with second_connection() as watcher:
-        for _ in range(500):
-            row = watcher.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
-                runner_pid[:1] or [0],
-            ).fetchone()
-            if row is not None and row[0] == "Lock":
-                break
-            time.sleep(0.01)
-        else:
-            raise AssertionError("the claim never waited for the writer's lock")
+    await_lock_wait(runner_pid, "the claim")
     resume.set()
     writer.join(30)
     runner.join(30)
