@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -115,19 +116,6 @@ def test_two_choices_on_one_store_wait_separately(rt: Runtime) -> None:
     assert get_execution(eid).result == [1, "now"]
 
 
-def await_lock_wait(pid: list[int], who: str) -> None:
-    """Wait (up to 5 s) until the backend whose id ``pid`` will hold waits for a lock."""
-    with second_connection() as watcher:
-        for _ in range(500):
-            row = watcher.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pid[:1] or [0]
-            ).fetchone()
-            if row is not None and row[0] == "Lock":
-                return
-            time.sleep(0.01)
-    raise AssertionError(f"{who} never waited for a lock")
-
-
 def test_bad_choices_are_type_errors() -> None:
     step = Step("e", "w")
     for bad in ([], "abc", [("not a store", "id", first)], [(1,)]):
@@ -198,6 +186,50 @@ def test_racing_runs_and_writers_claim_each_item_once(rt: Runtime) -> None:
     )
 
 
+def go(state: Any) -> Any:
+    return "go" if "go" in state["items"] else None
+
+
+def remove(draft: Any, selected: Any) -> None:
+    draft["items"].remove(selected)
+
+
+def start_thread(
+    work: Callable[[], None], errors: list[BaseException], pid: list[int] | None = None
+) -> threading.Thread:
+    """Run ``work`` in a thread (its own connection), noting its backend's id in ``pid``
+    first and what it raises in ``errors``."""
+
+    def body() -> None:
+        try:
+            if pid is not None:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_backend_pid()")
+                    pid.append(cursor.fetchone()[0])
+            work()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    return thread
+
+
+def await_lock_wait(pid: list[int], who: str) -> None:
+    """Wait (up to 5 s) until the backend whose id ``pid`` will hold waits for a lock."""
+    with second_connection() as watcher:
+        for _ in range(500):
+            row = watcher.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pid[:1] or [0]
+            ).fetchone()
+            if row is not None and row[0] == "Lock":
+                return
+            time.sleep(0.01)
+    raise AssertionError(f"{who} never waited for a lock")
+
+
 @pytest.mark.parametrize("path", ["function", "statements"])
 @pytest.mark.parametrize("which", ["first", "woken"])
 def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
@@ -215,12 +247,6 @@ def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
 
     monkeypatch.setattr(rt.client, "_use_functions", path == "function")
     a, b = rt.define(), rt.define()
-
-    def go(state: Any) -> Any:
-        return "go" if "go" in state["items"] else None
-
-    def remove(draft: Any, selected: Any) -> None:
-        draft["items"].remove(selected)
 
     @rt.workflow
     def wf(step: Step) -> Any:
@@ -252,30 +278,17 @@ def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
     def run() -> None:
         try:
             executions_module.run_execution(eid)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
         finally:
             holding.set()
-            connections.close_all()
 
     def write() -> None:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid()")
-                writer_pid.append(cursor.fetchone()[0])
-            with transaction.atomic():
-                push(rt, b, "d", "noise")  # b's row stays locked until this commits
-                push(rt, a, "d", "go")  # waits for the registration's share lock on a
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connections.close_all()
+        with transaction.atomic():
+            push(rt, b, "d", "noise")  # b's row stays locked until this commits
+            push(rt, a, "d", "go")  # waits for the registration's share lock on a
 
-    runner = threading.Thread(target=run)
-    runner.start()
+    runner = start_thread(run, errors)
     assert holding.wait(10)
-    writer = threading.Thread(target=write)
-    writer.start()
+    writer = start_thread(write, errors, writer_pid)
     await_lock_wait(writer_pid, "the writer")
     release.set()
     runner.join(30)
@@ -303,12 +316,6 @@ def test_a_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
     monkeypatch.setattr(rt.client, "_use_functions", path == "function")
     x, y = rt.define(), rt.define()
 
-    def go(state: Any) -> Any:
-        return "go" if "go" in state["items"] else None
-
-    def remove(draft: Any, selected: Any) -> None:
-        draft["items"].remove(selected)
-
     @rt.workflow
     def wf(step: Step) -> Any:
         return list((yield from step.take_any([(x, "d", go, remove), (y, "d", go, remove)])))
@@ -330,28 +337,12 @@ def test_a_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
                 marked.set()
                 resume.wait(10)
                 push(rt, y, "d", "noise")  # waits for the claim's lock on y, if it has one
-        except BaseException as exc:
-            errors.append(exc)
         finally:
             marked.set()
-            connections.close_all()
 
-    def run() -> None:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid()")
-                runner_pid.append(cursor.fetchone()[0])
-            executions_module.run_execution(eid)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    writer = threading.Thread(target=write)
-    writer.start()
+    writer = start_thread(write, errors)
     assert marked.wait(10)
-    runner = threading.Thread(target=run)
-    runner.start()
+    runner = start_thread(lambda: executions_module.run_execution(eid), errors, runner_pid)
     await_lock_wait(runner_pid, "the claim")
     resume.set()
     writer.join(30)
