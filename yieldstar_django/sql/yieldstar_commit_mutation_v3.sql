@@ -35,11 +35,12 @@ AS $$
 -- the version row and the wake intents of the waiters the changed paths intersect; with
 -- p_unwait_keys, first remove the waiters of those step keys of p_execution_id (the
 -- step's own, so its claim does not wake it). Lock order: the waiters of p_unwait_keys
--- (when there are several), the store row, then the ledger, the versions, the waiters the change wakes (marked,
--- never waiting for a lock: SKIP LOCKED) and the outbox. A step's own waiters come first
--- because a transaction that woke one of them (a commit of another store, marking it)
--- holds its row and may next ask for this store's row: waiting for it before taking the
--- store's row, the claim holds nothing that transaction waits for.
+-- (when there are several), the store row, then the ledger, the versions, the waiters
+-- the change wakes (marked, never waiting for a lock: SKIP LOCKED) and the outbox. A
+-- step's own waiters come first because a transaction that woke one of them (a commit
+-- of another store, marking it) holds its row and may next ask for this store's row:
+-- waiting for it before taking the store's row, the claim holds nothing that
+-- transaction waits for.
 -- A p_operation of 'delete' deletes the store instead (if still at (p_instance_id,
 -- p_version); unconditionally when p_instance_id is NULL), with its waiters, waking them
 -- all; its versions stay as history, its ledger rows stay authoritative. Only the
