@@ -194,6 +194,27 @@ def remove(draft: Any, selected: Any) -> None:
     draft["items"].remove(selected)
 
 
+def waiting_on_two(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, path: str, timeout: float | None = None
+) -> tuple[StoreDefinition, StoreDefinition, str]:
+    """Two stores holding a "noise" item each, and a started (not yet run) execution taking
+    "go" from either, on the database client through ``path`` ("function" or
+    "statements"); skips unless that client is on PostgreSQL (row locks)."""
+    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
+        pytest.skip("needs the database client on PostgreSQL (row locks)")
+    monkeypatch.setattr(rt.client, "_use_functions", path == "function")
+    a, b = rt.define(), rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        choices = [(a, "d", go, remove), (b, "d", go, remove)]
+        return list((yield from step.take_any(choices, timeout=timeout)))
+
+    push(rt, a, "d", "noise")
+    push(rt, b, "d", "noise")
+    return a, b, start_workflow(wf)
+
+
 def start_thread(
     work: Callable[[], None], errors: list[BaseException], pid: list[int] | None = None
 ) -> threading.Thread:
@@ -241,21 +262,9 @@ def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
     waits for the first: the registration gives way (its transaction rolls back, and the
     pending row, the timer and each choice are written again, each choice alone), so the
     writer commits without a deadlock error, and the item it wrote is claimed."""
-    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
-        pytest.skip("needs the database client on PostgreSQL (row locks)")
     from yieldstar_django.runtime import store_steps
 
-    monkeypatch.setattr(rt.client, "_use_functions", path == "function")
-    a, b = rt.define(), rt.define()
-
-    @rt.workflow
-    def wf(step: Step) -> Any:
-        choices = [(a, "d", go, remove), (b, "d", go, remove)]
-        return list((yield from step.take_any(choices, timeout=60 if which == "first" else None)))
-
-    push(rt, a, "d", "noise")
-    push(rt, b, "d", "noise")
-    eid = start_workflow(wf)
+    a, b, eid = waiting_on_two(rt, monkeypatch, path, timeout=60 if which == "first" else None)
     if which == "woken":
         rt.pump()
         push(rt, a, "d", "noise")  # wakes the execution; its run matches neither choice
@@ -311,18 +320,7 @@ def test_a_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
     changes the second. The claim's commit removes the step's waiters; it takes them
     before the store's row, so it waits for the writer without holding what the writer
     waits for: neither is cancelled by a deadlock check, and the claim goes through."""
-    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
-        pytest.skip("needs the database client on PostgreSQL (row locks)")
-    monkeypatch.setattr(rt.client, "_use_functions", path == "function")
-    x, y = rt.define(), rt.define()
-
-    @rt.workflow
-    def wf(step: Step) -> Any:
-        return list((yield from step.take_any([(x, "d", go, remove), (y, "d", go, remove)])))
-
-    push(rt, x, "d", "noise")
-    push(rt, y, "d", "noise")
-    eid = start_workflow(wf)
+    x, y, eid = waiting_on_two(rt, monkeypatch, path)
     rt.pump()
     push(rt, y, "d", "go")  # wakes the execution: choice 1 matches
     WAKES.clear()  # the run below is made here

@@ -56,15 +56,15 @@ def consumer(step: Any, box: str) -> Any:
     )
 
 
+def _answer(state: Any) -> Any:
+    return "answer" if "answer" in state["items"] else None
+
+
 @workflow("ys-testing-answer-within-an-hour")
 def answer_within_an_hour(step: Any, box: str) -> Any:
     """Takes an "answer" from a box or from ``relay_box``'s "other" box, for an hour."""
     pair = yield from step.take_any(
-        [
-            (relay_box, box, lambda state: "answer" if "answer" in state["items"] else None),
-            (relay_box, "other", lambda state: "answer" if "answer" in state["items"] else None),
-        ],
-        timeout=3600,
+        [(relay_box, box, _answer), (relay_box, "other", _answer)], timeout=3600
     )
     return list(pair)
 

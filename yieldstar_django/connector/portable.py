@@ -174,29 +174,31 @@ def _prune_versions(cursor: Any, instance_id: str, version: int) -> None:
         cursor.execute(sql.PRUNE_VERSION, [instance_id, version - limit])
 
 
+def _of_steps(execution_id: str, step_keys: Sequence[str] | None) -> tuple[str, list[Any]]:
+    """The ``{where}`` of the waiters of an execution, or of those of its steps whose keys
+    are ``step_keys``, and its parameters."""
+    where, params = "execution_id = %s", [execution_id]
+    if step_keys is not None:
+        where += f" AND step_key IN ({', '.join(['%s'] * len(step_keys))})"
+        params += step_keys
+    return where, params
+
+
 def lock_waiters(
     cursor: Any, connection: BaseDatabaseWrapper, execution_id: str, step_keys: Sequence[str]
 ) -> None:
     """Lock the waiters of those steps of an execution (PostgreSQL; SQLite's IMMEDIATE
     transactions hold the write lock already), in registration order: a claim of a step
     waiting on several stores does so before it locks its store's row."""
-    if connection.vendor != "postgresql":
-        return
-    keys = ", ".join(["%s"] * len(step_keys))
-    cursor.execute(
-        f"SELECT id FROM {sql.WAITER_TABLE} WHERE execution_id = %s AND step_key IN ({keys}) "
-        "ORDER BY id FOR UPDATE",
-        [execution_id, *step_keys],
-    )
+    if connection.vendor == "postgresql":
+        where, params = _of_steps(execution_id, step_keys)
+        cursor.execute(sql.LOCK_WAITERS.format(where=where), params)
 
 
 def delete_waiters(cursor: Any, execution_id: str, step_keys: Sequence[str] | None) -> None:
     """Delete the waiters (and their path rows) of an execution, or of those of its steps
     whose keys are ``step_keys``."""
-    where, params = "execution_id = %s", [execution_id]
-    if step_keys is not None:
-        where += f" AND step_key IN ({', '.join(['%s'] * len(step_keys))})"
-        params += step_keys
+    where, params = _of_steps(execution_id, step_keys)
     cursor.execute(sql.REMOVE_WAITER_PATHS.format(where=where), params)
     cursor.execute(sql.REMOVE_WAITERS.format(where=where), params)
 

@@ -120,6 +120,9 @@ REMOVE_WAITER_PATHS: Final = (
     f"(SELECT id FROM {WAITER_TABLE} WHERE {{where}})"
 )
 REMOVE_WAITERS: Final = f"DELETE FROM {WAITER_TABLE} WHERE {{where}}"
+#: Lock the waiters of an execution's steps in registration order (``{where}`` as above;
+#: PostgreSQL).
+LOCK_WAITERS: Final = f"SELECT id FROM {WAITER_TABLE} WHERE {{where}} ORDER BY id FOR UPDATE"
 #: Mark woken the waiters ``{ids}`` whose rows no other transaction holds (``{lock}``:
 #: `` FOR NO KEY UPDATE SKIP LOCKED`` on PostgreSQL): a commit never waits on a waiter row.
 MARK_WOKEN: Final = (

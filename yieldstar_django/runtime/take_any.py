@@ -178,39 +178,36 @@ def _wait_again(
     registration, without a timer, is its own transaction.
     """
     give_way = len(misses) > 1 and _shares_locks(engine)
+    pending = row is None or wake_at is not None
 
-    def register(together: bool) -> None:
-        opens = row is None or wake_at is not None or (together and len(misses) > 1)
-        with transaction.atomic(using=engine.alias) if opens else nullcontext():
-            if give_way and together:
-                with connections[engine.alias].cursor() as cursor:
-                    cursor.execute(f"SET LOCAL lock_timeout = '{GIVE_WAY_AFTER_MS}ms'")
-            if row is None:
-                engine._write(call, key, position, None, status=StepStatus.PENDING, wake_at=wake_at)
-            if wake_at is not None:
-                engine._timer(wake_at, "take_any")
-            if together:
-                for index, missed in misses:
-                    _register_choice(engine, call, key, index, missed)
-        if not together:
-            for index, missed in misses:
-                _register_choice(engine, call, key, index, missed)
+    def write_pending() -> None:
+        if row is None:
+            engine._write(call, key, position, None, status=StepStatus.PENDING, wake_at=wake_at)
+        if wake_at is not None:
+            engine._timer(wake_at, "take_any")
+
+    def register() -> None:
+        for index, missed in misses:
+            definition, store_id = call.choices[index][0], call.choices[index][1]
+            store_steps.wait_for(engine, choice_key(key, index), definition, store_id, missed)
 
     try:
-        register(together=True)
+        with (
+            transaction.atomic(using=engine.alias) if pending or len(misses) > 1 else nullcontext()
+        ):
+            if give_way:
+                with connections[engine.alias].cursor() as cursor:
+                    cursor.execute(f"SET LOCAL lock_timeout = '{GIVE_WAY_AFTER_MS}ms'")
+            write_pending()
+            register()
     except OperationalError as exc:
         if not (give_way and getattr(exc.__cause__, "sqlstate", None) == LOCK_NOT_AVAILABLE):
             raise
         logger.info("execution %s: step %s gave way to a writer's lock", engine.execution.id, key)
-        register(together=False)
+        with transaction.atomic(using=engine.alias) if pending else nullcontext():
+            write_pending()
+        register()  # each registration its own transaction
     engine.open_takes.add(key)
-
-
-def _register_choice(
-    engine: Engine, call: StepCall, key: str, index: int, missed: StoreTakeUnmatched
-) -> None:
-    definition, store_id = call.choices[index][0], call.choices[index][1]
-    store_steps.wait_for(engine, choice_key(key, index), definition, store_id, missed)
 
 
 def _shares_locks(engine: Engine) -> bool:

@@ -69,16 +69,17 @@ ACK_CONDITION: Final = (
     "execution_id = %s AND delivered_at IS NULL AND COALESCE(due_at, created_at) <= %s"
 )
 
+#: An intent's ``INTENT_COLUMNS``: execution, workflow, reason, available and due times
+#: and the creation time as parameters, the rest as a new intent has them.
+_ROW: Final = "%s, %s, %s, %s, %s, NULL, 0, '', %s"
 _INSERT: Final = (
-    f"INSERT INTO {INTENT_TABLE} ({', '.join(INTENT_COLUMNS)}) "
-    "VALUES (%s, %s, %s, %s, %s, NULL, 0, '', %s) RETURNING id"
+    f"INSERT INTO {INTENT_TABLE} ({', '.join(INTENT_COLUMNS)}) VALUES ({_ROW}) RETURNING id"
 )
 
 #: ``_INSERT`` of a timer, unless the execution has an unacknowledged one of that reason
 #: due at that time (the execution index's equality, then a filter).
 _INSERT_UNLESS_PENDING: Final = (
-    f"INSERT INTO {INTENT_TABLE} ({', '.join(INTENT_COLUMNS)}) "
-    "SELECT %s, %s, %s, %s, %s, NULL, 0, '', %s WHERE NOT EXISTS ("
+    f"INSERT INTO {INTENT_TABLE} ({', '.join(INTENT_COLUMNS)}) SELECT {_ROW} WHERE NOT EXISTS ("
     f"SELECT 1 FROM {INTENT_TABLE} WHERE execution_id = %s AND reason = %s AND due_at = %s "
     "AND delivered_at IS NULL) RETURNING id"
 )
