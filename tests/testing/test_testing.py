@@ -274,3 +274,14 @@ def test_the_relay_reads_the_same_clock(db: None, yieldstar: YieldstarHelper) ->
     yieldstar.advance_time(86_400)
     assert relay_once() == 1  # the inline backend runs it
     assert get_execution(execution_id).status == "completed"
+
+
+def test_run_until_idle_runs_a_committed_wake_that_its_backend_refused(
+    transactional_db: None, project_app: Celery
+) -> None:
+    """``TransactionTestCase`` mode with the default backend: the start's wake committed,
+    was refused (no broker in tests) and waits for the relay; run_until_idle runs it."""
+    execution_id = start_workflow(producer, "box-6")
+    assert get_execution(execution_id).status == "pending"
+    assert run_until_idle() == 1
+    assert get_execution(execution_id).status == "completed"

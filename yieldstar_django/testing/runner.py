@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections
+from django.db.models import Q
 
 from .. import clock
 from ..conf import yieldstar_settings
@@ -107,7 +108,12 @@ def _held_back(alias: str) -> list[PendingWake]:
 
 
 def _due(alias: str, now: datetime) -> list[PendingWake]:
-    rows = WakeIntent.objects.using(alias).filter(delivered_at__isnull=True, available_at__lte=now)
+    """Unacknowledged intents due by ``now``: every immediate wake (no ``due_at``; its
+    ``available_at`` is when the relay would deliver it again, not when it is due) and
+    every timer whose ``due_at`` has come."""
+    rows = WakeIntent.objects.using(alias).filter(
+        Q(due_at__isnull=True) | Q(due_at__lte=now), delivered_at__isnull=True
+    )
     return [
         PendingWake(pk, Wake(execution_id, workflow_id))
         for pk, execution_id, workflow_id in rows.order_by("available_at", "pk").values_list(
