@@ -229,6 +229,52 @@ def test_worker_errors_are_not_recorded_and_the_execution_resumes(rt: Runtime) -
     assert get_execution(eid).result == "done"
 
 
+def test_a_lease_let_go_after_an_error_is_not_renewed_again(rt: Runtime, monkeypatch: Any) -> None:
+    """A run that fails with a worker error lets its lease go at once, so the next wake
+    runs the execution. A renewal of the process's lease keeper that lands after that (its
+    round was under way when the run failed) must not take the lease back."""
+    import pytest
+    from celery.exceptions import SoftTimeLimitExceeded
+    from django.test import override_settings
+
+    from tests.polling import wait_until
+    from yieldstar_django.runtime import leases
+
+    attempts: list[int] = []
+
+    def slow() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise SoftTimeLimitExceeded()
+        return "done"
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.run(slow))
+
+    renewals: list[bool] = []
+    renew, stop = leases.Lease.renew, leases.Lease.stop_heartbeat
+
+    def counted(self: leases.Lease) -> bool:
+        renewals.append(renew(self))
+        return renewals[-1]
+
+    def after_one_more_renewal(self: leases.Lease) -> None:
+        seen = len(renewals)
+        wait_until("a renewal", lambda: len(renewals) > seen, 5, interval=0.01)
+        stop(self)
+
+    monkeypatch.setattr(leases.Lease, "renew", counted)
+    monkeypatch.setattr(leases.Lease, "stop_heartbeat", after_one_more_renewal)
+    settings = {"WAKE_BACKEND": "tests.runtime.conftest.record_wakes", "LEASE_SECONDS": 0.3}
+    with override_settings(YIELDSTAR=settings):
+        eid = start_workflow(wf)
+        with pytest.raises(SoftTimeLimitExceeded):
+            run_execution(eid)
+        assert run_execution(eid) == ResumeResult.FINISHED
+    assert get_execution(eid).result == "done"
+
+
 def test_a_run_longer_than_the_lease_keeps_it(rt: Runtime) -> None:
     """The process's lease keeper renews the lease while a slow step runs, within the
     renewal interval even when it was asleep with nothing to renew (up to a second) when
