@@ -309,3 +309,96 @@ def test_a_run_longer_than_the_lease_keeps_it(rt: Runtime) -> None:
     assert get_execution(eid).result == "done"
     first, last = expiries
     assert last > first  # renewed while the step ran
+
+
+def cancel_from_another_thread(execution_id: str) -> None:
+    """``cancel_execution`` as another process would call it (its own connection),
+    waited for."""
+    import threading
+
+    from django.db import connections
+
+    from yieldstar_django.runtime import cancel_execution
+
+    done: list[bool] = []
+
+    def cancel() -> None:
+        try:
+            done.append(cancel_execution(execution_id))
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=cancel)
+    thread.start()
+    thread.join(10)
+    assert done == [True], "the cancel did not finish while the run registered its waiter"
+
+
+def test_a_take_cancelled_while_it_registers_its_waiter_leaves_no_waiter(
+    rt: Runtime, monkeypatch: Any
+) -> None:
+    """A take that found nothing registers its waiter; the execution is cancelled meanwhile
+    (before the registration commits). A cancelled execution keeps no waiter: the cancel
+    removes them, and the run records nothing more."""
+    import pytest
+    from django.db import connection
+
+    from yieldstar_django.models import Waiter
+    from yieldstar_django.runtime import store_steps
+
+    if not hasattr(rt.client, "using"):
+        pytest.skip("the waiters of the database client")
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite serializes the cancel after the registration")
+    store = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.take(store, "q", lambda s: s["items"] or None))
+
+    register = store_steps.wait_for
+
+    def cancel_then_register(engine: Any, *args: Any) -> None:
+        cancel_from_another_thread(engine.execution.id)
+        register(engine, *args)
+
+    monkeypatch.setattr(store_steps, "wait_for", cancel_then_register)
+    eid = start_workflow(wf)
+    rt.pump()
+    assert get_execution(eid).status == "cancelled"
+    assert list(Waiter.objects.filter(execution_id=eid).values_list("step_key", flat=True)) == []
+
+
+def test_a_woken_take_cancelled_before_it_waits_again_leaves_no_waiter(
+    rt: Runtime, monkeypatch: Any
+) -> None:
+    """A woken take finds nothing and registers its waiter again; the execution was
+    cancelled since the run took its lease. The registration must not bring back a waiter
+    the cancel removed."""
+    import pytest
+
+    from yieldstar_django.models import Waiter
+    from yieldstar_django.runtime import store_steps
+
+    if not hasattr(rt.client, "using"):
+        pytest.skip("the waiters of the database client")
+    store = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.take(store, "q", lambda s: "go" in s["items"] or None))
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert Waiter.objects.filter(execution_id=eid).count() == 1
+    register = store_steps.wait_for
+
+    def cancel_then_register(engine: Any, *args: Any) -> None:
+        cancel_from_another_thread(engine.execution.id)
+        register(engine, *args)
+
+    monkeypatch.setattr(store_steps, "wait_for", cancel_then_register)
+    rt.client.update_store(store, "q", updater=lambda d: d["items"].append("x"))  # wakes it
+    rt.pump()
+    assert get_execution(eid).status == "cancelled"
+    assert list(Waiter.objects.filter(execution_id=eid).values_list("step_key", flat=True)) == []
