@@ -205,6 +205,7 @@ def run_execution(execution_id: str) -> ResumeResult:
     try:
         return _run_loop(lease, wf)
     except LeaseLost:
+        _forget_waiters_if_finished(execution_id)
         return ResumeResult.LOST
     except BaseException:
         _abandon(lease)
@@ -233,6 +234,15 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
         wakes.acknowledge(lease.execution_id, using=_alias())
     _release_later(lease, 0.0)
     return ResumeResult.DEFERRED
+
+
+def _forget_waiters_if_finished(execution_id: str) -> None:
+    """After a run lost its lease: remove the execution's waiters if it finished meanwhile
+    (cancelled, say). A waiter's registration is not fenced by the lease, so a run may
+    register one after the cancel removed those it found; every registration of this run
+    is committed by now, so this or the cancel's removal sees it."""
+    if not Execution.objects.filter(live(), pk=execution_id).exists():
+        _store_client().remove_waiters(execution_id)
 
 
 def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: bool) -> None:
