@@ -49,12 +49,12 @@ def resume_execution(self: Any, execution_id: str) -> str:
     short backoff; beyond that the execution's durable timers resume it.
     """
     close_old_connections()
-    reused = connections[database_alias()].connection is not None
+    kept = connections[database_alias()].connection
     try:
         try:
             return str(run_execution(execution_id))
         except (OperationalError, InterfaceError):
-            if not (reused and _dropped_broken_connection()):
+            if not (kept is not None and _dropped_broken_connection(kept)):
                 raise
             logger.info("resume of %s found its connection broken; reconnecting", execution_id)
             return str(run_execution(execution_id))
@@ -68,11 +68,15 @@ def resume_execution(self: Any, execution_id: str) -> str:
         close_old_connections()
 
 
-def _dropped_broken_connection() -> bool:
-    """After a database error: whether Django dropped the connection of
-    ``DATABASE_ALIAS`` (closed already when a rollback failed, or closed now by
+def _dropped_broken_connection(kept: object) -> bool:
+    """After a database error: whether the connection of ``DATABASE_ALIAS`` kept from an
+    earlier task (``kept``) turned out broken: replaced during the run (a run that fails
+    lets its lease go on a new connection if its own is broken), or dropped by Django
+    (closed already when a rollback failed, or closed now by
     ``close_if_unusable_or_obsolete``, which tests a connection that saw an error)."""
     connection = connections[database_alias()]
+    if connection.connection is not kept:
+        return True
     connection.close_if_unusable_or_obsolete()
     return connection.connection is None
 

@@ -229,6 +229,52 @@ def test_worker_errors_are_not_recorded_and_the_execution_resumes(rt: Runtime) -
     assert get_execution(eid).result == "done"
 
 
+def test_a_lease_let_go_after_an_error_is_not_renewed_again(rt: Runtime, monkeypatch: Any) -> None:
+    """A run that fails with a worker error lets its lease go at once, so the next wake
+    runs the execution. A renewal of the process's lease keeper that lands after that (its
+    round was under way when the run failed) must not take the lease back."""
+    import pytest
+    from celery.exceptions import SoftTimeLimitExceeded
+    from django.test import override_settings
+
+    from tests.polling import wait_until
+    from yieldstar_django.runtime import leases
+
+    attempts: list[int] = []
+
+    def slow() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise SoftTimeLimitExceeded()
+        return "done"
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.run(slow))
+
+    renewals: list[bool] = []
+    renew, stop = leases.Lease.renew, leases.Lease.stop_heartbeat
+
+    def counted(self: leases.Lease) -> bool:
+        renewals.append(renew(self))
+        return renewals[-1]
+
+    def after_one_more_renewal(self: leases.Lease) -> None:
+        seen = len(renewals)
+        wait_until("a renewal", lambda: len(renewals) > seen, 5, interval=0.01)
+        stop(self)
+
+    monkeypatch.setattr(leases.Lease, "renew", counted)
+    monkeypatch.setattr(leases.Lease, "stop_heartbeat", after_one_more_renewal)
+    settings = {"WAKE_BACKEND": "tests.runtime.conftest.record_wakes", "LEASE_SECONDS": 0.3}
+    with override_settings(YIELDSTAR=settings):
+        eid = start_workflow(wf)
+        with pytest.raises(SoftTimeLimitExceeded):
+            run_execution(eid)
+        assert run_execution(eid) == ResumeResult.FINISHED
+    assert get_execution(eid).result == "done"
+
+
 def test_a_run_longer_than_the_lease_keeps_it(rt: Runtime) -> None:
     """The process's lease keeper renews the lease while a slow step runs, within the
     renewal interval even when it was asleep with nothing to renew (up to a second) when
@@ -263,3 +309,96 @@ def test_a_run_longer_than_the_lease_keeps_it(rt: Runtime) -> None:
     assert get_execution(eid).result == "done"
     first, last = expiries
     assert last > first  # renewed while the step ran
+
+
+def cancel_from_another_thread(execution_id: str) -> None:
+    """``cancel_execution`` as another process would call it (its own connection),
+    waited for."""
+    import threading
+
+    from django.db import connections
+
+    from yieldstar_django.runtime import cancel_execution
+
+    done: list[bool] = []
+
+    def cancel() -> None:
+        try:
+            done.append(cancel_execution(execution_id))
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=cancel)
+    thread.start()
+    thread.join(10)
+    assert done == [True], "the cancel did not finish while the run registered its waiter"
+
+
+def test_a_take_cancelled_while_it_registers_its_waiter_leaves_no_waiter(
+    rt: Runtime, monkeypatch: Any
+) -> None:
+    """A take that found nothing registers its waiter; the execution is cancelled meanwhile
+    (before the registration commits). A cancelled execution keeps no waiter: the cancel
+    removes them, and the run records nothing more."""
+    import pytest
+    from django.db import connection
+
+    from yieldstar_django.models import Waiter
+    from yieldstar_django.runtime import store_steps
+
+    if not hasattr(rt.client, "using"):
+        pytest.skip("the waiters of the database client")
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite serializes the cancel after the registration")
+    store = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.take(store, "q", lambda s: s["items"] or None))
+
+    register = store_steps.wait_for
+
+    def cancel_then_register(engine: Any, *args: Any) -> None:
+        cancel_from_another_thread(engine.execution.id)
+        register(engine, *args)
+
+    monkeypatch.setattr(store_steps, "wait_for", cancel_then_register)
+    eid = start_workflow(wf)
+    rt.pump()
+    assert get_execution(eid).status == "cancelled"
+    assert list(Waiter.objects.filter(execution_id=eid).values_list("step_key", flat=True)) == []
+
+
+def test_a_woken_take_cancelled_before_it_waits_again_leaves_no_waiter(
+    rt: Runtime, monkeypatch: Any
+) -> None:
+    """A woken take finds nothing and registers its waiter again; the execution was
+    cancelled since the run took its lease. The registration must not bring back a waiter
+    the cancel removed."""
+    import pytest
+
+    from yieldstar_django.models import Waiter
+    from yieldstar_django.runtime import store_steps
+
+    if not hasattr(rt.client, "using"):
+        pytest.skip("the waiters of the database client")
+    store = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.take(store, "q", lambda s: "go" in s["items"] or None))
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert Waiter.objects.filter(execution_id=eid).count() == 1
+    register = store_steps.wait_for
+
+    def cancel_then_register(engine: Any, *args: Any) -> None:
+        cancel_from_another_thread(engine.execution.id)
+        register(engine, *args)
+
+    monkeypatch.setattr(store_steps, "wait_for", cancel_then_register)
+    rt.client.update_store(store, "q", updater=lambda d: d["items"].append("x"))  # wakes it
+    rt.pump()
+    assert get_execution(eid).status == "cancelled"
+    assert list(Waiter.objects.filter(execution_id=eid).values_list("step_key", flat=True)) == []

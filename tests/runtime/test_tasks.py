@@ -81,3 +81,43 @@ def test_a_connection_closed_while_idle_is_replaced_at_once(
     ]
     assert get_execution(eid).result == ["x"]
     assert connection.connection.info.backend_pid != pid
+
+
+def test_a_connection_cut_during_the_run_is_replaced_at_once(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection is cut while a step runs (the server restarts, a proxy drops it):
+    the run cannot record the step, and the resume runs again at once on a new
+    connection. The lease of the cut run must not stand in its way until it expires."""
+    if connection.vendor != "postgresql":
+        pytest.skip("closing a connection from the server side needs PostgreSQL")
+    from yieldstar_django.runtime import Step, start_workflow
+
+    cuts: list[int] = []
+
+    def cut_my_connection() -> str:
+        if not cuts:
+            pid = connection.connection.info.backend_pid
+            cuts.append(pid)
+            with second_connection() as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+                while admin.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]
+                ).fetchone():
+                    time.sleep(0.01)
+        return "done"
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.run(cut_my_connection))
+
+    eid = start_workflow(wf)
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", None)
+    monkeypatch.setitem(connection.settings_dict, "CONN_HEALTH_CHECKS", False)
+    connection.close()
+    connection.ensure_connection()  # kept from an earlier task
+    retried: list[int] = []
+    monkeypatch.setattr(tasks.resume_execution, "retry", lambda **kw: retried.append(1))
+    assert tasks.resume_execution.apply(args=[eid], throw=True).get() == "finished"
+    assert retried == [] and len(cuts) == 1
+    assert get_execution(eid).result == "done"

@@ -16,7 +16,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Final
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from .. import clock, wakes
@@ -205,6 +205,7 @@ def run_execution(execution_id: str) -> ResumeResult:
     try:
         return _run_loop(lease, wf)
     except LeaseLost:
+        _forget_waiters_if_finished(execution_id)
         return ResumeResult.LOST
     except BaseException:
         _abandon(lease)
@@ -233,6 +234,15 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
         wakes.acknowledge(lease.execution_id, using=_alias())
     _release_later(lease, 0.0)
     return ResumeResult.DEFERRED
+
+
+def _forget_waiters_if_finished(execution_id: str) -> None:
+    """After a run lost its lease: remove the execution's waiters if it finished meanwhile
+    (cancelled, say). A waiter's registration is not fenced by the lease, so a run may
+    register one after the cancel removed those it found; every registration of this run
+    is committed by now, so this or the cancel's removal sees it."""
+    if not Execution.objects.filter(live(), pk=execution_id).exists():
+        _store_client().remove_waiters(execution_id)
 
 
 def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: bool) -> None:
@@ -288,12 +298,23 @@ def _release_later(lease: Lease, seconds: float) -> None:
 
 
 def _abandon(lease: Lease) -> None:
-    """After an unexpected error: let the lease expire now, so any wake may take over.
+    """After an unexpected error: let the lease go now, so any wake may take over.
 
-    The lease timer scheduled at acquisition stays, so the execution is resumed even if
-    nothing else wakes it. Best effort: the database may be what failed.
+    The owner is cleared too, so a renewal of the lease keeper that lands after this (its
+    round under way) cannot take the lease back. On a connection the error left broken (cut
+    during the run), it is done on a new one, so the resume that retries at once finds the
+    lease free. The lease timer scheduled at acquisition stays, so the execution is resumed
+    even if nothing else wakes it. Best effort: the database may be what failed.
     """
-    try:
-        Execution.objects.filter(lease.owned()).update(lease_expires_at=timezone.now())
-    except Exception:
-        logger.warning("could not release the lease of %s", lease.execution_id, exc_info=True)
+    connection = connections[_alias()]
+    for attempt in range(2):
+        try:
+            Execution.objects.filter(lease.owned()).update(lease_owner="", lease_expires_at=None)
+            return
+        except Exception:
+            if attempt == 0 and not connection.in_atomic_block:
+                connection.close_if_unusable_or_obsolete()
+                if connection.connection is None:
+                    continue  # it was broken: once more, on a new connection
+            logger.warning("could not release the lease of %s", lease.execution_id, exc_info=True)
+            return
