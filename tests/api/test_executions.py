@@ -93,6 +93,7 @@ def test_start_with_idempotency_key(api: Client) -> None:
         ({"workflow": "api-test-greet", "execution_id": "x" * 256}, 400, "invalid"),
         ({"workflow": "api-test-greet", "execution_id": "a/b"}, 400, "invalid"),
         ({"workflow": "api-test-greet", "args": ["a\u0000"]}, 400, "not_durable"),
+        ({"workflow": "api-test-greet", "args": [{"\ud800": 1}]}, 400, "not_durable"),
         ([1], 400, "invalid"),
     ],
 )
