@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString
 
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..runtime.claim_leases import release_now
-from .base import OperateActionsMixin, ReadOnlyAdminMixin
+from .base import OperateActionsMixin, ReadOnlyAdminMixin, RefuseNulMixin
 from .display import short_json
 
 
@@ -43,7 +43,7 @@ class LiveFilter(admin.SimpleListFilter):
 
 
 @admin.register(ClaimLeaseRecord)
-class ClaimLeaseAdmin(OperateActionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class ClaimLeaseAdmin(RefuseNulMixin, OperateActionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     """Leased claims, soonest expiry first. Action "release now" needs the change
     permission on executions and a confirmation."""
 

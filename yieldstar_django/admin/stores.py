@@ -29,7 +29,7 @@ from ..core.durable import decode_durable
 from ..core.errors import StoreValidationError, WorkflowValueError, YieldstarError, format_path
 from ..core.results import StoreSnapshot, StoreStepId, StoreUpdateConflict
 from ..models.stores import AppliedStep, StoreInstance, StoreVersion, Waiter
-from .base import LargeTableListMixin, PageContextMixin, SearchLookupMixin
+from .base import LargeTableListMixin, PageContextMixin, RefuseNulMixin, SearchLookupMixin
 from .display import diff_block, format_paths, pretty_block, pretty_json, short_json
 from .pagination import paginate
 
@@ -170,6 +170,7 @@ def conflict_message(conflict: StoreUpdateConflict) -> str:
 
 @admin.register(StoreInstance)
 class StoreInstanceAdmin(
+    RefuseNulMixin,
     SearchLookupMixin,
     LargeTableListMixin,
     PageContextMixin,
