@@ -85,6 +85,18 @@ def test_if_none_match(api: Client, counter: StoreDefinition) -> None:
     assert api.get(url(), headers={"If-None-Match": '"other:1"'}).status_code == 200
 
 
+def test_if_none_match_compares_weakly(api: Client, counter: StoreDefinition) -> None:
+    """RFC 9110 compares ``If-None-Match`` weakly: the ETag a compressing proxy weakened
+    (``W/"..."``) still answers 304 while nothing changed."""
+    etag = etag_of(api)
+    for header in [f"W/{etag}", f'"other:1", W/{etag}']:
+        response = api.get(url(), headers={"If-None-Match": header})
+        assert response.status_code == 304, header
+        assert response["ETag"] == etag
+    write(api, "PUT", {"count": 1})
+    assert api.get(url(), headers={"If-None-Match": f"W/{etag}"}).status_code == 200
+
+
 def test_unknown_name_is_404(api: Client) -> None:
     response = api.get(url(name="no-such-store"))
     assert response.status_code == 404
