@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.utils import quote
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -64,7 +65,7 @@ class ClaimLeaseAdmin(RefuseNulMixin, OperateActionsMixin, ReadOnlyAdminMixin, a
 
     @admin.display(description="holder")
     def holder(self, obj: ClaimLeaseRecord) -> SafeString:
-        url = reverse("admin:yieldstar_execution_change", args=[obj.execution_id])
+        url = reverse("admin:yieldstar_execution_change", args=[quote(obj.execution_id)])
         return format_html('<a href="{}">{}</a> · {}', url, obj.execution_id, obj.step_key)
 
     @admin.display(description="value")
