@@ -60,3 +60,29 @@ def test_release_now_confirms_then_hands_back(admin_client: Client, held: Any) -
     assert done.status_code == 302
     assert ClaimLeaseRecord.objects.get(pk=record.pk).state == "released"
     assert get_store_client().get_store(store, "q").state == {"items": ["job-7"]}
+
+
+def test_holder_link_opens_the_execution(admin_client: Client) -> None:
+    """The holder's link quotes the execution id as the admin does (an id holding ``_3A``
+    or ``/`` opens its own page, not another's or none)."""
+    from django.contrib.admin.utils import quote
+    from django.urls import reverse
+
+    for execution_id in ["job_3A1", "tenant/7"]:
+        Execution.objects.create(
+            id=execution_id, workflow_id="picker", input_json='{"args":[],"kwargs":{}}'
+        )
+        ClaimLeaseRecord.objects.create(
+            id=f"{execution_id}/0",
+            execution_id=execution_id,
+            step_key="0",
+            store_name="admin-lease-queue",
+            store_id="q",
+            value_json='"v"',
+            expires_at=timezone.now() + timedelta(minutes=5),
+        )
+    body = admin_client.get(LEASES).content.decode()
+    for execution_id in ["job_3A1", "tenant/7"]:
+        link = reverse("admin:yieldstar_execution_change", args=[quote(execution_id)])
+        assert f'href="{link}"' in body, execution_id
+        assert admin_client.get(link).status_code == 200

@@ -255,6 +255,22 @@ class TestEditor:
         assert again.status_code == 302
         assert store_client.get_store(counters, "edit").version == 1
 
+    def test_the_same_form_sent_again_with_another_text_is_a_conflict(
+        self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+    ) -> None:
+        """The browser's Back button brings the saved form back (its token, the version it
+        was opened at): another edit sent from it is not the double click of the first,
+        and must not be reported as saved while nothing of it is written."""
+        url = page_url(store_client, counters, "back")
+        data = form_data(admin_client, url)
+        assert admin_client.post(url, {**data, "state_json": '{"count": 5}'}).status_code == 302
+        response = admin_client.post(url, {**data, "state_json": '{"count": 9}'})
+        assert response.status_code == 200
+        html = response.content.decode()
+        assert "you opened version 0 and it is now at version 1" in html
+        assert "Your changes were NOT saved" in html
+        assert store_client.get_store(counters, "back").state == {"count": 5}
+
     def test_conflict_is_shown_and_nothing_is_written(
         self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
     ) -> None:

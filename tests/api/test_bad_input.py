@@ -49,6 +49,11 @@ BUILT_BODIES: dict[str, list[tuple[str, str, str | bytes]]] = {
         ("integer of 5000 digits", f"PUT {JSON}", '{"count": ' + "9" * 5000 + "}"),
         ("merge patch: integer of 4301 digits", f"PATCH {MERGE}", '{"n": -1' + "0" * 4300 + "}"),
         ("nesting just past the state limit", f"PUT {JSON}", nested(256)),
+        (
+            "integer of 5000 digits under a lone-surrogate key",
+            f"PUT {JSON}",
+            '{"count": 1, "\\ud800": ' + "9" * 5000 + "}",
+        ),
     ],
 }
 
@@ -192,3 +197,13 @@ def test_impossible_ids_are_404(api: Client, counter: StoreDefinition, id: str) 
     response = api.get(path)
     assert response.status_code == 404
     assert response.json()["code"] == "invalid_store_id"
+
+
+def test_a_lone_surrogate_in_a_path_is_escaped(api: Client, before: Any) -> None:
+    """The error's ``path`` names a key holding a lone surrogate with the escape that
+    wrote it (a JSON response cannot hold the surrogate itself)."""
+    response = api.put(URL, '{"count": 1, "a": {"\\ud800": 1}}', content_type=JSON)
+    assert response.status_code == 400
+    payload = response.json()
+    assert (payload["code"], payload["path"]) == ("not_durable", ["a", "\\ud800"])
+    assert api.get(URL).json() == before

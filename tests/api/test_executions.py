@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import pytest
 from django.test import Client
@@ -93,6 +95,7 @@ def test_start_with_idempotency_key(api: Client) -> None:
         ({"workflow": "api-test-greet", "execution_id": "x" * 256}, 400, "invalid"),
         ({"workflow": "api-test-greet", "execution_id": "a/b"}, 400, "invalid"),
         ({"workflow": "api-test-greet", "args": ["a\u0000"]}, 400, "not_durable"),
+        ({"workflow": "api-test-greet", "args": [{"\ud800": 1}]}, 400, "not_durable"),
         ([1], 400, "invalid"),
     ],
 )
@@ -131,3 +134,32 @@ def test_unknown_execution_is_404(api: Client) -> None:
         response = method(url)
         assert response.status_code == 404
         assert response.json()["code"] == "not_found"
+
+
+def list_from(client: Client, position: str) -> Any:
+    """``GET executions/`` with a cursor at ``position`` (as DRF encodes one)."""
+    cursor = base64.b64encode(urlencode({"p": position}).encode("ascii")).decode("ascii")
+    return client.get(f"{START}?cursor={quote(cursor)}")
+
+
+@pytest.mark.parametrize(
+    "position",
+    ["9999-12-31T23:59:59-00:01", "0001-01-01T00:00:00+00:01", "9999-12-31T23:59:59-23:00"],
+)
+def test_list_cursor_at_a_time_out_of_range_is_404(api: Client, position: str) -> None:
+    """A forged cursor whose time is past the range of a timestamp (in UTC) is the invalid
+    cursor it is, not a 500."""
+    start_workflow("api-test-greet", "x")
+    response = list_from(api, position)
+    assert response.status_code == 404, response.status_code
+    assert response.json()["detail"] == "Invalid cursor"
+
+
+@pytest.mark.parametrize("offset", ["+23:59", "-23:00", "+16:00"])
+def test_list_cursor_in_any_utc_offset_pages_from_its_time(api: Client, offset: str) -> None:
+    """A cursor's time may be written in any UTC offset a datetime can have (PostgreSQL
+    takes at most 15:59 in a literal): it pages from that time."""
+    start_workflow("api-test-greet", "x", execution_id="listed")
+    response = list_from(api, f"2999-01-01T00:00:00{offset}")
+    assert response.status_code == 200, response.status_code
+    assert [e["id"] for e in response.json()["results"]] == ["listed"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from ..models.api import IdempotencyKey
-from .base import ReadOnlyAdminMixin
+from .base import ReadOnlyAdminMixin, RefuseNulMixin
 
 #: The fields of the (read-only) change page.
 FIELDS: tuple[str, ...] = (
@@ -20,7 +20,7 @@ FIELDS: tuple[str, ...] = (
 
 
 @admin.register(IdempotencyKey)
-class IdempotencyKeyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class IdempotencyKeyAdmin(RefuseNulMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     """Which request each ``Idempotency-Key`` was first used for."""
 
     list_display = ["key", "principal", "method", "target", "created_at"]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -25,6 +28,37 @@ class ObjectOncePerRequestMixin:
         if key not in cache:
             cache[key] = super().get_object(request, object_id, from_field)  # type: ignore[misc]
         return cache[key]
+
+
+def holds_nul(request: HttpRequest) -> bool:
+    """Whether the query string (but its search term, which Django's search form refuses
+    itself), or the rows a list action selects, hold a NUL character."""
+    if any(
+        "\x00" in key or any("\x00" in value for value in values)
+        for key, values in request.GET.lists()
+        if key != SEARCH_VAR
+    ):
+        return True
+    return any("\x00" in value for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME))
+
+
+class RefuseNulMixin:
+    """No stored key or value holds ``"\x00"`` and PostgreSQL refuses it in a query (a
+    ``500``): a list asked for with one in its query string or its action's selection is
+    refused as Django refuses lookups it cannot apply (a redirect to the list with ``?e=1``,
+    nothing done), and an object id holding one names no row."""
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        if holds_nul(request):
+            raise IncorrectLookupParameters("A NUL character names no row.")
+        return super().get_changelist_instance(request)  # type: ignore[misc]
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Any:
+        if "\x00" in object_id:
+            return None
+        return super().get_object(request, object_id, from_field)  # type: ignore[misc]
 
 
 class PageContextMixin(ObjectOncePerRequestMixin):
@@ -104,5 +138,7 @@ __all__ = [
     "ObjectOncePerRequestMixin",
     "OperateActionsMixin",
     "ReadOnlyAdminMixin",
+    "RefuseNulMixin",
     "SearchLookupMixin",
+    "holds_nul",
 ]

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.utils import quote
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -16,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..runtime.claim_leases import release_now
-from .base import OperateActionsMixin, ReadOnlyAdminMixin
+from .base import OperateActionsMixin, ReadOnlyAdminMixin, RefuseNulMixin
 from .display import short_json
 
 
@@ -43,7 +44,7 @@ class LiveFilter(admin.SimpleListFilter):
 
 
 @admin.register(ClaimLeaseRecord)
-class ClaimLeaseAdmin(OperateActionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class ClaimLeaseAdmin(RefuseNulMixin, OperateActionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     """Leased claims, soonest expiry first. Action "release now" needs the change
     permission on executions and a confirmation."""
 
@@ -64,7 +65,7 @@ class ClaimLeaseAdmin(OperateActionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin)
 
     @admin.display(description="holder")
     def holder(self, obj: ClaimLeaseRecord) -> SafeString:
-        url = reverse("admin:yieldstar_execution_change", args=[obj.execution_id])
+        url = reverse("admin:yieldstar_execution_change", args=[quote(obj.execution_id)])
         return format_html('<a href="{}">{}</a> · {}', url, obj.execution_id, obj.step_key)
 
     @admin.display(description="value")

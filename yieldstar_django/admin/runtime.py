@@ -14,7 +14,13 @@ from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStep
 from ..runtime.executions import cancel_execution
 from ..runtime.registry import registered_workflows
 from ..wakes import wake_now
-from .base import OperateActionsMixin, PageContextMixin, ReadOnlyAdminMixin, SearchLookupMixin
+from .base import (
+    OperateActionsMixin,
+    PageContextMixin,
+    ReadOnlyAdminMixin,
+    RefuseNulMixin,
+    SearchLookupMixin,
+)
 from .display import pretty_block, short_json
 from .pagination import paginate
 
@@ -68,6 +74,7 @@ FIELDS: tuple[str, ...] = (
 
 @admin.register(Execution)
 class ExecutionAdmin(
+    RefuseNulMixin,
     SearchLookupMixin,
     OperateActionsMixin,
     ReadOnlyAdminMixin,

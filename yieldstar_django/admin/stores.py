@@ -9,6 +9,7 @@ and the form says so. Rows are only ever written through the store client.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from typing import Any, Final
@@ -29,7 +30,7 @@ from ..core.durable import decode_durable
 from ..core.errors import StoreValidationError, WorkflowValueError, YieldstarError, format_path
 from ..core.results import StoreSnapshot, StoreStepId, StoreUpdateConflict
 from ..models.stores import AppliedStep, StoreInstance, StoreVersion, Waiter
-from .base import LargeTableListMixin, PageContextMixin, SearchLookupMixin
+from .base import LargeTableListMixin, PageContextMixin, RefuseNulMixin, SearchLookupMixin
 from .display import diff_block, format_paths, pretty_block, pretty_json, short_json
 from .pagination import paginate
 
@@ -99,6 +100,7 @@ class StoreStateForm(forms.ModelForm):  # type: ignore[type-arg]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.outcome: Any = None
+        self.text_digest = ""
         instance = self.instance
         if instance is not None and instance.pk is not None:
             self.initial.setdefault("state_json", pretty_json(instance.value))
@@ -114,6 +116,7 @@ class StoreStateForm(forms.ModelForm):  # type: ignore[type-arg]
             raise forms.ValidationError(f"This is not valid JSON: {exc}") from None
         if value is None:
             raise forms.ValidationError("A store's state cannot be null.")
+        self.text_digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         return value
 
     def clean(self) -> dict[str, Any]:
@@ -123,8 +126,12 @@ class StoreStateForm(forms.ModelForm):  # type: ignore[type-arg]
         instance = self.instance
         new_state = cleaned["state_json"]
         snapshot = StoreSnapshot(None, cleaned["expected_instance_id"], cleaned["expected_version"])
+        # The form's token and the text sent: the same form sent again with the same text
+        # (a double click) is the same edit, replayed; with another text (the form brought
+        # back by the browser's Back button) it is a new edit on a stale version.
         step_id = StoreStepId(
-            admin_step_execution(self.request), f"admin-edit:{cleaned['edit_token']}"
+            admin_step_execution(self.request),
+            f"admin-edit:{cleaned['edit_token']}:{self.text_digest[:32]}",
         )
         try:
             result = get_store_client().update_store_from(
@@ -170,6 +177,7 @@ def conflict_message(conflict: StoreUpdateConflict) -> str:
 
 @admin.register(StoreInstance)
 class StoreInstanceAdmin(
+    RefuseNulMixin,
     SearchLookupMixin,
     LargeTableListMixin,
     PageContextMixin,

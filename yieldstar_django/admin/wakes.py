@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 from ..core.results import Wake
 from ..models.stores import WakeIntent
 from ..wakes import PendingWake, deliver_wakes
-from .base import OperateActionsMixin, ReadOnlyAdminMixin, SearchLookupMixin
+from .base import OperateActionsMixin, ReadOnlyAdminMixin, RefuseNulMixin, SearchLookupMixin
 from .display import ellipsize
 
 
@@ -50,6 +50,7 @@ FIELDS: tuple[str, ...] = (
 
 @admin.register(WakeIntent)
 class WakeIntentAdmin(
+    RefuseNulMixin,
     SearchLookupMixin,
     OperateActionsMixin,
     ReadOnlyAdminMixin,

@@ -1,7 +1,9 @@
 """ETags and ``If-Match`` for stores.
 
 A store's ETag is ``"<instance_id>:<version>"`` (strong). ``If-Match`` holds ``*`` or a
-list of entity tags; weak tags never match (RFC 9110 compares strongly).
+list of entity tags; weak tags never match (RFC 9110 compares strongly). ``If-None-Match``
+is compared weakly, as RFC 9110 asks: ``W/"<instance_id>:<version>"`` (an ETag a
+compressing proxy weakened) matches too.
 """
 
 from __future__ import annotations
@@ -43,9 +45,12 @@ class Condition:
         return self.any or etag[1:-1] in self.tags
 
 
-def parse_if_match(header: str | None, name: str = "If-Match") -> Condition | None:
+def parse_if_match(
+    header: str | None, name: str = "If-Match", *, weak: bool = False
+) -> Condition | None:
     """Parse ``If-Match`` (or ``If-None-Match``, given as ``name``, which errors name);
-    ``None`` when absent. Raises ``InvalidHeader`` (``400``)."""
+    ``None`` when absent. Weak tags are left out unless ``weak`` (the weak comparison of
+    ``If-None-Match``). Raises ``InvalidHeader`` (``400``)."""
     if header is None:
         return None
     text = header.strip()
@@ -60,7 +65,7 @@ def parse_if_match(header: str | None, name: str = "If-Match") -> Condition | No
                 f'{name} must be "*" or a list of quoted entity tags, as the ETag header '
                 "gives them."
             )
-        if match.group(1) is None:
+        if weak or match.group(1) is None:
             tags.append(match.group(2))
         position = match.end()
     if not tags and not text:

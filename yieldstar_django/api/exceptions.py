@@ -99,7 +99,18 @@ class Contention(APIError, code="contention"):
 
 
 def _path(path: Any) -> list[Any]:
-    return list(path)
+    """A path as a JSON array; a key holding lone surrogates (which a UTF-8 response cannot
+    carry) names them by the ``\\udXXX`` escapes a body writes them with."""
+    return [_segment(segment) for segment in path]
+
+
+def _segment(segment: Any) -> Any:
+    if isinstance(segment, str):
+        try:
+            segment.encode("utf-8")
+        except UnicodeEncodeError:
+            return segment.encode("utf-8", "backslashreplace").decode("utf-8")
+    return segment
 
 
 def _error(status_code: int, code: str, detail: str, **extra: Any) -> Response:

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+from datetime import UTC
 from typing import Any
 
+from django.conf import settings
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
+from django.utils.timezone import is_naive
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status
@@ -110,17 +113,25 @@ class ExecutionPagination(CursorPagination):
     max_page_size = 1000
 
     def decode_cursor(self, request: Request) -> Any:
-        """DRF's cursor, refusing (``404``, as DRF does) a position that is not a time."""
-        cursor = super().decode_cursor(request)
+        """DRF's cursor, refusing (``404``, as DRF does) a position that is not a time the
+        database can compare with: with ``USE_TZ`` an aware one, whose UTC form a
+        ``datetime`` can hold; its position is then that UTC form (PostgreSQL refuses a
+        literal in an offset past 15:59, which a forged cursor can name)."""
+        cursor: Any = super().decode_cursor(request)  # a Cursor (position typed int by the stubs)
         position = getattr(cursor, "position", None)
-        if position is not None:
-            try:
-                valid = parse_datetime(position) is not None
-            except ValueError:
-                valid = False
-            if not valid:
-                raise NotFound(self.invalid_cursor_message)
-        return cursor
+        if position is None:
+            return cursor
+        try:
+            moment = parse_datetime(position)
+            if moment is not None and settings.USE_TZ:
+                moment = None if is_naive(moment) else moment.astimezone(UTC)
+            elif moment is not None and not is_naive(moment):
+                moment = None
+        except (ValueError, OverflowError):
+            moment = None
+        if moment is None:
+            raise NotFound(self.invalid_cursor_message)
+        return cursor._replace(position=str(moment))
 
 
 def list_filters(request: Request) -> dict[str, str] | None:

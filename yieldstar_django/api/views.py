@@ -201,7 +201,9 @@ class StoreDetailView(YieldstarAPIView):
     )
     def get(self, request: Request, name: str, id: str) -> Response:
         definition = self.setup_store(request, name, id)
-        none_match = parse_if_match(request.headers.get("If-None-Match"), "If-None-Match")
+        none_match = parse_if_match(
+            request.headers.get("If-None-Match"), "If-None-Match", weak=True
+        )
         stored = store_client().read_store(definition, id)
         if stored is None:
             raise NotFound(
