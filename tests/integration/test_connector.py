@@ -485,6 +485,28 @@ def test_rows_of_an_open_transaction_are_not_remembered(alias: str, wakes: WakeC
     assert (result.previous_version, result.version) == (1, 2)
 
 
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_rows_of_a_manual_transaction_are_not_remembered(alias: str, wakes: WakeCollector) -> None:
+    """With autocommit off (``set_autocommit(False)``, ``AUTOCOMMIT: False``) the
+    connection is in a transaction outside any ``atomic`` block: a row committed or read
+    there may be rolled back as well. (PostgreSQL: on SQLite Django cannot nest ``atomic``
+    in a manual transaction, whose savepoint commits it.)"""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    client.get_store(d, "q")
+    transaction.set_autocommit(False, using=alias)
+    try:
+        client.update_store(d, "q", updater=lambda s: s.update(other=1))
+        client.get_store(d, "q")
+        transaction.rollback(using=alias)
+    finally:
+        transaction.set_autocommit(True, using=alias)
+    DatabaseStoreClient(alias).update_store(d, "q", updater=lambda s: s.update(other=2))
+    result = client.update_store(d, "q", updater=lambda s: s.update(other=s["other"] + 10))
+    assert result.state["other"] == 12, "computed from the state another writer committed"
+    assert (result.previous_version, result.version) == (1, 2)
+
+
 def _lose_once(alias: str, client: DatabaseStoreClient, d: StoreDefinition) -> None:
     """Another writer commits; ``client`` still remembers the row before it."""
     old = client.snapshots.get(d.name, "q")
@@ -535,6 +557,24 @@ def test_a_write_inside_a_transaction_never_queues(alias: str, wakes: WakeCollec
     _lose_once(alias, client, d)
     with transaction.atomic(using=alias), CaptureQueriesContext(connections[alias]) as queries:
         result = client.update_store(d, "q", updater=lambda s: s.update(other=s["other"] + 10))
+    assert result.state["other"] == 11
+    assert not _row_locked(queries)
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_a_write_in_a_manual_transaction_never_queues(alias: str, wakes: WakeCollector) -> None:
+    """With autocommit off the row lock would outlive the attempt as well."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias, retry=RetryPolicy(queue_after=1))
+    client.get_store(d, "q")
+    _lose_once(alias, client, d)
+    transaction.set_autocommit(False, using=alias)
+    try:
+        with CaptureQueriesContext(connections[alias]) as queries:
+            result = client.update_store(d, "q", updater=lambda s: s.update(other=s["other"] + 10))
+        transaction.commit(using=alias)
+    finally:
+        transaction.set_autocommit(True, using=alias)
     assert result.state["other"] == 11
     assert not _row_locked(queries)
 

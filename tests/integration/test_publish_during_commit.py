@@ -425,3 +425,22 @@ def test_a_call_that_fails_leaves_its_statement_prepared(
     assert overlap_statements(alias) == [name]
     assert client.update_store(d, "q", updater=lambda s: s["jobs"].append("c")).version == 2
     assert overlap_statements(alias) == [name], "not prepared again"
+
+
+def test_a_commit_in_a_manual_transaction_is_the_callers_to_roll_back(
+    alias: str, published: Published
+) -> None:
+    """With autocommit off (``set_autocommit(False)``) the connection is in a transaction
+    outside any ``atomic`` block: the commit joins it, as it joins an ``atomic`` one, and
+    is not committed on its own by the batch that publishes during a commit."""
+    d = StoreDefinition(f"pub{next(_names)}", None, lambda id: {"jobs": []})
+    client = DatabaseStoreClient(alias)
+    client.get_store(d, "q")  # remembered: the update is the transaction's first statement
+    transaction.set_autocommit(False, using=alias)
+    try:
+        client.update_store(d, "q", updater=lambda s: s["jobs"].append("j"))
+        transaction.rollback(using=alias)
+    finally:
+        transaction.set_autocommit(True, using=alias)
+    assert StoreInstance.objects.using(alias).get(name=d.name).value == {"jobs": []}
+    assert idle(alias)

@@ -46,8 +46,9 @@ class DatabaseStoreClient(CasStoreClient):
     the portable statements. ``commit_attempts`` counts calls of
     ``commit_mutation``/``commit_deletion`` (for contention figures).
 
-    Every primitive joins an enclosing ``transaction.atomic``: wakes go out only when the
-    outermost transaction commits, and a rollback wakes nobody. Outside one, a commit on
+    Every primitive joins an enclosing ``transaction.atomic`` (or the transaction of a
+    connection with autocommit off): wakes go out only when the outermost transaction
+    commits, and a rollback wakes nobody. In autocommit, a commit on
     PostgreSQL publishes its wakes while the database commits it, when the
     ``WAKE_BACKEND`` only enqueues (:mod:`.overlap`, ``PUBLISH_DURING_COMMIT``). No
     application code runs inside these transactions; work of a caller's that must commit
@@ -97,7 +98,7 @@ class DatabaseStoreClient(CasStoreClient):
         SQLite runs one writer at a time, and inside a caller's transaction the lock could
         not be released before that transaction ends."""
         connection = self.connection
-        if connection.vendor != "postgresql" or connection.in_atomic_block:
+        if connection.vendor != "postgresql" or self.in_transaction():
             return nullcontext()
         return store_queue(connection, self.using, definition.name, id)
 
@@ -105,8 +106,16 @@ class DatabaseStoreClient(CasStoreClient):
         return yieldstar_settings.SNAPSHOT_CACHE_SIZE
 
     def may_remember(self) -> bool:
-        """Only rows read or committed outside ``transaction.atomic`` are committed for good."""
-        return not self.connection.in_atomic_block
+        """Only rows read or committed outside a caller's transaction are committed for good."""
+        return not self.in_transaction()
+
+    def in_transaction(self) -> bool:
+        """Whether a primitive called now joins a transaction of the caller's, which a
+        rollback could undo: ``transaction.atomic``, or a connection with autocommit off
+        (``set_autocommit(False)``, ``AUTOCOMMIT: False``), in a transaction outside any
+        ``atomic`` block."""
+        connection = self.connection
+        return connection.in_atomic_block or not connection.get_autocommit()
 
     @property
     def connection(self) -> BaseDatabaseWrapper:
@@ -122,7 +131,7 @@ class DatabaseStoreClient(CasStoreClient):
         tests; does nothing."""
 
     def _finish(self, pending: Sequence[PendingWake]) -> None:
-        if not self.connection.in_atomic_block:
+        if not self.in_transaction():
             self._committed()
         deliver_on_commit(pending, using=self.using)
 
@@ -240,12 +249,13 @@ class DatabaseStoreClient(CasStoreClient):
 
     def _publisher(self) -> functions.Publish | None:
         """How a commit publishes its wakes while it is acknowledged, or ``None`` (they go
-        on commit): only outside ``transaction.atomic``, with an ``enqueues_only``
-        backend and ``PUBLISH_DURING_COMMIT`` on, and with no query logging or execute
-        wrapper that the overlapped statements would bypass."""
+        on commit): only in autocommit outside ``transaction.atomic`` (the batch commits
+        the call), with an ``enqueues_only`` backend and ``PUBLISH_DURING_COMMIT`` on, and
+        with no query logging or execute wrapper that the overlapped statements would
+        bypass."""
         connection = self.connection
         if (
-            connection.in_atomic_block
+            self.in_transaction()
             or connection.queries_logged
             or connection.execute_wrappers
             or not yieldstar_settings.PUBLISH_DURING_COMMIT
