@@ -86,3 +86,112 @@ def test_holder_link_opens_the_execution(admin_client: Client) -> None:
         link = reverse("admin:yieldstar_execution_change", args=[quote(execution_id)])
         assert f'href="{link}"' in body, execution_id
         assert admin_client.get(link).status_code == 200
+
+
+def lease_on(store_name: str, store_id: str, execution_id: str, value_json: str) -> Any:
+    """A held lease of ``execution_id`` on ``store_name/store_id`` (its store created)."""
+    Execution.objects.create(
+        id=execution_id, workflow_id="picker", input_json='{"args":[],"kwargs":{}}'
+    )
+    return ClaimLeaseRecord.objects.create(
+        id=f"{execution_id}/0",
+        execution_id=execution_id,
+        step_key="0",
+        store_name=store_name,
+        store_id=store_id,
+        value_json=value_json,
+        expires_at=timezone.now() + timedelta(minutes=5),
+    )
+
+
+@pytest.fixture
+def hooked() -> Any:
+    """Three queues behind permission hooks: one hidden, one whose store ``secret`` is
+    hidden, one the user may view but not change."""
+
+    def define(name: str, permission: Any) -> Any:
+        return define_store(
+            name,
+            None,
+            initial=lambda id: {"items": []},
+            release=lambda draft, value: draft["items"].append(value),
+            permission=permission,
+        )
+
+    stores = {
+        "hidden": define("admin-lease-hidden", lambda request, action, id: False),
+        "per-id": define("admin-lease-per-id", lambda request, action, id: id != "secret"),
+        "locked": define("admin-lease-locked", lambda request, action, id: action == "view"),
+    }
+    for store in stores.values():
+        get_store_client().get_store(store, "q")
+    yield stores
+    for store in stores.values():
+        unregister_store(store.name)
+
+
+def lease_url(record: Any, page: str = "change") -> str:
+    from django.contrib.admin.utils import quote
+    from django.urls import reverse
+
+    return reverse(f"admin:yieldstar_claimleaserecord_{page}", args=[quote(record.pk)])
+
+
+def test_hook_hides_leases_of_stores_the_user_may_not_view(
+    admin_client: Client, hooked: Any
+) -> None:
+    """A definition's ``permission`` hook applies as in the store admin: the leases of a
+    store it hides are not listed and their page is not found; a store id it hides has
+    its lease's value kept out of the list, and its page refused."""
+    hidden = lease_on("admin-lease-hidden", "q", "holder-hidden", '"hidden-value"')
+    secret = lease_on("admin-lease-per-id", "secret", "holder-secret", '"secret-value"')
+    shown = lease_on("admin-lease-per-id", "open", "holder-open", '"open-value"')
+    body = admin_client.get(LEASES).content.decode()
+    assert "admin-lease-hidden" not in body and "hidden-value" not in body
+    assert "holder-hidden" not in body
+    assert "secret-value" not in body
+    assert "admin-lease-per-id/open" in body and "open-value" in body
+    assert admin_client.get(LEASES + "?state=all").content.decode().count("hidden-value") == 0
+    assert admin_client.get(lease_url(hidden)).status_code == 302  # not found: redirected
+    response = admin_client.get(lease_url(secret))
+    assert response.status_code == 403
+    assert b"secret-value" not in response.content
+    assert admin_client.get(lease_url(secret, "history")).status_code == 403
+    assert admin_client.get(lease_url(shown)).status_code == 200
+
+
+@pytest.mark.parametrize("confirmed", [False, True])
+def test_release_now_refuses_leases_on_stores_the_hook_does_not_let_change(
+    admin_client: Client, held: Any, hooked: Any, confirmed: bool
+) -> None:
+    """*Release now* writes the value back to the lease's store: a selection holding a
+    lease on a store whose hook refuses ``change`` is refused, with a message, and
+    nothing is released (not even the leases the user may release)."""
+    _, allowed = held
+    locked = lease_on("admin-lease-locked", "q", "holder-locked", '"locked-value"')
+    data = {"action": "release_now", "_selected_action": [allowed.pk, locked.pk]}
+    if confirmed:  # a hand-built confirmation
+        data["post"] = "yes"
+    response = admin_client.post(LEASES, data, follow=True)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "Yes, release them" not in body
+    assert "You may not change the store of 1 selected lease" in body
+    assert "admin-lease-locked/q" in body
+    assert "nothing was released" in body
+    assert set(ClaimLeaseRecord.objects.values_list("state", flat=True)) == {"held"}
+    client = get_store_client()
+    assert client.get_store(hooked["locked"], "q").state == {"items": []}
+    assert client.get_store(held[0], "q").state == {"items": []}
+
+
+def test_release_now_refuses_a_store_id_the_hook_does_not_let_change(
+    admin_client: Client, hooked: Any
+) -> None:
+    """The hook is asked about the lease's own store id."""
+    secret = lease_on("admin-lease-per-id", "secret", "holder-secret", '"secret-value"')
+    data = {"action": "release_now", "_selected_action": [secret.pk], "post": "yes"}
+    response = admin_client.post(LEASES, data, follow=True)
+    assert "You may not change the store of 1 selected lease" in response.content.decode()
+    assert ClaimLeaseRecord.objects.get(pk=secret.pk).state == "held"
+    assert get_store_client().get_store(hooked["per-id"], "secret").state == {"items": []}
