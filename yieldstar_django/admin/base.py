@@ -11,6 +11,7 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
+from ..core.definition import get_definition, registered_definitions
 from .pagination import EstimatedCountPaginator
 
 
@@ -120,6 +121,49 @@ class OperateActionsMixin:
         return bool(request.user.has_perm(self.operate_permission))
 
 
+def hook_allows(request: HttpRequest, name: str, action: str, store_id: str | None) -> bool:
+    """The permission hook of the definition named ``name``, as the API applies it
+    (``action`` is ``"view"`` or ``"change"``, ``store_id`` ``None`` for the definition as
+    a whole; no definition, or no hook: allowed)."""
+    definition = get_definition(name)
+    if definition is None or definition.permission is None:
+        return True
+    return bool(definition.permission(request, action, store_id))
+
+
+def hidden_store_names(request: HttpRequest) -> list[str]:
+    """The registered store names whose hook does not let the user view them as a whole."""
+    return [
+        d.name for d in registered_definitions() if not hook_allows(request, d.name, "view", None)
+    ]
+
+
+class StoreHookMixin:
+    """Rows of named stores (the name in ``store_name_field``, the id in ``store_id``),
+    narrowed by their definition's ``permission`` hook as in the HTTP API: rows of a store
+    name the hook hides as a whole are not listed (nor found by id), and the page of a row
+    whose store the hook does not let the user view is refused."""
+
+    store_name_field: str = "name"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset: QuerySet[Any] = super().get_queryset(request)  # type: ignore[misc]
+        hidden = hidden_store_names(request)
+        if hidden:
+            queryset = queryset.exclude(**{f"{self.store_name_field}__in": hidden})
+        return queryset
+
+    def store_hook_allows(self, request: HttpRequest, obj: Any, action: str) -> bool:
+        """Whether the hook of ``obj``'s store allows ``action`` on that store."""
+        return hook_allows(request, getattr(obj, self.store_name_field), action, obj.store_id)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        allowed = bool(super().has_view_permission(request, obj))  # type: ignore[misc]
+        if allowed and obj is not None:
+            return self.store_hook_allows(request, obj, "view")
+        return allowed
+
+
 class ReadOnlyAdminMixin(LargeTableListMixin):
     """Rows the protocol writes: listed and shown, never added, changed or deleted here."""
 
@@ -140,5 +184,8 @@ __all__ = [
     "ReadOnlyAdminMixin",
     "RefuseNulMixin",
     "SearchLookupMixin",
+    "StoreHookMixin",
+    "hidden_store_names",
     "holds_nul",
+    "hook_allows",
 ]

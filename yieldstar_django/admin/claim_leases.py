@@ -1,8 +1,14 @@
 """The claim lease admin: live leased claims with their holders; "release now" (after a
-confirmation page) hands the selected held leases back through their store's ``release``."""
+confirmation page) hands the selected held leases back through their store's ``release``.
+
+A definition's ``permission`` hook narrows it as it narrows the store admin: the leases of
+a store name it hides are not listed, a lease's page needs the hook to let the user view
+its store (the list shows its value only then), and "release now", a write to the
+leases' stores, needs it to let the user change each of them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -17,7 +23,13 @@ from django.utils.safestring import SafeString
 
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..runtime.claim_leases import release_now
-from .base import OperateActionsMixin, ReadOnlyAdminMixin, RefuseNulMixin
+from .base import (
+    OperateActionsMixin,
+    ReadOnlyAdminMixin,
+    RefuseNulMixin,
+    StoreHookMixin,
+    hook_allows,
+)
 from .display import short_json
 
 
@@ -44,11 +56,18 @@ class LiveFilter(admin.SimpleListFilter):
 
 
 @admin.register(ClaimLeaseRecord)
-class ClaimLeaseAdmin(RefuseNulMixin, OperateActionsMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class ClaimLeaseAdmin(
+    RefuseNulMixin,
+    OperateActionsMixin,
+    ReadOnlyAdminMixin,
+    StoreHookMixin,
+    admin.ModelAdmin,  # type: ignore[type-arg]
+):
     """Leased claims, soonest expiry first. Action "release now" needs the change
-    permission on executions and a confirmation."""
+    permission on executions (and the hook's leave to change the leases' stores) and a
+    confirmation."""
 
-    list_display = ["store", "holder", "short_value", "state", "expires_at", "created_at"]
+    list_display = ["store", "holder", "value", "state", "expires_at", "created_at"]
     list_filter = [LiveFilter]
     list_per_page = 100
     actions = ["release_now"]
@@ -58,6 +77,10 @@ class ClaimLeaseAdmin(RefuseNulMixin, OperateActionsMixin, ReadOnlyAdminMixin, a
     )  # fmt: skip
 
     operate_permission = "yieldstar.change_execution"  # release now
+    store_name_field = "store_name"
+
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        return [self.value_column(request) if f == "value" else f for f in self.list_display]
 
     @admin.display(description="store")
     def store(self, obj: ClaimLeaseRecord) -> str:
@@ -68,15 +91,29 @@ class ClaimLeaseAdmin(RefuseNulMixin, OperateActionsMixin, ReadOnlyAdminMixin, a
         url = reverse("admin:yieldstar_execution_change", args=[quote(obj.execution_id)])
         return format_html('<a href="{}">{}</a> · {}', url, obj.execution_id, obj.step_key)
 
-    @admin.display(description="value")
-    def short_value(self, obj: ClaimLeaseRecord) -> str:
-        return short_json(obj.value)
+    def value_column(self, request: HttpRequest) -> Callable[[ClaimLeaseRecord], str]:
+        """The value column: a lease's value, when the hook lets the user view its store."""
+        allowed: dict[tuple[str, str], bool] = {}
+
+        @admin.display(description="value")
+        def value(obj: ClaimLeaseRecord) -> str:
+            key = (obj.store_name, obj.store_id)
+            if key not in allowed:
+                allowed[key] = self.store_hook_allows(request, obj, "view")
+            return short_json(obj.value) if allowed[key] else "(hidden)"
+
+        return value
 
     @admin.action(description="Release now (hand the value back)", permissions=["operate"])
     def release_now(
         self, request: HttpRequest, queryset: QuerySet[ClaimLeaseRecord]
     ) -> TemplateResponse | None:
         held = queryset.filter(state=ClaimLeaseState.HELD)
+        rows = list(held.values_list("pk", "store_name", "store_id"))
+        refused = self.refused_stores(request, [(name, store_id) for _, name, store_id in rows])
+        if refused:
+            self.message_user(request, refusal_message(refused), messages.ERROR)
+            return None
         if request.POST.get("post") != "yes":
             context = {
                 **self.admin_site.each_context(request),
@@ -89,7 +126,7 @@ class ClaimLeaseAdmin(RefuseNulMixin, OperateActionsMixin, ReadOnlyAdminMixin, a
             return TemplateResponse(
                 request, "yieldstar_django/admin/claim_lease_release_confirm.html", context
             )
-        ids = list(held.values_list("pk", flat=True))
+        ids = [pk for pk, *_ in rows]
         released = release_now(ids)
         self.message_user(
             request,
@@ -97,3 +134,27 @@ class ClaimLeaseAdmin(RefuseNulMixin, OperateActionsMixin, ReadOnlyAdminMixin, a
             messages.SUCCESS if released == len(ids) else messages.WARNING,
         )
         return None
+
+    def refused_stores(
+        self, request: HttpRequest, stores: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], int]:
+        """Of the leases' ``(store name, store id)``, the stores whose hook does not let
+        the user change them, each with its number of leases."""
+        counts: dict[tuple[str, str], int] = {}
+        for key in stores:
+            counts[key] = counts.get(key, 0) + 1
+        return {
+            key: n
+            for key, n in sorted(counts.items())
+            if not hook_allows(request, key[0], "change", key[1])
+        }
+
+
+def refusal_message(refused: dict[tuple[str, str], int]) -> str:
+    """What "release now" says when the hook does not let the user change some stores."""
+    names = [f"{name}/{store_id}" for name, store_id in refused]
+    shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    return (
+        f"You may not change the store of {sum(refused.values())} selected lease(s) "
+        f"({shown}): nothing was released. Deselect them and try again."
+    )

@@ -30,7 +30,14 @@ from ..core.durable import decode_durable
 from ..core.errors import StoreValidationError, WorkflowValueError, YieldstarError, format_path
 from ..core.results import StoreSnapshot, StoreStepId, StoreUpdateConflict
 from ..models.stores import AppliedStep, StoreInstance, StoreVersion, Waiter
-from .base import LargeTableListMixin, PageContextMixin, RefuseNulMixin, SearchLookupMixin
+from .base import (
+    LargeTableListMixin,
+    PageContextMixin,
+    RefuseNulMixin,
+    SearchLookupMixin,
+    StoreHookMixin,
+    hook_allows,
+)
 from .display import diff_block, format_paths, pretty_block, pretty_json, short_json
 from .pagination import paginate
 
@@ -46,14 +53,6 @@ WAITERS_SHOWN: Final = 100
 def admin_step_execution(request: HttpRequest) -> str:
     """The ledger execution id of an admin user's edits: ``admin:<user pk>``."""
     return f"admin:{request.user.pk}"
-
-
-def hook_allows(request: HttpRequest, name: str, action: str, store_id: str | None) -> bool:
-    """The definition's permission hook, as the API applies it (no definition: allowed)."""
-    definition = get_definition(name)
-    if definition is None or definition.permission is None:
-        return True
-    return bool(definition.permission(request, action, store_id))
 
 
 class StoreNameFilter(admin.SimpleListFilter):
@@ -181,6 +180,7 @@ class StoreInstanceAdmin(
     SearchLookupMixin,
     LargeTableListMixin,
     PageContextMixin,
+    StoreHookMixin,
     admin.ModelAdmin,  # type: ignore[type-arg]
 ):
     """Store instances: the list, and a page per store with its state, history, waiters
@@ -215,19 +215,10 @@ class StoreInstanceAdmin(
             .annotate(n=Count("pk"))
             .values("n")
         )
-        queryset: QuerySet[StoreInstance] = (
-            super()
-            .get_queryset(request)
-            .annotate(waiter_count=Coalesce(Subquery(waiters, output_field=IntegerField()), 0))
+        queryset: QuerySet[StoreInstance] = super().get_queryset(request)
+        return queryset.annotate(
+            waiter_count=Coalesce(Subquery(waiters, output_field=IntegerField()), 0)
         )
-        hidden = [
-            d.name
-            for d in registered_definitions()
-            if not hook_allows(request, d.name, "view", None)
-        ]
-        if hidden:
-            queryset = queryset.exclude(name__in=hidden)
-        return queryset
 
     # permissions: read-only by default; no adding or deleting through the ORM
 
@@ -237,16 +228,10 @@ class StoreInstanceAdmin(
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        allowed = super().has_view_permission(request, obj)
-        if allowed and obj is not None:
-            return hook_allows(request, obj.name, "view", obj.store_id)
-        return allowed
-
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         allowed = super().has_change_permission(request, obj)
         if allowed and obj is not None:
-            return hook_allows(request, obj.name, "change", obj.store_id)
+            return self.store_hook_allows(request, obj, "change")
         return allowed
 
     def can_edit(self, request: HttpRequest, obj: StoreInstance | None) -> bool:
