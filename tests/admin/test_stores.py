@@ -356,6 +356,57 @@ class TestEditor:
             unregister_store(locked.name)
             unregister_store(hidden.name)
 
+    @pytest.mark.parametrize("why", ["too large", "orphan"])
+    def test_a_store_shown_read_only_refuses_edits(
+        self, admin_client: Client, store_client: StoreClient, why: str
+    ) -> None:
+        """A store whose editor is not offered (its state is over the editor's limit, or
+        its definition is gone) has no Save button, and a hand-built POST of the editor's
+        fields is refused, with a message, and writes nothing."""
+        from yieldstar_django.admin.stores import MAX_EDIT_CHARS
+
+        blob = "x" * (MAX_EDIT_CHARS if why == "too large" else 10)
+        definition = define_store("admin-read-only", None, initial=lambda id: {"blob": blob})
+        try:
+            url = page_url(store_client, definition, "r")
+            row = StoreInstance.objects.get(name=definition.name, store_id="r")
+            assert (len(row.state) > MAX_EDIT_CHARS) == (why == "too large")
+            if why == "orphan":
+                unregister_store(definition.name)
+            page = admin_client.get(url)
+            assert page.status_code == 200
+            assert b'name="state_json"' not in page.content
+            assert b'name="_save"' not in page.content
+            assert b'name="_continue"' not in page.content
+            edit = {
+                "state_json": '{"blob": "edited"}',
+                "expected_instance_id": row.instance_id,
+                "expected_version": "0",
+                "edit_token": "hand-built",
+                "_save": "Save",
+            }
+            for data in [edit, {"_save": "Save"}]:
+                response = admin_client.post(url, data, follow=True)
+                assert response.status_code == 200
+                html = response.content.decode()
+                assert "This store cannot be edited in the admin" in html, why
+                assert "Nothing was saved" in html
+                row.refresh_from_db()
+                assert row.version == 0
+                assert "edited" not in row.state
+            assert not StoreVersion.objects.filter(
+                store_name=definition.name, store_id="r", version=1
+            ).exists()
+        finally:
+            unregister_store(definition.name)
+
+    def test_an_editable_store_has_a_save_button(
+        self, admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+    ) -> None:
+        response = admin_client.get(page_url(store_client, counters, "save"))
+        assert b'name="state_json"' in response.content
+        assert b'name="_save"' in response.content
+
 
 def test_waiter_rows_are_not_editable(admin_client: Client) -> None:
     for model in [Waiter, AppliedStep, StoreVersion]:
