@@ -378,6 +378,7 @@ class TestEditor:
             assert b'name="state_json"' not in page.content
             assert b'name="_save"' not in page.content
             assert b'name="_continue"' not in page.content
+            assert b"Shown read-only: its " in page.content
             edit = {
                 "state_json": '{"blob": "edited"}',
                 "expected_instance_id": row.instance_id,

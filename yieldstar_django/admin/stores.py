@@ -4,7 +4,9 @@ Read-only by default. A user with the change permission (and whom the definition
 ``permission`` hook allows) gets a state editor whose save validates through the
 definition's schema and compare-and-swaps on the version the page was opened at
 (``update_store_from``): when someone else changed the store meanwhile, nothing is written
-and the form says so. Rows are only ever written through the store client.
+and the form says so. A store whose definition is gone, or whose state is over
+``MAX_EDIT_CHARS``, is shown as to a viewer, and an edit posted to it is refused. Rows are
+only ever written through the store client.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ import uuid
 from typing import Any, Final
 
 from django import forms
-from django.contrib import admin
-from django.contrib.admin.utils import quote
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Length
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
@@ -228,28 +230,66 @@ class StoreInstanceAdmin(
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+    def may_change(self, request: HttpRequest, obj: Any = None) -> bool:
+        """The change permission, narrowed by the definition's hook: whether the user may
+        change ``obj``, whether or not its page can offer the editor."""
         allowed = super().has_change_permission(request, obj)
         if allowed and obj is not None:
             return self.store_hook_allows(request, obj, "change")
         return allowed
 
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """A store whose page offers no editor (:meth:`editor_refusal`) is shown as to a
+        viewer: no Save button, and Django refuses a POST to it."""
+        return self.may_change(request, obj) and (obj is None or self.editor_refusal(obj) is None)
+
+    def editor_refusal(self, obj: StoreInstance) -> str | None:
+        """Why the page of ``obj`` offers no editor even to a user who may change it, or
+        ``None`` when it offers one."""
+        if get_definition(obj.name) is None:
+            return "its definition is not registered"
+        if len(obj.state) > MAX_EDIT_CHARS:
+            return "its state is larger than the editor's limit (1 MiB)"
+        return None
+
     def can_edit(self, request: HttpRequest, obj: StoreInstance | None) -> bool:
         """Whether this page offers the state editor."""
-        return (
-            obj is not None
-            and self.has_change_permission(request, obj)
-            and get_definition(obj.name) is not None
-            and len(obj.state) <= MAX_EDIT_CHARS
-        )
+        return obj is not None and self.has_change_permission(request, obj)
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
-        state_fields = (
-            ["state_json", "expected_instance_id", "expected_version", "edit_token"]
-            if self.can_edit(request, obj)
-            else ["pretty_state"]
-        )
-        return [(None, {"fields": self.info_fields}), ("State", {"fields": state_fields})]
+        if self.can_edit(request, obj):
+            state: dict[str, Any] = {
+                "fields": ["state_json", "expected_instance_id", "expected_version", "edit_token"]
+            }
+        else:
+            state = {"fields": ["pretty_state"]}
+            refusal = self.editor_refusal(obj) if obj is not None else None
+            if refusal is not None and self.may_change(request, obj):
+                state["description"] = f"Shown read-only: {refusal}."
+        return [(None, {"fields": self.info_fields}), ("State", state)]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """A POST to the page of a store the user may change but whose page offers no
+        editor (a form kept open while the store grew, or built by hand) is refused with a
+        message, back on the page; nothing is written."""
+        if request.method == "POST":
+            obj = self.get_object(request, unquote(object_id))
+            if obj is not None and self.may_change(request, obj):
+                refusal = self.editor_refusal(obj)
+                if refusal is not None:
+                    self.message_user(
+                        request,
+                        f"This store cannot be edited in the admin: {refusal}. Nothing was saved.",
+                        messages.ERROR,
+                    )
+                    return HttpResponseRedirect(request.get_full_path())
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [*self.info_fields, "pretty_state"]
