@@ -141,6 +141,14 @@ INVALID = [
     ("LEASE_SECONDS", None),
     ("API_REQUIRE_IF_MATCH", "yes"),
     ("API_MAX_BODY_BYTES", 10),
+    # Finite, but past what datetime arithmetic (or a thread's wait) can take: each
+    # passed the checks and then raised OverflowError at run time (every commit that
+    # wakes, every lease, every prune, the relay's first sleep).
+    ("RELAY_DELAY", 1e12),
+    ("LEASE_SECONDS", 1e12),
+    ("RETENTION_SECONDS", 1e12),
+    ("RELAY_INTERVAL", 1e10),
+    ("CAS_BACKOFF_MAX", 1e10),
 ]
 
 VALID = [

@@ -9,6 +9,7 @@
 | ``yieldstar.W002`` | ``API_MAX_BODY_BYTES`` below ``MAX_STATE_BYTES`` |
 | ``yieldstar.E004`` | ``DATABASE_ALIAS`` is not a database of ``DATABASES`` |
 | ``yieldstar.E005`` | ``DATABASE_ROUTERS`` send a yieldstar model off ``DATABASE_ALIAS`` |
+| ``yieldstar.E006`` | PostgreSQL with ``OPTIONS["isolation_level"]`` above READ COMMITTED |
 | ``yieldstar.W003`` | the Celery wake backend with no Celery app created (see ``celery_app``) |
 
 The checks only read settings; none connects to a database. They are
@@ -37,6 +38,7 @@ from .wakes.backends import celery_backend
 __all__ = [
     "check_celery_app",
     "check_database_alias",
+    "check_postgres_isolation_level",
     "check_settings",
     "check_sqlite_transaction_mode",
     "check_wake_backend",
@@ -163,6 +165,16 @@ def _is_sqlite(engine: str) -> bool:
     return getattr(wrapper, "vendor", None) == "sqlite"
 
 
+def _is_postgres(engine: str) -> bool:
+    """Whether the backend ``engine`` is PostgreSQL (the stock one or a subclass such as
+    PostGIS)."""
+    try:
+        wrapper = load_backend(engine).DatabaseWrapper
+    except Exception:  # a broken ENGINE (or a missing driver) is reported by Django itself
+        return False
+    return getattr(wrapper, "vendor", None) == "postgresql"
+
+
 @system_check
 def check_sqlite_transaction_mode() -> Iterator[CheckMessage]:
     """E001 for each SQLite database whose transactions do not take the write lock at BEGIN.
@@ -190,6 +202,46 @@ def check_sqlite_transaction_mode() -> Iterator[CheckMessage]:
             ),
             obj=alias,
             id="yieldstar.E001",
+        )
+
+
+@system_check
+def check_postgres_isolation_level() -> Iterator[CheckMessage]:
+    """E006 for each PostgreSQL database whose ``OPTIONS["isolation_level"]`` is
+    REPEATABLE READ or SERIALIZABLE.
+
+    A commit locks its store row, then looks up the ledger and the waiters; they must see
+    what committed while it waited for the lock. Django runs every transaction it opens
+    (``transaction.atomic``, which every workflow step's commit uses) at that level; at
+    REPEATABLE READ the lookup reads the snapshot taken before the wait and misses a waiter
+    registered meanwhile, a lost wake (SERIALIZABLE aborts one of them instead).
+    READ UNCOMMITTED is READ COMMITTED on PostgreSQL.
+    """
+    databases: Mapping[str, Mapping[str, Any]] = getattr(settings, "DATABASES", {})
+    for alias, config in databases.items():
+        engine = str(config.get("ENGINE", ""))
+        options = config.get("OPTIONS") or {}
+        level = options.get("isolation_level")
+        if level is None or not engine or not _is_postgres(engine):
+            continue
+        try:
+            from django.db.backends.postgresql.psycopg_any import IsolationLevel
+
+            named = IsolationLevel(level)
+        except Exception:  # no driver, or a value Django refuses itself on connect
+            continue
+        if named in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
+            continue
+        yield checks.Error(
+            f"PostgreSQL database {alias!r} uses isolation_level={named.name}: a store "
+            "commit must run at READ COMMITTED, or it can miss the waiters registered "
+            "while it waited for the store's row lock (a lost wake).",
+            hint=(
+                f'Remove DATABASES[{alias!r}]["OPTIONS"]["isolation_level"] (PostgreSQL\'s '
+                "default is READ COMMITTED), or set it to IsolationLevel.READ_COMMITTED."
+            ),
+            obj=alias,
+            id="yieldstar.E006",
         )
 
 
@@ -247,6 +299,7 @@ def register() -> None:
     """Register every check under the ``yieldstar`` tag (idempotent)."""
     for check in (
         check_sqlite_transaction_mode,
+        check_postgres_isolation_level,
         check_wake_backend,
         check_settings,
         check_database_alias,

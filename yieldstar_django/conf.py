@@ -34,6 +34,7 @@ from django.utils.module_loading import import_string
 
 __all__ = [
     "DEFAULTS",
+    "MAX_SECONDS",
     "SETTINGS",
     "SETTING_NAME",
     "Rule",
@@ -41,6 +42,7 @@ __all__ = [
     "WakeBackend",
     "YieldstarSettings",
     "connect_signals",
+    "is_duration",
     "reload_settings",
     "yieldstar_settings",
 ]
@@ -58,6 +60,10 @@ MIB: Final = 1024 * 1024
 KIB: Final = 1024
 #: Headroom over ``MAX_STATE_BYTES`` for the default ``API_MAX_BODY_BYTES``.
 API_BODY_HEADROOM: Final = 64 * KIB
+#: The longest duration a setting (or a management command's argument) may give, in
+#: seconds: 100 years. Longer ones overflow the datetime arithmetic they feed (a wake's due
+#: time, a lease's expiry, a retention cutoff) or a thread's wait.
+MAX_SECONDS: Final = 100 * 365 * 24 * 3600
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -90,19 +96,29 @@ def bytes_at_least(minimum: int) -> Rule:
     return int_at_least(minimum, "bytes")
 
 
+def is_duration(value: object, minimum: float, *, inclusive: bool = True) -> bool:
+    """Whether ``value`` is a number of seconds >= ``minimum`` (> when not ``inclusive``)
+    and <= ``MAX_SECONDS``: finite, and not a ``bool``."""
+    if not _is_number(value):
+        return False
+    seconds = cast(float, value)
+    above = seconds >= minimum if inclusive else seconds > minimum
+    return above and seconds <= MAX_SECONDS
+
+
 def seconds_at_least(minimum: float) -> Rule:
-    """A finite number of seconds >= ``minimum``."""
+    """A number of seconds >= ``minimum``, at most ``MAX_SECONDS``."""
     return Rule(
-        lambda value: _is_number(value) and cast(float, value) >= minimum,
-        f"a finite number of seconds >= {minimum:g}",
+        lambda value: is_duration(value, minimum),
+        f"a number of seconds >= {minimum:g} and <= {MAX_SECONDS} (100 years)",
     )
 
 
 def seconds_above(minimum: float) -> Rule:
-    """A finite number of seconds > ``minimum``."""
+    """A number of seconds > ``minimum``, at most ``MAX_SECONDS``."""
     return Rule(
-        lambda value: _is_number(value) and cast(float, value) > minimum,
-        f"a finite number of seconds > {minimum:g}",
+        lambda value: is_duration(value, minimum, inclusive=False),
+        f"a number of seconds > {minimum:g} and <= {MAX_SECONDS} (100 years)",
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from django.db import connections, transaction
 from django.utils import timezone
 
-from .conf import database_alias
+from .conf import MAX_SECONDS, database_alias, is_duration
 from .models.runtime import TERMINAL_STATUSES
 
 EXECUTION_TABLE = "yieldstar_execution"
@@ -107,8 +107,8 @@ def prune_finished(
     entries, ledger rows, wake intents and waiters, and wake intents delivered as long ago,
     ``batch_size`` rows per transaction. Never deletes an unfinished execution's rows."""
     using = database_alias(using)
-    if older_than < 0 or batch_size < 1:
-        raise ValueError("older_than must be >= 0 and batch_size >= 1")
+    if not is_duration(older_than, 0) or batch_size < 1:
+        raise ValueError(f"older_than must be >= 0 and <= {MAX_SECONDS}, and batch_size >= 1")
     cutoff = connections[using].ops.adapt_datetimefield_value(
         timezone.now() - timedelta(seconds=older_than)
     )

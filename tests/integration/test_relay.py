@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connections, transaction
 from django.test import override_settings
 from django.utils import timezone
@@ -159,6 +160,33 @@ def test_relay_command_once(alias: str, wakes: WakeCollector) -> None:
     call_command("yieldstar_relay", "--database", alias, "--once", stdout=out)
     assert "delivered 1 wake intent(s)" in out.getvalue()
     assert wakes == [Wake("cmd", "wf")]
+
+
+def test_relay_command_once_fails_when_its_round_fails(
+    alias: str, wakes: WakeCollector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--once`` is for cron: a round that failed (the database gone, say) must exit
+    non-zero rather than report "delivered 0 wake intent(s)"."""
+    from django.db import OperationalError
+
+    from yieldstar_django.wakes import relay
+
+    def gone(**kwargs: object) -> int:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(relay, "relay_once", gone)
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="server closed the connection"):
+        call_command("yieldstar_relay", "--database", alias, "--once", stdout=out)
+    assert "delivered" not in out.getvalue()
+
+
+@pytest.mark.parametrize("interval", ["nan", "inf", "-inf", "1e12"])
+def test_relay_command_refuses_an_interval_it_cannot_sleep(interval: str) -> None:
+    """``nan`` would poll in a tight loop (``Event.wait(nan)`` returns at once), ``inf``
+    and huge values crash after the first round (``OverflowError``)."""
+    with pytest.raises(CommandError, match="--interval"):
+        call_command("yieldstar_relay", "--once", "--interval", interval)
 
 
 def test_beat_task_runs_one_round(alias: str, wakes: WakeCollector) -> None:

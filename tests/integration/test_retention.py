@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.test.utils import override_settings
 from django.utils import timezone
 
@@ -184,3 +185,23 @@ def test_pruners_racing_replays_delete_each_finished_execution_once(alias: str, 
     assert sorted(Execution.objects.using(alias).values_list("id", flat=True)) == sorted(unfinished)
     assert AppliedStep.objects.using(alias).filter(execution_id__in=unfinished).count() == 15
     assert AppliedStep.objects.using(alias).filter(execution_id__startswith="done-").count() == 0
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["--executions-age", "1e12"],
+        ["--executions-age", "nan"],
+        ["--executions-age", "inf"],
+        ["--intents-age", "1e12"],
+        ["--intents-age", "nan"],
+    ],
+)
+def test_the_command_refuses_ages_it_cannot_subtract_from_now(
+    alias: str, arguments: list[str]
+) -> None:
+    """An age past what a datetime can go back to failed with ``OverflowError: date value
+    out of range`` (after the executions were pruned, for ``--intents-age``); ``nan``
+    pruned nothing and said so."""
+    with pytest.raises(CommandError, match=arguments[0]):
+        call_command("yieldstar_prune", "--database", alias, *arguments, stdout=io.StringIO())

@@ -17,7 +17,7 @@ from typing import Any
 from django.core.management.base import CommandError
 from django.db import connections, transaction
 
-from yieldstar_django.conf import yieldstar_settings
+from yieldstar_django.conf import MAX_SECONDS, is_duration, yieldstar_settings
 from yieldstar_django.management.commands._base import DatabaseCommand
 from yieldstar_django.retention import prune_finished
 from yieldstar_django.wakes import prune_delivered
@@ -54,15 +54,18 @@ class Command(DatabaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["intents_age"] < 0:
-            raise CommandError("--intents-age must be >= 0")
+        if not is_duration(options["intents_age"], 0):
+            raise CommandError(f"--intents-age must be >= 0 and <= {MAX_SECONDS} seconds")
         if options["batch_size"] < 1:
             raise CommandError("--batch-size must be >= 1")
         age = options["executions_age"]
         if age is None:
             age = yieldstar_settings.RETENTION_SECONDS
-        if age is not None and age < 0:
-            raise CommandError("--executions-age must be >= 0")
+        if age is not None and not is_duration(age, 0):
+            raise CommandError(
+                f"--executions-age (default RETENTION_SECONDS) must be >= 0 and "
+                f"<= {MAX_SECONDS} seconds"
+            )
         using = self.using(options)
         if age is not None:
             pruned = prune_finished(older_than=age, batch_size=options["batch_size"], using=using)
