@@ -207,8 +207,9 @@ def check_sqlite_transaction_mode() -> Iterator[CheckMessage]:
 
 @system_check
 def check_postgres_isolation_level() -> Iterator[CheckMessage]:
-    """E006 for each PostgreSQL database whose ``OPTIONS["isolation_level"]`` is
-    REPEATABLE READ or SERIALIZABLE.
+    """E006 if ``DATABASE_ALIAS`` is a PostgreSQL database whose
+    ``OPTIONS["isolation_level"]`` is REPEATABLE READ or SERIALIZABLE (other databases,
+    which yieldstar does not use, may run at any level).
 
     A commit locks its store row, then looks up the ledger and the waiters; they must see
     what committed while it waited for the lock. Django runs every transaction it opens
@@ -218,31 +219,33 @@ def check_postgres_isolation_level() -> Iterator[CheckMessage]:
     READ UNCOMMITTED is READ COMMITTED on PostgreSQL.
     """
     databases: Mapping[str, Mapping[str, Any]] = getattr(settings, "DATABASES", {})
-    for alias, config in databases.items():
-        engine = str(config.get("ENGINE", ""))
-        options = config.get("OPTIONS") or {}
-        level = options.get("isolation_level")
-        if level is None or not engine or not _is_postgres(engine):
-            continue
-        try:
-            from django.db.backends.postgresql.psycopg_any import IsolationLevel
+    alias = yieldstar_settings.get("DATABASE_ALIAS")
+    config = databases.get(alias) if isinstance(alias, str) else None
+    if config is None:
+        return  # E004 reports it
+    engine = str(config.get("ENGINE", ""))
+    level = (config.get("OPTIONS") or {}).get("isolation_level")
+    if level is None or not engine or not _is_postgres(engine):
+        return
+    try:
+        from django.db.backends.postgresql.psycopg_any import IsolationLevel
 
-            named = IsolationLevel(level)
-        except Exception:  # no driver, or a value Django refuses itself on connect
-            continue
-        if named in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
-            continue
-        yield checks.Error(
-            f"PostgreSQL database {alias!r} uses isolation_level={named.name}: a store "
-            "commit must run at READ COMMITTED, or it can miss the waiters registered "
-            "while it waited for the store's row lock (a lost wake).",
-            hint=(
-                f'Remove DATABASES[{alias!r}]["OPTIONS"]["isolation_level"] (PostgreSQL\'s '
-                "default is READ COMMITTED), or set it to IsolationLevel.READ_COMMITTED."
-            ),
-            obj=alias,
-            id="yieldstar.E006",
-        )
+        named = IsolationLevel(level)
+    except Exception:  # no driver, or a value Django refuses itself on connect
+        return
+    if named in (IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED):
+        return
+    yield checks.Error(
+        f"PostgreSQL database {alias!r} uses isolation_level={named.name}: a store "
+        "commit must run at READ COMMITTED, or it can miss the waiters registered "
+        "while it waited for the store's row lock (a lost wake).",
+        hint=(
+            f'Remove DATABASES[{alias!r}]["OPTIONS"]["isolation_level"] (PostgreSQL\'s '
+            "default is READ COMMITTED), or set it to IsolationLevel.READ_COMMITTED."
+        ),
+        obj=alias,
+        id="yieldstar.E006",
+    )
 
 
 @system_check

@@ -125,3 +125,12 @@ def test_the_isolation_check_is_registered() -> None:
 def test_read_committed_passes(options: dict[str, Any]) -> None:
     with override_settings(DATABASES={"default": postgres(**options)}):
         assert checks.check_postgres_isolation_level() == []
+
+
+def test_only_the_database_yieldstar_uses_is_checked() -> None:
+    """Another database may run at any level: yieldstar commits on ``DATABASE_ALIAS``."""
+    analytics = postgres(isolation_level=psycopg.IsolationLevel.SERIALIZABLE)
+    with override_settings(DATABASES={"default": postgres(), "analytics": analytics}):
+        assert checks.check_postgres_isolation_level() == []
+        with override_settings(YIELDSTAR={"DATABASE_ALIAS": "analytics"}):
+            assert [m.obj for m in checks.check_postgres_isolation_level()] == ["analytics"]
