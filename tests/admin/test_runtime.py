@@ -77,6 +77,13 @@ class TestExecutions:
         _, html = count_queries(admin_client, EXECUTIONS + "?workflow=api-test-greet")
         assert "other-3" in html
 
+    def test_page_of_an_id_the_admin_quotes(self, admin_client: Client) -> None:
+        """An id holding characters the admin quotes in URLs (``/``, ``_``) gets its whole
+        page: the heap and the buttons, not only the form."""
+        make_execution("tenant/7_a", steps=2, status="failed", error_json='{"message":"boom"}')
+        html = admin_client.get(execution_url("tenant/7_a")).content.decode()
+        assert "boom" in html and "tests.fn" in html and "{&quot;n&quot;:1}" in html
+
     def test_page_with_steps_status_and_error(self, admin_client: Client) -> None:
         make_execution(
             "broken",

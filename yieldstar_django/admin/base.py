@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
@@ -77,7 +78,7 @@ class PageContextMixin(ObjectOncePerRequestMixin):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         context = dict(extra_context or {})
-        obj = self.get_object(request, object_id)
+        obj = self.get_object(request, unquote(object_id))  # as Django's own view does
         if obj is not None and self.has_view_permission(request, obj):  # type: ignore[attr-defined]
             context.update(self.page_context(request, obj))
         return super().change_view(  # type: ignore[misc, no-any-return]
