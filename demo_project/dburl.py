@@ -22,11 +22,12 @@ POSTGRES_SCHEMES = frozenset({"postgres", "postgresql", "pgsql"})
 
 
 def sqlite_database(path: str | Path, **options: Any) -> dict[str, Any]:
-    """A SQLite ``DATABASES`` entry at ``path`` whose transactions begin ``IMMEDIATE``."""
+    """A SQLite ``DATABASES`` entry at ``path`` whose transactions begin ``IMMEDIATE`` and
+    wait up to 20 s for the write lock (Python's default: 5 s)."""
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(path),
-        "OPTIONS": {"transaction_mode": "IMMEDIATE", **options},
+        "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20, **options},
     }
 
 

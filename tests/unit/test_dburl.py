@@ -32,7 +32,7 @@ def test_postgres_quoted_password_and_options() -> None:
 def test_sqlite_relative_and_absolute(tmp_path: Path) -> None:
     relative = parse_database_url("sqlite:///var/x.sqlite3", base_dir=tmp_path)
     assert relative["NAME"] == str(tmp_path / "var" / "x.sqlite3")
-    assert relative["OPTIONS"] == {"transaction_mode": "IMMEDIATE"}
+    assert relative["OPTIONS"] == {"transaction_mode": "IMMEDIATE", "timeout": 20}
     absolute = parse_database_url(f"sqlite:///{tmp_path}/y.sqlite3")
     assert absolute["NAME"] == str(tmp_path / "y.sqlite3")
 
