@@ -208,3 +208,22 @@ def test_a_root_change_wakes_a_waiter_that_read_nothing(harness: Any, define: An
     harness.client.update_store(d, "q", updater=lambda s: ["now", "a", "list"])
     assert harness.changed_paths(d, "q")[-1] == ((),)
     assert harness.wakes == [Wake("exec", "wf")]
+
+
+def test_a_change_of_thousands_of_paths_wakes_exactly_its_readers(
+    harness: Any, define: Any
+) -> None:
+    """The waiter lookup of one commit probes the index once per key of each changed path:
+    thousands of them must neither fail the commit (SQLite refuses a compound SELECT of
+    more than 500 terms; PostgreSQL parses thousands of UNION ALL branches past
+    ``max_stack_depth``) nor miss a reader."""
+    n = 5000
+    d = define(initial=lambda id: {"jobs": [], "fields": {"k0": {"v": -1}}})
+    wait_on(harness, d, "q", lambda s: s["fields"].get(f"k{n - 1}"), execution_id="last")
+    wait_on(harness, d, "q", lambda s: s["fields"]["k0"]["v"] >= 0 or None, execution_id="deep")
+    wait_on(harness, d, "q", lambda s: s["jobs"] or None, execution_id="jobs")
+    harness.client.update_store(
+        d, "q", updater=lambda s: s["fields"].update({f"k{i}": {"v": i} for i in range(n)})
+    )
+    assert len(harness.changed_paths(d, "q")[-1]) == n
+    assert sorted(w.execution_id for w in harness.wakes) == ["deep", "last"]

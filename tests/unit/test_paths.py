@@ -9,6 +9,11 @@ from typing import Any
 
 import pytest
 
+from yieldstar_django.connector.statements import (
+    PROBES_PER_STATEMENT,
+    matching_waiters_sql,
+    matching_waiters_statements,
+)
 from yieldstar_django.core.drafts import TrackedDict, TrackedList, WriteLog, build_draft
 from yieldstar_django.core.paths import (
     changes_root,
@@ -224,3 +229,19 @@ def test_wake_rule_wakes_on_a_root_change_whatever_was_read() -> None:
     assert changes_root([("a",), ()]) and not changes_root([("a",)])
     for changed in ([()], [("a",)], [("a", 1), ("b",)]):
         assert path_match(changed).wake_all == changes_root(changed)
+
+
+@pytest.mark.parametrize("changed", [0, 1, 124, 125, 249, 250, 1000])
+def test_the_matching_statements_probe_every_key_once_in_bounded_statements(
+    changed: int,
+) -> None:
+    match = path_match([("f", f"k{i}") for i in range(changed)])
+    statements = matching_waiters_statements(7, match)
+    probes = [query.count("SELECT waiter_id") for query, _ in statements]
+    assert all(0 < n <= PROBES_PER_STATEMENT for n in probes), probes
+    assert sum(probes) == 1 + len(match.read_keys) + len(match.prefix_keys)
+    assert sum("kind = 2" in query for query, _ in statements) == 1
+    keys = [p for _, params in statements for p in params if isinstance(p, str)]
+    assert sorted(keys) == sorted(match.read_keys + match.prefix_keys)
+    if sum(probes) <= PROBES_PER_STATEMENT:
+        assert statements == [matching_waiters_sql(7, match)]

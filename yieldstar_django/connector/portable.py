@@ -207,10 +207,14 @@ def _matching(
     cursor: Any, store_pk: int, changed_paths: Sequence[StorePath]
 ) -> list[tuple[int, Wake, bool]]:
     """The waiters the changed paths intersect, in registration order: (id, the wake of
-    its execution, whether it was woken since it registered)."""
-    query, params = sql.matching_waiters_sql(store_pk, path_match(changed_paths))
-    cursor.execute(query, params)
-    return [(int(pk), Wake(e, w), woken is not None) for pk, e, w, woken in cursor.fetchall()]
+    its execution, whether it was woken since it registered). A change of many paths is
+    looked up in several statements (``sql.PROBES_PER_STATEMENT`` index probes each)."""
+    found: dict[int, tuple[int, Wake, bool]] = {}
+    for query, params in sql.matching_waiters_statements(store_pk, path_match(changed_paths)):
+        cursor.execute(query, params)
+        for pk, e, w, woken in cursor.fetchall():
+            found.setdefault(int(pk), (int(pk), Wake(e, w), woken is not None))
+    return [found[pk] for pk in sorted(found)]
 
 
 def _executions(waiters: Sequence[tuple[int, Wake, bool]]) -> list[Wake]:

@@ -139,22 +139,58 @@ LIST_WAITERS: Final = (
 )
 
 
-def matching_waiters_sql(store_pk: int, match: PathMatch) -> tuple[str, list[Any]]:
+#: Index probes (``UNION ALL`` branches) per matching statement: SQLite refuses a compound
+#: ``SELECT`` of more than 500 terms (``SQLITE_MAX_COMPOUND_SELECT``), and PostgreSQL parses
+#: a chain of branches recursively (some thousands exceed ``max_stack_depth``).
+PROBES_PER_STATEMENT: Final = 250
+
+
+def matching_waiters_sql(
+    store_pk: int, match: PathMatch, *, always: bool = True
+) -> tuple[str, list[Any]]:
     """The portable query for the waiters a change intersects: ``(id, execution_id,
     workflow_id, woken_at)`` rows in registration order.
 
     Every lookup of a path row is an equality on all three columns of the
     ``(store_pk, kind, path)`` index, one key per ``UNION ALL`` branch (never ``IN (...)``,
     which a planner with stale statistics may check as a filter over every row of a kind),
-    so any plan of it is an index probe whatever the statistics say."""
+    so any plan of it is an index probe whatever the statistics say. ``always``: with the
+    branch of the ``ALWAYS`` rows. A change of many paths is looked up in several
+    statements, :func:`matching_waiters_statements`."""
     columns = f"SELECT id, execution_id, workflow_id, woken_at FROM {WAITER_TABLE} WHERE "
     if match.wake_all:
         return f"{columns}store_pk = %s ORDER BY id", [store_pk]
     probe = f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND kind = "
-    parts = [f"{probe}{WaiterKind.ALWAYS:d}"]
-    params: list[Any] = [store_pk]
+    parts = [f"{probe}{WaiterKind.ALWAYS:d}"] if always else []
+    params: list[Any] = [store_pk] if always else []
     for kind, keys in ((WaiterKind.READ, match.read_keys), (WaiterKind.PREFIX, match.prefix_keys)):
         for key in keys:
             parts.append(f"{probe}{kind:d} AND path = %s")
             params += [store_pk, key]
     return f"{columns}id IN ({' UNION ALL '.join(parts)}) ORDER BY id", params
+
+
+def matching_waiters_statements(
+    store_pk: int, match: PathMatch, probes: int = PROBES_PER_STATEMENT
+) -> list[tuple[str, list[Any]]]:
+    """``matching_waiters_sql`` split into statements of at most ``probes`` branches each
+    (the ``ALWAYS`` one in the first): together they return every waiter the change
+    intersects, a waiter found by several of them once per statement that found it."""
+    if match.wake_all:
+        return [matching_waiters_sql(store_pk, match)]
+    keys = [(WaiterKind.READ, key) for key in match.read_keys]
+    keys += [(WaiterKind.PREFIX, key) for key in match.prefix_keys]
+    statements = []
+    start, size = 0, probes - 1  # the first statement probes the ALWAYS rows too
+    while True:
+        chunk = keys[start : start + size]
+        part = PathMatch(
+            False,
+            [key for kind, key in chunk if kind == WaiterKind.READ],
+            [key for kind, key in chunk if kind == WaiterKind.PREFIX],
+        )
+        statements.append(matching_waiters_sql(store_pk, part, always=start == 0))
+        start += size
+        if start >= len(keys):
+            return statements
+        size = probes
