@@ -182,16 +182,8 @@ def test_a_hand_back_whose_release_fails_leaves_the_lease_held(
     rt: Runtime, request: pytest.FixtureRequest
 ) -> None:
     """``release_now``: "one whose release fails is logged and stays held", so a later
-    round hands the value back. With the in-memory client (no commit hooks) the lease
-    is ended first: the value is never handed back."""
-    if type(rt.client).__name__ == "MemoryStoreClient":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="open: end_lease without commit hooks ends the lease before the "
-                "hand-back, and a failing release leaves it ended, the value not handed back",
-            )
-        )
+    round hands the value back (with the in-memory client too, which has no commit
+    hooks and ends the lease before its hand-back)."""
     failing = [True]
 
     def flaky_put_back(draft: Any, value: Any) -> None:

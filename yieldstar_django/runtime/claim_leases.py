@@ -168,14 +168,22 @@ def end_lease(
 
     step_id = StoreStepId(record.execution_id, f"{record.step_key}:release")
     if not (isinstance(client, DatabaseStoreClient) and client.using == alias):
-        # No commit hooks (the in-memory client): end the lease first, then hand back
-        # (the ledger makes a repeated hand-back a no-op).
+        # No commit hooks (the in-memory client): end the lease first (so a complete
+        # racing it fails), then hand back (the ledger makes a repeated hand-back a no-op);
+        # a hand-back that fails puts the lease back to held, and ``also`` runs after.
         with transaction.atomic(using=alias):
             ended = mark()
-            if also is not None:
-                also(ended)
         if ended:
-            client.update_store(definition, record.store_id, updater=hand_back, step_id=step_id)
+            try:
+                client.update_store(definition, record.store_id, updater=hand_back, step_id=step_id)
+            except BaseException:
+                ClaimLeaseRecord.objects.using(alias).filter(pk=id, state=state).update(
+                    state=ClaimLeaseState.HELD, ended_at=None
+                )
+                raise
+        if also is not None:
+            with transaction.atomic(using=alias):
+                also(ended)
         return ended
     ran: list[bool] = []
 
