@@ -286,7 +286,9 @@ durable value: a store state, a step result, a selected value. A larger value ra
         pinned=True,
         doc="""\
 The deepest nesting of lists and dicts in a durable value; deeper values raise
-`WorkflowValueError` (`INVALID_STEP_VALUE`). An integer >= 1.
+`WorkflowValueError` (`INVALID_STEP_VALUE`). An integer >= 1. Python's `json` cannot encode
+a value nested much deeper than its recursion limit (about 1,000 levels): such a value is
+the same error whatever this setting says.
 """,
     )
 

@@ -227,3 +227,18 @@ def test_a_change_of_thousands_of_paths_wakes_exactly_its_readers(
     )
     assert len(harness.changed_paths(d, "q")[-1]) == n
     assert sorted(w.execution_id for w in harness.wakes) == ["deep", "last"]
+
+
+def test_a_selector_comparing_two_parts_wakes_on_a_change_to_either(
+    harness: Any, define: Any
+) -> None:
+    """``s["a"] == s["b"]`` reads both dicts whole, even after a read of ``s["b"]["ok"]``."""
+    d = define(initial=lambda id: {"a": {"v": 1, "ok": True}, "b": {"v": 2, "ok": True}})
+
+    def same(s: Any) -> Any:
+        return (s["b"]["ok"] and s["a"] == s["b"]) or None
+
+    wait_on(harness, d, "q", same)
+    harness.client.update_store(d, "q", updater=lambda s: s["b"].update(v=1))
+    assert harness.client.take_from_store(d, "q", selector=same, claim=None).matched
+    assert harness.wakes == [Wake("exec", "wf")], "the change made the selector match"

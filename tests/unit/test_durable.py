@@ -113,3 +113,39 @@ def test_numbers_keep_their_type_and_value() -> None:
 def test_decode_refuses_non_finite_constants() -> None:
     with pytest.raises(ValueError):
         decode_durable("[NaN]")
+
+
+@pytest.mark.parametrize(
+    ("index", "values", "bad"),
+    [
+        (slice(None, None, 2), [1, math.nan], 2),
+        (slice(None, None, -1), [1, math.nan, 2, 3], 2),
+        (slice(1, 3), [1, math.nan], 2),
+        (slice(10, None), [math.nan], 4),
+    ],
+)
+def test_a_value_placed_by_slice_assignment_is_named_at_its_index(
+    index: slice, values: list[Any], bad: int
+) -> None:
+    """``encode_placed`` names the index the value landed at, as the full check does."""
+    from yieldstar_django.core.drafts import WriteLog, build_draft
+    from yieldstar_django.core.durable import encode_placed
+
+    log = WriteLog()
+    draft = build_draft({"l": [0, 0, 0, 0]}, log)
+    draft["l"][index] = values
+    with pytest.raises(WorkflowValueError) as full:
+        encode_durable(draft)
+    with pytest.raises(WorkflowValueError) as placed:
+        encode_placed(draft, log.placements)
+    assert full.value.path == placed.value.path == ("l", bad)
+
+
+def test_nesting_deeper_than_the_interpreter_can_encode_is_a_clean_error() -> None:
+    """``MAX_DEPTH`` may be set above what ``json`` can recurse through: a value within
+    the limit but too deep to encode is a ``WorkflowValueError``, not a ``RecursionError``."""
+    value: Any = 0
+    for _ in range(3000):
+        value = [value]
+    with pytest.raises(WorkflowValueError, match="too deeply"):
+        encode_durable(value, limits=DurableLimits(max_depth=10_000))

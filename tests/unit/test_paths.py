@@ -245,3 +245,58 @@ def test_the_matching_statements_probe_every_key_once_in_bounded_statements(
     assert sorted(keys) == sorted(match.read_keys + match.prefix_keys)
     if sum(probes) <= PROBES_PER_STATEMENT:
         assert statements == [matching_waiters_sql(7, match)]
+
+
+def test_comparing_two_parts_of_the_state_records_both() -> None:
+    """``==``, ``in``, ``index()`` and ``count()`` between two views read both containers
+    whole (docs/concepts/waiters.md: ``==`` and ``in`` are structural reads): a change
+    anywhere in either can change the answer, even when the selector also read a field of
+    one of them (which alone would let the container's own path be dropped)."""
+    state = {"a": {"v": 1, "ok": True}, "b": {"v": 2, "ok": True}, "l": [{"v": 2, "ok": True}]}
+    selectors = [
+        lambda s: (s["b"]["ok"] and s["a"] == s["b"]) or None,
+        lambda s: (s["b"]["ok"] and s["b"] == s["a"]) or None,
+        lambda s: s["b"]["ok"] and s["a"] != s["b"] and None,
+        lambda s: (s["b"]["ok"] and s["b"] in s["l"]) or None,
+        lambda s: (s["b"]["ok"] and s["l"].count(s["b"])) or None,
+        lambda s: s["b"]["ok"] and s["b"] in list(s.values()) and None,
+    ]
+    for selector in selectors:
+        _, reads = track_selector(state, selector)
+        assert paths_intersect(reads, [("b", "v")]), reads
+    _, reads = track_selector(state, lambda s: s["b"]["ok"] and s["l"].index(s["b"]))
+    assert paths_intersect(reads, [("b", "v")]), reads
+
+
+def test_deep_copying_a_view_records_what_it_copies() -> None:
+    """A selector that works on ``copy.deepcopy(state)`` (or a pickled copy) read all of
+    it: its reads must not come out empty."""
+    state = {"jobs": [], "other": 1}
+
+    def deep(s: Any) -> Any:
+        c = copy.deepcopy(s)
+        return c["jobs"][0] if c["jobs"] else None
+
+    def pickled(s: Any) -> Any:
+        c = pickle.loads(pickle.dumps(s["jobs"]))
+        return c[0] if c else None
+
+    for selector in (deep, pickled):
+        found, reads = track_selector(state, selector)
+        assert found is None
+        assert paths_intersect(reads, [("jobs", 0)]), reads
+    copied, _ = track_selector(state, lambda s: copy.deepcopy(s["jobs"]))
+    assert copied == [] and type(copied) is list
+    with pytest.raises(SelectorMutationError):
+        track_selector(state, lambda s: copy.copy(s["jobs"]).append(1))
+    assert state == {"jobs": [], "other": 1}
+
+
+def test_a_sort_that_fails_midway_records_the_list() -> None:
+    """``list.sort`` can reorder the list before a comparison fails; an updater that
+    catches the error commits that order, so the list's path must be recorded."""
+    draft, log = draft_of({"l": [3, 1, 2, "a"]})
+    with pytest.raises(TypeError):
+        draft["l"].sort()
+    assert list(draft["l"]) != [3, 1, 2, "a"], "CPython left the list partly sorted"
+    assert log.paths() == [("l",)]

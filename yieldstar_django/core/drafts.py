@@ -239,9 +239,14 @@ class TrackedList(_TrackedNode, list[Any]):
     def __setitem__(self, index: Any, value: Any) -> None:
         if isinstance(index, slice):
             values = list(value)
-            start = range(len(self))[index].start if len(self) else 0
-            for offset, item in enumerate(values):
-                self._ys_log.placed((*self._ys_path, start + offset), item)
+            positions = range(len(self))[index]
+            if index.step is not None and index.step != 1:  # an extended slice: in place
+                indices: Iterable[int] = positions
+            else:  # a splice: the values land from the slice's start on
+                start = max(index.indices(len(self))[0], 0)
+                indices = range(start, start + len(values))
+            for position, item in zip(indices, values, strict=False):
+                self._ys_log.placed((*self._ys_path, position), item)
             list.__setitem__(self, index, values)
             self._record_self()
             return
@@ -309,8 +314,9 @@ class TrackedList(_TrackedNode, list[Any]):
         list.clear(self)
 
     def sort(self, *args: Any, **kwargs: Any) -> None:
-        list.sort(self, *args, **kwargs)
+        # First: a comparison that fails midway leaves the list partly sorted.
         self._record_self()
+        list.sort(self, *args, **kwargs)
 
     def reverse(self) -> None:
         list.reverse(self)

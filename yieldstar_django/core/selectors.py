@@ -8,8 +8,9 @@ registers: a later change that touches one of them wakes it (:mod:`.paths`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, SupportsIndex, TypeVar
 
 from .paths import collapse_paths
 from .types import StorePath
@@ -113,7 +114,7 @@ class ReadView:
 
     def __eq__(self, other: object) -> bool:
         self._read_self()
-        return bool(self._ys_target == unwrap_view(other))
+        return bool(self._ys_target == _read_whole(other))
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
@@ -123,6 +124,20 @@ class ReadView:
     def __repr__(self) -> str:
         self._read_self()
         return f"{type(self).__name__}({self._ys_target!r})"
+
+    # A copy reads the whole container; a shallow one is the (read-only) view itself.
+
+    def __copy__(self) -> ReadView:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        self._read_self()
+        return copy.deepcopy(self._ys_target, memo)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        self._read_self()
+        plain = copy.deepcopy(self._ys_target)
+        return (type(plain), (plain,))
 
 
 class DictView(ReadView, Mapping[str, Any]):
@@ -209,17 +224,25 @@ class ListView(ReadView, Sequence[Any]):
 
     def __contains__(self, value: object) -> bool:
         self._read_self()
-        return unwrap_view(value) in self._ys_target
+        return _read_whole(value) in self._ys_target
 
     def index(self, value: Any, *args: Any) -> int:
         self._read_self()
-        return int(self._ys_target.index(unwrap_view(value), *args))
+        return int(self._ys_target.index(_read_whole(value), *args))
 
     def count(self, value: Any) -> int:
         self._read_self()
-        return int(self._ys_target.count(unwrap_view(value)))
+        return int(self._ys_target.count(_read_whole(value)))
 
     append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+
+def _read_whole(value: Any) -> Any:
+    """``unwrap_view(value)`` for a comparison, which reads a view's container whole."""
+    if isinstance(value, ReadView):
+        value._read_self()
+        return value._ys_target
+    return value
 
 
 def unwrap_view(value: Any) -> Any:
