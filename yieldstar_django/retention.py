@@ -29,7 +29,7 @@ LEDGER_TABLE = "yieldstar_appliedstep"
 WAITER_TABLE = "yieldstar_waiter"
 INTENT_TABLE = "yieldstar_wakeintent"
 
-__all__ = ["PruneCounts", "prune_finished"]
+__all__ = ["PruneCounts", "prune_delivered_intents", "prune_finished"]
 
 
 @dataclass
@@ -116,9 +116,29 @@ def prune_finished(
     while _prune_batch(using, cutoff, batch_size, counts) == batch_size:
         counts.batches += 1
     counts.batches += 1
+    _prune_delivered(using, cutoff, batch_size, counts)
+    return counts
+
+
+def prune_delivered_intents(
+    *, older_than: float, batch_size: int = 500, using: str | None = None
+) -> int:
+    """Delete wake intents acknowledged more than ``older_than`` seconds ago, of any
+    execution, ``batch_size`` per transaction; return how many."""
+    using = database_alias(using)
+    if not is_duration(older_than, 0) or batch_size < 1:
+        raise ValueError(f"older_than must be >= 0 and <= {MAX_SECONDS}, and batch_size >= 1")
+    cutoff = connections[using].ops.adapt_datetimefield_value(
+        timezone.now() - timedelta(seconds=older_than)
+    )
+    counts = PruneCounts()
+    _prune_delivered(using, cutoff, batch_size, counts)
+    return counts.intents
+
+
+def _prune_delivered(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) -> None:
     while (deleted := _prune_delivered_batch(using, cutoff, batch_size)) > 0:
         counts.intents += deleted
         counts.batches += 1
         if deleted < batch_size:
             break
-    return counts

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.test.utils import override_settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
 from yieldstar_django.connector import DatabaseStoreClient
@@ -205,3 +206,27 @@ def test_the_command_refuses_ages_it_cannot_subtract_from_now(
     pruned nothing and said so."""
     with pytest.raises(CommandError, match=arguments[0]):
         call_command("yieldstar_prune", "--database", alias, *arguments, stdout=io.StringIO())
+
+
+def test_the_command_deletes_acknowledged_intents_in_batches(db: None, settings: Any) -> None:
+    """``--intents-age`` deletes in ``--batch-size`` batches, as the retention page says."""
+    settings.YIELDSTAR = {**settings.YIELDSTAR, "RETENTION_SECONDS": None}
+    old = timezone.now() - timedelta(days=30)
+    WakeIntent.objects.bulk_create(
+        WakeIntent(
+            execution_id=f"e{i}",
+            workflow_id="w",
+            reason="wake",
+            available_at=old,
+            delivered_at=old,
+            created_at=old,
+        )
+        for i in range(5)
+    )
+    with CaptureQueriesContext(connection) as queries:
+        call_command("yieldstar_prune", "--batch-size", "2", stdout=io.StringIO())
+    deletes = [
+        q["sql"] for q in queries.captured_queries if "DELETE FROM yieldstar_wakeintent" in q["sql"]
+    ]
+    assert len(deletes) == 3, deletes
+    assert not WakeIntent.objects.exists()

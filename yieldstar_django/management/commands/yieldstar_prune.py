@@ -19,8 +19,7 @@ from django.db import connections, transaction
 
 from yieldstar_django.conf import MAX_SECONDS, is_duration, yieldstar_settings
 from yieldstar_django.management.commands._base import DatabaseCommand
-from yieldstar_django.retention import prune_finished
-from yieldstar_django.wakes import prune_delivered
+from yieldstar_django.retention import prune_delivered_intents, prune_finished
 
 
 class Command(DatabaseCommand):
@@ -74,7 +73,9 @@ class Command(DatabaseCommand):
                 f"{pruned.heap_entries} heap entry(ies), {pruned.ledger_rows} ledger row(s) "
                 f"and {pruned.intents} wake intent(s)"
             )
-        intents = prune_delivered(older_than=options["intents_age"], using=using)
+        intents = prune_delivered_intents(
+            older_than=options["intents_age"], batch_size=options["batch_size"], using=using
+        )
         versions = 0
         limit = yieldstar_settings.VERSION_HISTORY_LIMIT
         with transaction.atomic(using=using), connections[using].cursor() as cursor:
