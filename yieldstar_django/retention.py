@@ -107,11 +107,7 @@ def prune_finished(
     entries, ledger rows, wake intents and waiters, and wake intents delivered as long ago,
     ``batch_size`` rows per transaction. Never deletes an unfinished execution's rows."""
     using = database_alias(using)
-    if not is_duration(older_than, 0) or batch_size < 1:
-        raise ValueError(f"older_than must be >= 0 and <= {MAX_SECONDS}, and batch_size >= 1")
-    cutoff = connections[using].ops.adapt_datetimefield_value(
-        timezone.now() - timedelta(seconds=older_than)
-    )
+    cutoff = _cutoff(using, older_than, batch_size)
     counts = PruneCounts()
     while _prune_batch(using, cutoff, batch_size, counts) == batch_size:
         counts.batches += 1
@@ -126,14 +122,19 @@ def prune_delivered_intents(
     """Delete wake intents acknowledged more than ``older_than`` seconds ago, of any
     execution, ``batch_size`` per transaction; return how many."""
     using = database_alias(using)
+    counts = PruneCounts()
+    _prune_delivered(using, _cutoff(using, older_than, batch_size), batch_size, counts)
+    return counts.intents
+
+
+def _cutoff(using: str, older_than: float, batch_size: int) -> Any:
+    """The database's value of the time ``older_than`` seconds ago, once the arguments are
+    checked (``ValueError``)."""
     if not is_duration(older_than, 0) or batch_size < 1:
         raise ValueError(f"older_than must be >= 0 and <= {MAX_SECONDS}, and batch_size >= 1")
-    cutoff = connections[using].ops.adapt_datetimefield_value(
+    return connections[using].ops.adapt_datetimefield_value(
         timezone.now() - timedelta(seconds=older_than)
     )
-    counts = PruneCounts()
-    _prune_delivered(using, cutoff, batch_size, counts)
-    return counts.intents
 
 
 def _prune_delivered(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) -> None:
