@@ -83,8 +83,9 @@ def test_release_hands_the_value_back_once(rt: Runtime) -> None:
     assert ClaimLeaseRecord.objects.get().state == "released"
 
 
-def test_an_expired_lease_is_handed_back_and_complete_then_says_false(rt: Runtime) -> None:
-    q = queue(rt, ["job-1"])
+def held_until_the_gate_opens(rt: Runtime, q: StoreDefinition) -> Any:
+    """A workflow that takes from ``q`` with a 5 s lease, waits on a gate store the test
+    never opens, then completes the lease."""
     gate = rt.define()
 
     @rt.workflow
@@ -92,6 +93,13 @@ def test_an_expired_lease_is_handed_back_and_complete_then_says_false(rt: Runtim
         lease = yield from step.take(q, "q", first, pop_first, lease=5)
         yield from step.take(gate, "g", first)  # stuck until the test opens the gate
         return (yield from step.complete(lease))
+
+    return wf
+
+
+def test_an_expired_lease_is_handed_back_and_complete_then_says_false(rt: Runtime) -> None:
+    q = queue(rt, ["job-1"])
+    wf = held_until_the_gate_opens(rt, q)
 
     eid = start_workflow(wf)
     rt.pump()
@@ -194,13 +202,7 @@ def test_a_hand_back_whose_release_fails_leaves_the_lease_held(
     name = rt.name("queue")
     rt.stores.append(name)
     q = define_store(name, None, initial=lambda id: {"items": ["job-1"]}, release=flaky_put_back)
-    gate = rt.define()
-
-    @rt.workflow
-    def wf(step: Step) -> Any:
-        lease = yield from step.take(q, "q", first, pop_first, lease=5)
-        yield from step.take(gate, "g", first)  # stuck until the test opens the gate
-        return (yield from step.complete(lease))
+    wf = held_until_the_gate_opens(rt, q)
 
     start_workflow(wf)
     rt.pump()

@@ -204,8 +204,9 @@ def test_inline_sub_workflow_shares_the_execution(rt: Runtime) -> None:
     assert set(rt.steps(eid)) == {"child-1", "child-2"}
 
 
-def test_worker_errors_are_not_recorded_and_the_execution_resumes(rt: Runtime) -> None:
-    import pytest
+def timed_out_once(rt: Runtime) -> Any:
+    """A workflow of one ``run`` step whose first attempt hits Celery's soft time limit (a
+    worker error, not the workflow's) and whose second returns ``"done"``."""
     from celery.exceptions import SoftTimeLimitExceeded
 
     attempts: list[int] = []
@@ -219,6 +220,15 @@ def test_worker_errors_are_not_recorded_and_the_execution_resumes(rt: Runtime) -
     @rt.workflow
     def wf(step: Step) -> Any:
         return (yield from step.run(slow))
+
+    return wf
+
+
+def test_worker_errors_are_not_recorded_and_the_execution_resumes(rt: Runtime) -> None:
+    import pytest
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    wf = timed_out_once(rt)
 
     eid = start_workflow(wf)
     with pytest.raises(SoftTimeLimitExceeded):
@@ -240,17 +250,7 @@ def test_a_lease_let_go_after_an_error_is_not_renewed_again(rt: Runtime, monkeyp
     from tests.polling import wait_until
     from yieldstar_django.runtime import leases
 
-    attempts: list[int] = []
-
-    def slow() -> str:
-        attempts.append(1)
-        if len(attempts) == 1:
-            raise SoftTimeLimitExceeded()
-        return "done"
-
-    @rt.workflow
-    def wf(step: Step) -> Any:
-        return (yield from step.run(slow))
+    wf = timed_out_once(rt)
 
     renewals: list[bool] = []
     renew, stop = leases.Lease.renew, leases.Lease.stop_heartbeat
