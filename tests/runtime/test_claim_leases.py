@@ -83,9 +83,9 @@ def test_release_hands_the_value_back_once(rt: Runtime) -> None:
     assert ClaimLeaseRecord.objects.get().state == "released"
 
 
-def held_until_the_gate_opens(rt: Runtime, q: StoreDefinition) -> Any:
-    """A workflow that takes from ``q`` with a 5 s lease, waits on a gate store the test
-    never opens, then completes the lease."""
+def held_until_the_gate_opens(rt: Runtime, q: StoreDefinition) -> tuple[Any, StoreDefinition]:
+    """A workflow that takes from ``q`` with a 5 s lease, waits on a gate store until the
+    test puts an item in it, then completes the lease; and the gate."""
     gate = rt.define()
 
     @rt.workflow
@@ -94,12 +94,12 @@ def held_until_the_gate_opens(rt: Runtime, q: StoreDefinition) -> Any:
         yield from step.take(gate, "g", first)  # stuck until the test opens the gate
         return (yield from step.complete(lease))
 
-    return wf
+    return wf, gate
 
 
 def test_an_expired_lease_is_handed_back_and_complete_then_says_false(rt: Runtime) -> None:
     q = queue(rt, ["job-1"])
-    wf = held_until_the_gate_opens(rt, q)
+    wf, gate = held_until_the_gate_opens(rt, q)
 
     eid = start_workflow(wf)
     rt.pump()
@@ -202,7 +202,7 @@ def test_a_hand_back_whose_release_fails_leaves_the_lease_held(
     name = rt.name("queue")
     rt.stores.append(name)
     q = define_store(name, None, initial=lambda id: {"items": ["job-1"]}, release=flaky_put_back)
-    wf = held_until_the_gate_opens(rt, q)
+    wf, _ = held_until_the_gate_opens(rt, q)
 
     start_workflow(wf)
     rt.pump()
