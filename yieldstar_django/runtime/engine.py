@@ -199,7 +199,14 @@ class Engine:
         executor = _EXECUTORS.get(call.kind)
         if executor is None:  # pragma: no cover
             raise TypeError(f"unknown step kind {call.kind!r}")
-        return executor(self, call, key, position, row)
+        result = executor(self, call, key, position, row)
+        if isinstance(result, StepError):
+            # The workflow sees the error as recorded, as every replay will (its class
+            # found again, its durable attributes): the live exception may be of a class
+            # that cannot be imported, or carry attributes that were not recorded, and a
+            # first run that caught it must not take a branch its replays do not.
+            return StepError(error_from_record(decode_durable(encode_error(result.error))))
+        return result
 
     # -- primitives -----------------------------------------------------------------------
 
