@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import reprlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
@@ -134,8 +135,10 @@ class Engine:
                 _close(gen)
                 return failed(
                     TypeError(
-                        f"workflow {self.workflow.name!r} yielded {call!r}; use the step "
-                        "primitives as `result = yield from step.run(...)`"
+                        # reprlib: short, and never raises (a repr() that raises would
+                        # crash the run, leaving the execution running)
+                        f"workflow {self.workflow.name!r} yielded {reprlib.repr(call)}; use "
+                        "the step primitives as `result = yield from step.run(...)`"
                     )
                 )
             try:
