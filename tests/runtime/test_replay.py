@@ -85,6 +85,26 @@ def test_yielding_without_from_fails_clearly(rt: Runtime) -> None:
     assert "yield from step.run" in error["message"]
 
 
+class NoRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr() of this object fails")
+
+
+def test_yielding_a_non_step_whose_repr_raises_fails_clearly(rt: Runtime) -> None:
+    """The message naming what was yielded used ``repr()``: one that raises crashed the
+    run, and the execution stayed ``running``, run again at every lease timer."""
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield NoRepr()
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    error = get_execution(eid).error
+    assert error is not None and error["type"] == "builtins:TypeError"
+    assert "NoRepr" in error["message"] and "yield from step.run" in error["message"]
+
+
 def test_wake_during_a_run_runs_it_again(rt: Runtime) -> None:
     """A resume that finds the lease held flags the wake; the holder runs again."""
     store = rt.define()

@@ -3,12 +3,15 @@ class, durable values enforced."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.db import transaction
 
-from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django import clock
+from yieldstar_django.conf import MAX_SECONDS
+from yieldstar_django.core.definition import StoreDefinition, define_store
 from yieldstar_django.core.errors import WorkflowValueError, register_error_class
 from yieldstar_django.core.results import StoreSnapshot, StoreUpdateResult
 from yieldstar_django.models import Execution
@@ -407,3 +410,159 @@ def test_start_by_name_and_unknown_names(rt: Runtime) -> None:
     assert wf.start(1) != eid
     with pytest.raises(LookupError, match="No workflow named"):
         start_workflow("no-such-workflow")
+
+
+# --- durations the timers' clock cannot hold -------------------------------------------------
+
+
+def test_a_sleep_longer_than_the_clock_holds_raises_value_error_in_the_workflow(
+    rt: Runtime,
+) -> None:
+    """A sleep of 10**12 s (past year 9999) is refused where it is made, like a negative
+    one, instead of crashing every run of the execution with ``OverflowError``."""
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        refused = []
+        for seconds in (1e12, timedelta.max):
+            try:
+                yield from step.sleep(seconds)
+            except ValueError:
+                refused.append(True)
+        return refused
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [True, True]
+
+
+def test_lease_and_timeout_longer_than_the_clock_holds_are_value_errors(rt: Runtime) -> None:
+    store = define_store(rt.name("store"), None, initial=lambda id: {}, release=lambda d, v: None)
+    rt.stores.append(store.name)
+    step = Step("e", "w")
+    with pytest.raises(ValueError):
+        next(step.take(store, "a", lambda s: s, lease=1e12))
+    with pytest.raises(ValueError):
+        next(step.take_any([(store, "a", lambda s: s, None)], timeout=1e12))
+
+
+def test_a_retry_delay_past_the_clock_is_capped(rt: Runtime) -> None:
+    """A retry due in 10**12 s used to crash every run (``OverflowError``) after calling
+    the function again: the execution stayed ``running`` and called it once per lease
+    timer, forever. The delay is capped at ``MAX_SECONDS`` (100 years)."""
+    calls: list[int] = []
+
+    def slow() -> None:
+        calls.append(1)
+        raise RetryableError("later", max_attempts=2, retry_interval=1e12)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.run(slow)
+
+    eid = start_workflow(wf)
+    rt.pump()
+    execution = get_execution(eid)
+    assert execution.status == "retrying" and calls == [1]
+    assert execution.wake_at is not None
+    assert execution.wake_at - clock.now() <= timedelta(seconds=MAX_SECONDS)
+    assert execution.wake_at - clock.now() > timedelta(days=365 * 99)
+
+
+def test_retry_delays_are_capped_and_finite() -> None:
+    # backoff ** n overflows a float long before max_attempts says stop
+    assert RetryableError(retry_interval=1, backoff=10).delay_after(400) == MAX_SECONDS
+    assert RetryableError(retry_interval=1e300, backoff=1e10).delay_after(3) == MAX_SECONDS
+
+    class Forever(RetryableError):
+        retry_interval = float("inf")
+
+    assert Forever().delay_after(1) == MAX_SECONDS
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            RetryableError(retry_interval=bad)
+        with pytest.raises(ValueError):
+            RetryableError(backoff=bad)
+
+
+# --- a step's error is the same on the first run and on replays --------------------------------
+
+
+class Late(Exception):
+    """An importable error with a non-durable attribute (as ``requests.HTTPError`` has its
+    ``.response``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.when = datetime(2020, 1, 1)
+
+
+def test_a_caught_step_error_is_the_same_on_the_first_run_and_on_replay(rt: Runtime) -> None:
+    """The first run used to see the live exception and replays its revival: a class that
+    cannot be imported (defined in a function) was caught by the first run and came back
+    as ``WorkflowStepError`` on replay, and a non-durable attribute was there on the first
+    run only. Replays must see what the first run saw."""
+    seen: list[tuple[str, str]] = []
+
+    class Local(Exception):
+        pass
+
+    def local() -> None:
+        raise Local("local")
+
+    def late() -> None:
+        raise Late("late")
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        for fn in (local, late):
+            try:
+                yield from step.run(fn)
+            except Exception as exc:
+                seen.append((type(exc).__name__, repr(getattr(exc, "when", "missing"))))
+        yield from step.sleep(0.05)
+        return len(seen)
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).status == "completed", get_execution(eid).error
+    assert len(seen) == 4
+    assert seen[:2] == seen[2:]  # the replay saw what the first run saw
+
+
+# --- an error whose str() raises is still recorded ---------------------------------------------
+
+
+class BadStr(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("str() of this error fails")
+
+
+def test_an_error_whose_str_raises_is_recorded(rt: Runtime) -> None:
+    """Recording such an error (from a step, or out of the workflow) used to raise from
+    ``str(exc)``: the run crashed, the execution stayed ``running`` and ran again at each
+    lease timer."""
+
+    def boom() -> None:
+        raise BadStr("x")
+
+    @rt.workflow
+    def in_step(step: Step) -> Any:
+        try:
+            yield from step.run(boom)
+        except BadStr:
+            return "caught"
+
+    @rt.workflow
+    def in_workflow(step: Step) -> Any:
+        yield from step.sleep(0)
+        raise BadStr("y")
+
+    first, second = start_workflow(in_step), start_workflow(in_workflow)
+    rt.settle(lambda: get_execution(first).is_finished and get_execution(second).is_finished)
+    assert get_execution(first).result == "caught"
+    assert rt.steps(first)["0"].error["type"] == f"{__name__}:BadStr"
+    error = get_execution(second).error
+    assert get_execution(second).status == "failed"
+    assert error is not None and error["type"] == f"{__name__}:BadStr"
+    assert "str() failed" in error["message"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import reprlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
@@ -134,8 +135,10 @@ class Engine:
                 _close(gen)
                 return failed(
                     TypeError(
-                        f"workflow {self.workflow.name!r} yielded {call!r}; use the step "
-                        "primitives as `result = yield from step.run(...)`"
+                        # reprlib: short, and never raises (a repr() that raises would
+                        # crash the run, leaving the execution running)
+                        f"workflow {self.workflow.name!r} yielded {reprlib.repr(call)}; use "
+                        "the step primitives as `result = yield from step.run(...)`"
                     )
                 )
             try:
@@ -199,7 +202,14 @@ class Engine:
         executor = _EXECUTORS.get(call.kind)
         if executor is None:  # pragma: no cover
             raise TypeError(f"unknown step kind {call.kind!r}")
-        return executor(self, call, key, position, row)
+        result = executor(self, call, key, position, row)
+        if isinstance(result, StepError):
+            # The workflow sees the error as recorded, as every replay will (its class
+            # found again, its durable attributes): the live exception may be of a class
+            # that cannot be imported, or carry attributes that were not recorded, and a
+            # first run that caught it must not take a branch its replays do not.
+            return StepError(error_from_record(decode_durable(encode_error(result.error))))
+        return result
 
     # -- primitives -----------------------------------------------------------------------
 

@@ -11,12 +11,14 @@ durable attributes, so it has no side effects and needs no particular signature.
 from __future__ import annotations
 
 import builtins
+import math
 import traceback
 from dataclasses import KW_ONLY, dataclass
 from datetime import timedelta
 from importlib import import_module
 from typing import Any, ClassVar
 
+from ..conf import MAX_SECONDS
 from ..core.durable import check_durable
 from ..core.errors import (
     WorkflowValueError,
@@ -43,7 +45,8 @@ class RetryableError(YieldstarError):
     """Raise it from a ``step.run`` function to have the step retried on a durable timer.
 
     ``max_attempts`` counts every attempt, the first included; attempt ``n + 1`` starts
-    ``retry_interval * backoff ** (n - 1)`` seconds after attempt ``n`` failed. After the
+    ``retry_interval * backoff ** (n - 1)`` seconds after attempt ``n`` failed, at most
+    ``MAX_SECONDS`` (100 years, past which the timer's due time overflows). After the
     last attempt the step fails with the error's ``__cause__`` when there is one (so
     ``raise RetryableError(max_attempts=5) from exc`` retries ``exc`` and finally records
     it), else with this error. Subclasses may set the three as class attributes::
@@ -72,17 +75,25 @@ class RetryableError(YieldstarError):
         if retry_interval is not None:
             if isinstance(retry_interval, timedelta):
                 retry_interval = retry_interval.total_seconds()
-            if retry_interval < 0:
-                raise ValueError("retry_interval must not be negative")
+            if not math.isfinite(retry_interval) or retry_interval < 0:
+                raise ValueError("retry_interval must be a finite number >= 0")
             self.retry_interval = float(retry_interval)  # type: ignore[misc]
         if backoff is not None:
-            if backoff < 1:
-                raise ValueError("backoff must be at least 1")
+            if not math.isfinite(backoff) or backoff < 1:
+                raise ValueError("backoff must be a finite number >= 1")
             self.backoff = float(backoff)  # type: ignore[misc]
 
     def delay_after(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        return float(self.retry_interval * self.backoff ** max(attempt - 1, 0))
+        """Seconds to wait after failed attempt number ``attempt`` (1-based), at most
+        ``MAX_SECONDS``: ``backoff ** n`` grows past any due time the timers can hold
+        (and past a float) long before a large ``max_attempts`` runs out."""
+        try:
+            delay = float(self.retry_interval * self.backoff ** max(attempt - 1, 0))
+        except OverflowError:
+            delay = math.inf
+        if math.isnan(delay):  # a class attribute that is not a number of seconds
+            delay = math.inf
+        return min(max(delay, 0.0), float(MAX_SECONDS))
 
     def final_error(self) -> BaseException:
         """What the step records once no attempt is left: the cause, else this error."""
@@ -199,15 +210,27 @@ def error_type_name(cls: type[BaseException]) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+def _safe_str(value: object) -> str:
+    """``str(value)``, or a stand-in if its ``__str__`` raises (as ``traceback`` does)."""
+    try:
+        return str(value)
+    except Exception:
+        return f"<{type(value).__name__}: str() failed>"
+
+
 def error_to_record(exc: BaseException) -> dict[str, Any]:
-    """A durable description of ``exc``: type, message, args, attributes, traceback."""
-    args = [arg if _durable_or_none(arg) is not None else str(arg) for arg in exc.args]
+    """A durable description of ``exc``: type, message, args, attributes, traceback.
+
+    Never raises for a broken ``__str__`` (of the error or of an argument): recording the
+    error must not crash the run, which would leave the execution running, and run it
+    again at every lease timer."""
+    args = [arg if _durable_or_none(arg) is not None else _safe_str(arg) for arg in exc.args]
     text = "".join(traceback.format_exception(exc))
     if len(text) > MAX_TRACEBACK_CHARS:
         text = "...\n" + text[-MAX_TRACEBACK_CHARS:]
     record: dict[str, Any] = {
         "type": error_type_name(type(exc)),
-        "message": _clean_text(str(exc)),
+        "message": _clean_text(_safe_str(exc)),
         "args": [_clean_text(a) if isinstance(a, str) else a for a in args],
         "attrs": _durable_attrs(exc),
         "traceback": _clean_text(text),
@@ -263,7 +286,7 @@ def error_from_record(record: dict[str, Any]) -> BaseException:
     recorded_traceback = record.get("traceback")
     if recorded_traceback:
         try:
-            exc.add_note(f"Recorded by an earlier run:\n{recorded_traceback}")
+            exc.add_note(f"Recorded traceback of the step's error:\n{recorded_traceback}")
         except Exception:
             pass
     return exc

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from ..conf import MAX_SECONDS
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.results import StoreSnapshot, StoreUpdateResult
@@ -88,6 +89,9 @@ def _seconds(value: float | timedelta, what: str) -> float:
         raise TypeError(f"{what} is a number of seconds, not {value!r}")
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{what} must be a finite, non-negative number of seconds: {value}")
+    if value > MAX_SECONDS:
+        # A longer one would overflow the timer's due time (past datetime.max).
+        raise ValueError(f"{what} is at most {MAX_SECONDS} seconds (100 years): {value}")
     return float(value)
 
 
