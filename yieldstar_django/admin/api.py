@@ -15,6 +15,7 @@ FIELDS: tuple[str, ...] = (
     "target",
     "fingerprint",
     "instance_id",
+    "shared",
     "created_at",
 )
 

@@ -370,10 +370,12 @@ class StoreDetailView(YieldstarAPIView):
             if not result.updated:
                 refuse(result)
         # A replayed result (recorded by an earlier or a concurrent twin request) does not
-        # name its instance: the idempotency record remembers it.
+        # name its instance: the idempotency record remembers it (or the store's history).
         replayed = write.instance_id is None
-        instance_id = write.instance_id or (claim.record.instance_id if claim else "")
-        if claim is not None and not replayed:
+        instance_id = write.instance_id or ""
+        if claim is not None and replayed:
+            instance_id = claim.recorded_instance(definition.name, id, result.version)
+        elif claim is not None:
             claim.remember_instance(instance_id)
         return self.write_response(definition, id, result, instance_id or None, replayed)
 

@@ -347,7 +347,21 @@ class CasStoreClient(StoreClient):
             return delete_from_record(applied, step_id)
         condition.check()
         step_key = step_id.step_key if step_id else ""
-        current = self._row_or_insert(definition, id, step_key, row)
+        # The rows this call created (a missing store is created first): when the step
+        # turns out to be recorded already (by a racing call that saw the store missing
+        # too, and created and deleted it), the replay must not leave one behind.
+        made: list[StoredState] = []
+
+        def get_or_insert(row: StoredState | None) -> StoredState:
+            if row is not None:
+                return row
+            initial = self._initial(definition, id, step_key)
+            current = self._insert(definition, id, initial)
+            if current.instance_id == initial.instance_id:
+                made.append(current)
+            return current
+
+        current = get_or_insert(row)
         with Retries(self.retry_policy(), self.queue, definition, id) as retry:
             while condition.accepts(current):
                 retry.attempts += 1
@@ -361,10 +375,12 @@ class CasStoreClient(StoreClient):
                 recorded = self._settled(outcome, definition, id, step_id)
                 if recorded is not None:
                     assert step_id is not None
+                    for untouched in made:  # still at version 0, else nothing is deleted
+                        self._try_deletion(StoreDeletion(definition, id, untouched, None, None))
                     return delete_from_record(recorded, step_id)
-                current = outcome.current or self._get_or_insert(definition, id, step_key)
+                current = outcome.current or get_or_insert(self._read(definition, id))
                 if condition.accepts(current) and retry.wait():
-                    current = self._get_or_insert(definition, id, step_key)
+                    current = get_or_insert(self._read(definition, id))
             return condition.delete_conflict(current)
 
     def _take(self, call: StoreCall, selector: Selector, claim: Claim | None) -> StoreTakeResult:

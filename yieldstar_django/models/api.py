@@ -17,7 +17,8 @@ class IdempotencyKey(models.Model):
     the parsed body), so a retry is recognised and a different request under the same key
     is refused with ``422``. The outcome itself lives in the applied-steps ledger (stores)
     or is the execution the key names (executions); ``instance_id`` is kept after a store
-    write so that a replay can answer with the store's ETag.
+    write so that a replay can answer with the store's ETag. ``shared`` keeps a key whose
+    first request failed bound when a retry of it found the key meanwhile.
     """
 
     principal = models.CharField("principal", max_length=64)
@@ -26,6 +27,9 @@ class IdempotencyKey(models.Model):
     method = models.CharField("method", max_length=8)
     target = models.CharField("target", max_length=600)
     instance_id = models.CharField("instance id", max_length=64, blank=True, default="")
+    #: Set by a retry that found the key bound to its request while the first request may
+    #: still be running: from then on the key is never freed (the retry may commit).
+    shared = models.BooleanField("used by a retry", default=False, db_default=False)
     created_at = models.DateTimeField("first used", default=timezone.now, db_index=True)
 
     class Meta:
