@@ -21,6 +21,7 @@ __all__ = [
     "COMMIT_FUNCTIONS",
     "GENERIC_PLAN_FUNCTIONS",
     "REGISTER_WAITER_DROP",
+    "PostgresOnly",
     "load",
     "postgres_only",
     "statements",
@@ -68,16 +69,45 @@ REGISTER_WAITER_DROP = "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v1"
 GENERIC_PLAN_FUNCTIONS = ("yieldstar_commit_mutation_v3", "yieldstar_register_waiter_v1")
 
 
-def postgres_only(forward: Sequence[str], backward: Sequence[str]) -> migrations.RunPython:
-    """A (non-elidable) ``RunPython`` operation that executes the given SQL texts in order
-    on PostgreSQL and does nothing elsewhere (the portable path needs no functions)."""
+class PostgresOnly(migrations.RunPython):
+    """A (non-elidable) ``RunPython`` operation that executes SQL texts in order on
+    PostgreSQL and does nothing elsewhere (the portable path needs no functions).
 
-    def run(texts: Sequence[str]) -> Callable[[Any, Any], None]:
+    It is plain SQL, so ``sqlmigrate`` writes it out (``reduces_to_sql``): the texts on
+    PostgreSQL, for review or for a DBA who applies the schema by hand, and nothing but
+    its description elsewhere. A ``RunPython`` would print "THIS OPERATION CANNOT BE
+    WRITTEN AS SQL" on every database."""
+
+    reduces_to_sql = True
+
+    def __init__(self, forward: Sequence[str], backward: Sequence[str]) -> None:
+        self.forward_texts = list(forward)
+        self.backward_texts = list(backward)
+        super().__init__(
+            self._runner(self.forward_texts), self._runner(self.backward_texts), elidable=False
+        )
+
+    @staticmethod
+    def _runner(texts: Sequence[str]) -> Callable[[Any, Any], None]:
         def apply(apps: Any, schema_editor: Any) -> None:
             if schema_editor.connection.vendor == "postgresql":
                 for text in texts:
-                    schema_editor.execute(text)
+                    schema_editor.execute(text, None)
 
         return apply
 
-    return migrations.RunPython(run(forward), run(backward), elidable=False)
+    def deconstruct(self) -> tuple[str, list[Any], dict[str, Any]]:
+        """Its SQL texts (``RunPython``'s would be its two closures, which a migration
+        writer, squashing, cannot import)."""
+        return (self.__class__.__name__, [self.forward_texts, self.backward_texts], {})
+
+    def describe(self) -> str:
+        return (
+            f"PostgreSQL only ({len(self.forward_texts)} statement(s) forward, "
+            f"{len(self.backward_texts)} backward); nothing on other databases"
+        )
+
+
+def postgres_only(forward: Sequence[str], backward: Sequence[str]) -> PostgresOnly:
+    """The :class:`PostgresOnly` operation of the given SQL texts."""
+    return PostgresOnly(forward, backward)
