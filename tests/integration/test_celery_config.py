@@ -16,6 +16,11 @@ from .conftest import BOTH, POSTGRES, Spawn
 
 CELERY = {"WAKE_BACKEND": "yieldstar_django.wakes.celery_backend"}
 REDIS = "redis://127.0.0.1:6379/11"
+#: The broker settings ``docs/howto/run-workers.md`` recommends (``CELERY_`` + upper case).
+DOCUMENTED_CELERY = {
+    "broker_transport_options": {"socket_timeout": 2, "socket_connect_timeout": 2},
+    "task_publish_retry_policy": {"max_retries": 1, "interval_start": 0, "interval_step": 0.2},
+}
 #: How long the unanswering broker of the test below hangs before it goes away.
 HUNG = 12.0
 
@@ -110,3 +115,21 @@ def test_a_project_app_publishes_the_wake(alias: str, spawn: Spawn) -> None:
     )
     assert took < 5
     assert WakeIntent.objects.using(alias).filter(execution_id="e").count() == 1
+
+
+@pytest.mark.parametrize("alias", BOTH, indirect=True)
+def test_with_the_documented_timeouts_a_broker_that_does_not_answer_costs_seconds(
+    alias: str, spawn: Spawn, unanswering_broker: str
+) -> None:
+    """``docs/howto/run-workers.md``: the broker settings it recommends bound the write."""
+    (took,) = spawn(
+        "wake_with_project_app",
+        [(alias, "bounded", unanswering_broker, False, DOCUMENTED_CELERY)],
+        yieldstar=CELERY,
+        barrier=False,
+        timeout=60,
+    )
+    assert took < 5, "two tries of 2 s"
+    intent = WakeIntent.objects.using(alias).get(execution_id="e")
+    assert (intent.delivered_at, intent.attempts) == (None, 1)
+    assert "Timeout" in intent.last_error

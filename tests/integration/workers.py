@@ -362,10 +362,16 @@ def _wake_one(alias: str, name: str) -> float:
     return time.monotonic() - started
 
 
-def wake_with_project_app(alias: str, name: str, broker_url: str, query_on_publish: bool) -> float:
-    """A project's Celery app (``config_from_object``, as the docs show) on ``broker_url``;
-    with ``query_on_publish`` it has a ``before_task_publish`` receiver that reads the
-    database (an audit row, say). Returns what :func:`_wake_one` returns."""
+def wake_with_project_app(
+    alias: str,
+    name: str,
+    broker_url: str,
+    query_on_publish: bool,
+    conf: dict[str, Any] | None = None,
+) -> float:
+    """A project's Celery app (``config_from_object``, as the docs show, then ``conf``) on
+    ``broker_url``; with ``query_on_publish`` it has a ``before_task_publish`` receiver that
+    reads the database (an audit row, say). Returns what :func:`_wake_one` returns."""
     from celery import Celery
     from celery.signals import before_task_publish
     from django.db import connections
@@ -373,6 +379,7 @@ def wake_with_project_app(alias: str, name: str, broker_url: str, query_on_publi
     os.environ["CELERY_BROKER_URL"] = broker_url
     app = Celery("proj")
     app.config_from_object("django.conf:settings", namespace="CELERY")
+    app.conf.update(conf or {})
     app.set_default()
 
     def audit(**kwargs: Any) -> None:
