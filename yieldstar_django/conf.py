@@ -333,8 +333,11 @@ instead of after: a wake no longer waits for the commit's flush, and a commit th
 nobody costs about 0.05 ms more. A woken run that reads before the commit is visible loses
 nothing; it runs once more (see
 [waiters](../concepts/waiters.md#wakes-sent-during-a-commit)). Inside `transaction.atomic`
-wakes always go out when the outermost transaction commits. `False` sends them after
-every commit.
+wakes always go out when the outermost transaction commits. The Celery backend counts as
+enqueuing only while no receiver is connected to Celery's `before_task_publish` or
+`after_task_publish` signals for its task: such a receiver may query the database, whose
+connection is busy with the commit, so its wakes then go after the commit. `False` sends
+them after every commit.
 """,
     )
 

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
-from celery import Celery, _state
+from celery import Celery, _state, signals
 from django.utils import timezone
 
 from yieldstar_django.celery_app import (
@@ -23,6 +23,7 @@ from yieldstar_django.checks import check_celery_app
 from yieldstar_django.models import WakeIntent
 from yieldstar_django.wakes import (
     celery_backend,
+    enqueues_only,
     is_enqueue_only,
     relay_log,
     relay_once,
@@ -127,3 +128,24 @@ def test_the_celery_backend_only_enqueues() -> None:
     """It may publish during a commit (``PUBLISH_DURING_COMMIT``); a plain callable may not."""
     assert is_enqueue_only(celery_backend)
     assert not is_enqueue_only(lambda wakes: None)
+
+
+@pytest.mark.parametrize("name", ["before_task_publish", "after_task_publish", "task_sent"])
+def test_a_publish_signal_receiver_makes_the_celery_backend_publish_after_commits(
+    name: str,
+) -> None:
+    """A receiver may use the database, whose connection is committing: not during it."""
+    signal = getattr(signals, name)
+
+    def receiver(**kwargs: object) -> None: ...
+
+    signal.connect(receiver, sender="some.other_task")
+    try:
+        assert is_enqueue_only(celery_backend), "a receiver for another task only"
+        signal.connect(receiver)
+        assert not is_enqueue_only(celery_backend)
+        assert is_enqueue_only(enqueues_only(lambda wakes: None)), "only the Celery backend"
+    finally:
+        signal.disconnect(receiver, sender="some.other_task")
+        signal.disconnect(receiver)
+    assert is_enqueue_only(celery_backend)

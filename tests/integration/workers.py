@@ -337,3 +337,55 @@ def replay_steps(alias: str, name: str, ids: list[str], barrier: Any) -> int:
             )
             reapplied += result.state == {"n": -1}
     return reapplied
+
+
+# --- Celery configurations -----------------------------------------------------------
+
+
+def _wake_one(alias: str, name: str) -> float:
+    """Make execution ``e`` wait for a job in store ``name``, then push one (the commit
+    wakes ``e`` through ``WAKE_BACKEND``); return the seconds the waking commit took."""
+    from yieldstar_django.core.results import StoreWaiter
+
+    client = _client(alias)
+    definition = _definition(name, "jobs")
+    result = client.take_from_store(
+        definition, "q", selector=lambda s: s["jobs"][0] if s["jobs"] else None, claim=None
+    )
+    client.register_waiter(
+        StoreWaiter(
+            "wf", "e", "k", name, "q", result.instance_id, result.version, result.read_paths
+        )
+    )
+    started = time.monotonic()
+    client.update_store(definition, "q", updater=lambda s: s["jobs"].append("j"))
+    return time.monotonic() - started
+
+
+def wake_with_project_app(
+    alias: str,
+    name: str,
+    broker_url: str,
+    query_on_publish: bool,
+    conf: dict[str, Any] | None = None,
+) -> float:
+    """A project's Celery app (``config_from_object``, as the docs show, then ``conf``) on
+    ``broker_url``; with ``query_on_publish`` it has a ``before_task_publish`` receiver that
+    reads the database (an audit row, say). Returns what :func:`_wake_one` returns."""
+    from celery import Celery
+    from celery.signals import before_task_publish
+    from django.db import connections
+
+    os.environ["CELERY_BROKER_URL"] = broker_url
+    app = Celery("proj")
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    app.conf.update(conf or {})
+    app.set_default()
+
+    def audit(**kwargs: Any) -> None:
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT 1")
+
+    if query_on_publish:
+        before_task_publish.connect(audit, weak=False)
+    return _wake_one(alias, name)

@@ -3,18 +3,29 @@ every wake to something that will resume its execution, returns once they are ha
 and raises otherwise (the relay retries what was not delivered).
 
 A backend marked :func:`enqueues_only` may be called while the commit that wrote the wakes
-is being acknowledged (see ``PUBLISH_DURING_COMMIT``); any other is called once it is."""
+is being acknowledged (see ``PUBLISH_DURING_COMMIT``); any other is called once it is. The
+Celery backend counts as one only while no receiver is connected to Celery's publish
+signals for its task: a project's receiver may query the database, on the connection whose
+commit is not answered yet (it would wait for that connection's lock forever)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
 
+from celery import signals
+
 from ..celery_app import require_configured_app
 from ..core.results import Wake
 from .guard import refuse_in_tests
 
-__all__ = ["RESUME_TASK", "celery_backend", "enqueues_only", "is_enqueue_only"]
+__all__ = [
+    "RESUME_TASK",
+    "celery_backend",
+    "enqueues_only",
+    "is_enqueue_only",
+    "publish_receivers",
+]
 
 B = TypeVar("B", bound=Callable[..., Any])
 
@@ -32,8 +43,21 @@ def enqueues_only(backend: B) -> B:
 
 
 def is_enqueue_only(backend: object) -> bool:
-    """Whether ``backend`` is marked :func:`enqueues_only`."""
-    return getattr(backend, "enqueues_only", False) is True
+    """Whether ``backend`` is marked :func:`enqueues_only` (for the Celery backend: and no
+    receiver is connected to Celery's publish signals, see :func:`publish_receivers`)."""
+    if getattr(backend, "enqueues_only", False) is not True:
+        return False
+    return not (backend is celery_backend and publish_receivers())
+
+
+def publish_receivers() -> bool:
+    """Whether a receiver is connected to ``before_task_publish`` or ``after_task_publish``
+    (or the old ``task_sent``) for ``resume_execution``: code of the project or of a
+    library that runs in the publishing thread and may use its database connections."""
+    return any(
+        signal.has_listeners(RESUME_TASK)
+        for signal in (signals.before_task_publish, signals.after_task_publish, signals.task_sent)
+    )
 
 
 @enqueues_only
