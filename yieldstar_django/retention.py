@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from .conf import MAX_SECONDS, database_alias, is_duration
 from .models.runtime import TERMINAL_STATUSES
+from .wakes.outbox import delete_delivered
 
 EXECUTION_TABLE = "yieldstar_execution"
 STEP_TABLE = "yieldstar_execution_step"
@@ -29,7 +30,7 @@ LEDGER_TABLE = "yieldstar_appliedstep"
 WAITER_TABLE = "yieldstar_waiter"
 INTENT_TABLE = "yieldstar_wakeintent"
 
-__all__ = ["PruneCounts", "prune_delivered_intents", "prune_finished"]
+__all__ = ["PruneCounts", "prune_finished"]
 
 
 @dataclass
@@ -90,16 +91,6 @@ def _prune_batch(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) 
         return deleted
 
 
-def _prune_delivered_batch(using: str, cutoff: Any, batch_size: int) -> int:
-    with transaction.atomic(using=using), connections[using].cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {INTENT_TABLE} WHERE id IN (SELECT id FROM {INTENT_TABLE} "
-            "WHERE delivered_at IS NOT NULL AND delivered_at < %s LIMIT %s)",
-            [cutoff, batch_size],
-        )
-        return int(cursor.rowcount)
-
-
 def prune_finished(
     *, older_than: float, batch_size: int = 500, using: str | None = None
 ) -> PruneCounts:
@@ -116,17 +107,6 @@ def prune_finished(
     return counts
 
 
-def prune_delivered_intents(
-    *, older_than: float, batch_size: int = 500, using: str | None = None
-) -> int:
-    """Delete wake intents acknowledged more than ``older_than`` seconds ago, of any
-    execution, ``batch_size`` per transaction; return how many."""
-    using = database_alias(using)
-    counts = PruneCounts()
-    _prune_delivered(using, _cutoff(using, older_than, batch_size), batch_size, counts)
-    return counts.intents
-
-
 def _cutoff(using: str, older_than: float, batch_size: int) -> Any:
     """The database's value of the time ``older_than`` seconds ago, once the arguments are
     checked (``ValueError``)."""
@@ -138,7 +118,7 @@ def _cutoff(using: str, older_than: float, batch_size: int) -> Any:
 
 
 def _prune_delivered(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) -> None:
-    while (deleted := _prune_delivered_batch(using, cutoff, batch_size)) > 0:
+    while (deleted := delete_delivered(cutoff, batch_size, using=using)) > 0:
         counts.intents += deleted
         counts.batches += 1
         if deleted < batch_size:

@@ -8,6 +8,7 @@ leases' stores, needs it to let the user change each of them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -140,12 +141,9 @@ class ClaimLeaseAdmin(
     ) -> dict[tuple[str, str], int]:
         """Of the leases' ``(store name, store id)``, the stores whose hook does not let
         the user change them, each with its number of leases."""
-        counts: dict[tuple[str, str], int] = {}
-        for key in stores:
-            counts[key] = counts.get(key, 0) + 1
         return {
             key: n
-            for key, n in sorted(counts.items())
+            for key, n in sorted(Counter(stores).items())
             if not hook_allows(request, key[0], "change", key[1])
         }
 

@@ -245,11 +245,22 @@ class CasStoreClient(StoreClient):
         return self._initial(definition, id, step_key), True
 
     def _row_or_insert(
-        self, definition: StoreDefinition, id: str, step_key: str, row: StoredState | None
+        self,
+        definition: StoreDefinition,
+        id: str,
+        step_key: str,
+        row: StoredState | None,
+        made: list[StoredState] | None = None,
     ) -> StoredState:
+        """``row``, else the store inserted from ``initial`` (or the one a racing call
+        inserted first); ``made`` collects the rows this call's own insert created."""
         if row is not None:
             return row
-        return self._insert(definition, id, self._initial(definition, id, step_key))
+        initial = self._initial(definition, id, step_key)
+        current = self._insert(definition, id, initial)
+        if made is not None and current.instance_id == initial.instance_id:
+            made.append(current)
+        return current
 
     # operations
 
@@ -351,17 +362,7 @@ class CasStoreClient(StoreClient):
         # turns out to be recorded already (by a racing call that saw the store missing
         # too, and created and deleted it), the replay must not leave one behind.
         made: list[StoredState] = []
-
-        def get_or_insert(row: StoredState | None) -> StoredState:
-            if row is not None:
-                return row
-            initial = self._initial(definition, id, step_key)
-            current = self._insert(definition, id, initial)
-            if current.instance_id == initial.instance_id:
-                made.append(current)
-            return current
-
-        current = get_or_insert(row)
+        current = self._row_or_insert(definition, id, step_key, row, made)
         with Retries(self.retry_policy(), self.queue, definition, id) as retry:
             while condition.accepts(current):
                 retry.attempts += 1
@@ -378,9 +379,13 @@ class CasStoreClient(StoreClient):
                     for untouched in made:  # still at version 0, else nothing is deleted
                         self._try_deletion(StoreDeletion(definition, id, untouched, None, None))
                     return delete_from_record(recorded, step_id)
-                current = outcome.current or get_or_insert(self._read(definition, id))
+                current = outcome.current or self._row_or_insert(
+                    definition, id, step_key, self._read(definition, id), made
+                )
                 if condition.accepts(current) and retry.wait():
-                    current = get_or_insert(self._read(definition, id))
+                    current = self._row_or_insert(
+                        definition, id, step_key, self._read(definition, id), made
+                    )
             return condition.delete_conflict(current)
 
     def _take(self, call: StoreCall, selector: Selector, claim: Claim | None) -> StoreTakeResult:

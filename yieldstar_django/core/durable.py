@@ -203,7 +203,7 @@ def _dumps(value: Any) -> str:
     )
 
 
-def _dumps_checked(value: Any, limits: DurableLimits, step_key: str, label: str) -> str:
+def _dumps_checked(value: Any, step_key: str, label: str) -> str:
     """``_dumps`` of a checked value: a ``max_depth`` set above what the encoder can recurse
     through is reported as too deep a nesting, not a ``RecursionError``."""
     try:
@@ -226,7 +226,7 @@ def encode_durable(
     Raises ``WorkflowValueError`` (``INVALID_STEP_VALUE``) naming the offending path.
     """
     check_durable(value, limits=limits, step_key=step_key, label=label)
-    text = _dumps_checked(value, limits, step_key, label)
+    text = _dumps_checked(value, step_key, label)
     if len(text) * 4 > limits.max_bytes and len(text.encode("utf-8")) > limits.max_bytes:
         raise _fail(label, step_key, None, _too_large(limits))
     return text

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
@@ -40,6 +40,7 @@ __all__ = [
     "acknowledge",
     "claim_due",
     "count_overdue",
+    "delete_delivered",
     "ensure_wake",
     "in_clause",
     "prune_delivered",
@@ -266,13 +267,37 @@ def count_overdue(seconds: float, *, using: str | None = None) -> int:
         return int(row[0]) if row else 0
 
 
-def prune_delivered(*, older_than: float, using: str | None = None) -> int:
-    """Delete intents acknowledged more than ``older_than`` seconds ago; return how many."""
-    with _run_with_cutoff(
-        f"DELETE FROM {INTENT_TABLE} WHERE delivered_at IS NOT NULL AND delivered_at < %s",
-        older_than,
-        using,
-    ) as cursor:
+def prune_delivered(
+    *, older_than: float, using: str | None = None, batch_size: int | None = None
+) -> int:
+    """Delete intents acknowledged more than ``older_than`` seconds ago; return how many.
+    With ``batch_size``, at most that many per transaction (:func:`delete_delivered`)."""
+    if batch_size is None:
+        with _run_with_cutoff(
+            f"DELETE FROM {INTENT_TABLE} WHERE delivered_at IS NOT NULL AND delivered_at < %s",
+            older_than,
+            using,
+        ) as cursor:
+            return int(cursor.rowcount)
+    using = database_alias(using)
+    cutoff = _adapt(using, _now() - timedelta(seconds=older_than))
+    total = 0
+    while (deleted := delete_delivered(cutoff, batch_size, using=using)) > 0:
+        total += deleted
+        if deleted < batch_size:
+            break
+    return total
+
+
+def delete_delivered(cutoff: Any, limit: int, *, using: str) -> int:
+    """In a transaction of its own (or the caller's), delete at most ``limit`` intents
+    acknowledged before ``cutoff`` (a value of ``using``'s database); return how many."""
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {INTENT_TABLE} WHERE id IN (SELECT id FROM {INTENT_TABLE} "
+            "WHERE delivered_at IS NOT NULL AND delivered_at < %s LIMIT %s)",
+            [cutoff, limit],
+        )
         return int(cursor.rowcount)
 
 

@@ -19,7 +19,8 @@ from django.db import connections, transaction
 
 from yieldstar_django.conf import MAX_SECONDS, is_duration, yieldstar_settings
 from yieldstar_django.management.commands._base import DatabaseCommand
-from yieldstar_django.retention import prune_delivered_intents, prune_finished
+from yieldstar_django.retention import prune_finished
+from yieldstar_django.wakes import prune_delivered
 
 
 class Command(DatabaseCommand):
@@ -73,7 +74,7 @@ class Command(DatabaseCommand):
                 f"{pruned.heap_entries} heap entry(ies), {pruned.ledger_rows} ledger row(s) "
                 f"and {pruned.intents} wake intent(s)"
             )
-        intents = prune_delivered_intents(
+        intents = prune_delivered(
             older_than=options["intents_age"], batch_size=options["batch_size"], using=using
         )
         versions = 0
