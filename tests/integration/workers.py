@@ -280,11 +280,10 @@ def _jitter(rng: random.Random, most: float = 0.0004) -> None:
 # --- faults -----------------------------------------------------------------------------
 
 
-def commit_then_die(alias: str, name: str) -> None:
-    """Register a waiter, then commit an intersecting change and die in an ``on_commit``
-    hook that runs before the connector's delivery hook."""
-    from django.db import transaction
-
+def _waiting_for_a_job(alias: str, name: str, execution_id: str, step_key: str) -> Any:
+    """Store ``q`` of ``name`` (a ``jobs`` list) and a waiter of ``execution_id`` (step
+    ``step_key``) registered on it from a take that found no job; returns the client and
+    the definition."""
     from yieldstar_django.core.results import StoreWaiter
 
     client = _client(alias)
@@ -292,18 +291,17 @@ def commit_then_die(alias: str, name: str) -> None:
     result = client.take_from_store(
         definition, "q", selector=lambda s: s["jobs"][0] if s["jobs"] else None, claim=None
     )
-    client.register_waiter(
-        StoreWaiter(
-            "wf",
-            "doomed",
-            "take",
-            name,
-            "q",
-            result.instance_id,
-            result.version,
-            result.read_paths,
-        )
-    )
+    waiter = (execution_id, step_key, name, "q", result.instance_id, result.version)
+    client.register_waiter(StoreWaiter("wf", *waiter, result.read_paths))
+    return client, definition
+
+
+def commit_then_die(alias: str, name: str) -> None:
+    """Register a waiter, then commit an intersecting change and die in an ``on_commit``
+    hook that runs before the connector's delivery hook."""
+    from django.db import transaction
+
+    client, definition = _waiting_for_a_job(alias, name, "doomed", "take")
     with transaction.atomic(using=alias):
         transaction.on_commit(lambda: os._exit(17), using=alias)
         client.update_store(definition, "q", updater=lambda s: s["jobs"].append("job"))
@@ -345,18 +343,7 @@ def replay_steps(alias: str, name: str, ids: list[str], barrier: Any) -> int:
 def _wake_one(alias: str, name: str) -> float:
     """Make execution ``e`` wait for a job in store ``name``, then push one (the commit
     wakes ``e`` through ``WAKE_BACKEND``); return the seconds the waking commit took."""
-    from yieldstar_django.core.results import StoreWaiter
-
-    client = _client(alias)
-    definition = _definition(name, "jobs")
-    result = client.take_from_store(
-        definition, "q", selector=lambda s: s["jobs"][0] if s["jobs"] else None, claim=None
-    )
-    client.register_waiter(
-        StoreWaiter(
-            "wf", "e", "k", name, "q", result.instance_id, result.version, result.read_paths
-        )
-    )
+    client, definition = _waiting_for_a_job(alias, name, "e", "k")
     started = time.monotonic()
     client.update_store(definition, "q", updater=lambda s: s["jobs"].append("j"))
     return time.monotonic() - started
