@@ -14,7 +14,7 @@ __version__ = "0.1.0.dev0"
 
 _EXPORTS: dict[str, str] = {
     # core protocol
-    "define_store": "yieldstar_django.core.definition",
+    "define_store": "yieldstar_django.definitions",
     "StoreDefinition": "yieldstar_django.core.definition",
     "StoreSnapshot": "yieldstar_django.core.results",
     "StoreUpdateResult": "yieldstar_django.core.results",
@@ -59,7 +59,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core.commits import RetryPolicy as RetryPolicy
     from .core.definition import (
         StoreDefinition as StoreDefinition,
-        define_store as define_store,
     )
     from .core.durable import (
         DurableLimits as DurableLimits,
@@ -91,6 +90,7 @@ if TYPE_CHECKING:  # pragma: no cover
         Wake as Wake,
     )
     from .core.store import StoreClient as StoreClient
+    from .definitions import define_store as define_store
     from .runtime import (
         RetryableError as RetryableError,
         cancel_execution as cancel_execution,

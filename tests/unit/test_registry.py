@@ -7,8 +7,11 @@ import sys
 import textwrap
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
+import yieldstar_django
 from yieldstar_django import StoreDefinition, define_store
+from yieldstar_django.core import definition as core_definition
 from yieldstar_django.core.definition import get_definition, unregister_store
 from yieldstar_django.core.errors import DuplicateStoreError
 
@@ -26,6 +29,21 @@ def test_same_place_re_registers_and_another_place_raises() -> None:
             define_store("registry-a", None, initial=lambda id: {})
     finally:
         unregister_store("registry-a")
+
+
+def test_the_exported_define_store_raises_improperly_configured() -> None:
+    """The pinned contract: a name registered from another place raises ImproperlyConfigured
+    (still the core's DuplicateStoreError too); the same place re-registers."""
+    try:
+        first = yieldstar_django.define_store("registry-b", None, initial=lambda id: {})
+        with pytest.raises(ImproperlyConfigured, match="already defined") as caught:
+            yieldstar_django.define_store("registry-b", None, initial=lambda id: {})
+        assert isinstance(caught.value, DuplicateStoreError)
+        assert get_definition("registry-b") is first
+        here = __file__.removesuffix("c")
+        assert core_definition._registry["registry-b"][1][0] == here  # the caller, not the wrapper
+    finally:
+        unregister_store("registry-b")
 
 
 def test_definition_is_frozen_and_validates_its_arguments() -> None:

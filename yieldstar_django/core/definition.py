@@ -64,8 +64,22 @@ def define_store(
     definition; from another place it raises ``DuplicateStoreError``.
     """
     definition = StoreDefinition(name, schema, initial, permission, release)
-    caller = sys._getframe(1)
-    origin = (caller.f_code.co_filename, caller.f_lineno)
+    return register_definition(definition, caller_origin())
+
+
+def caller_origin(depth: int = 2) -> tuple[str, int]:
+    """The file and line ``depth`` frames above this call (2: the caller's caller)."""
+    frame = sys._getframe(depth)
+    return (frame.f_code.co_filename, frame.f_lineno)
+
+
+def register_definition(definition: StoreDefinition, origin: tuple[str, int]) -> StoreDefinition:
+    """Register ``definition`` under its name, defined at ``origin`` (file, line).
+
+    The same origin again replaces it (a module re-import); another origin raises
+    ``DuplicateStoreError``.
+    """
+    name = definition.name
     with _registry_lock:
         existing = _registry.get(name)
         if existing is not None and existing[1] != origin:
@@ -98,8 +112,10 @@ def unregister_store(name: str) -> None:
 __all__ = [
     "PermissionHook",
     "StoreDefinition",
+    "caller_origin",
     "define_store",
     "get_definition",
+    "register_definition",
     "registered_definitions",
     "unregister_store",
 ]

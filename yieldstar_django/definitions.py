@@ -1,0 +1,45 @@
+"""``define_store`` as the project exports it: a store name taken elsewhere is a Django
+misconfiguration (``ImproperlyConfigured``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .core import definition as core_definition
+from .core.definition import PermissionHook, StoreDefinition
+from .core.errors import DuplicateStoreError as CoreDuplicateStoreError
+
+
+class DuplicateStoreError(CoreDuplicateStoreError, ImproperlyConfigured):
+    """A store name defined in two places. Both the core's ``DuplicateStoreError`` and
+    Django's ``ImproperlyConfigured``."""
+
+
+def define_store(
+    name: str,
+    schema: Any,
+    *,
+    initial: Callable[[str], Any],
+    permission: PermissionHook | None = None,
+    release: Callable[[Any, Any], Any] | None = None,
+) -> StoreDefinition:
+    """Create a ``StoreDefinition`` and register it under ``name``.
+
+    ``initial(id)`` is the state of a missing store. ``permission(request, action,
+    store_id)`` narrows API and admin access to this definition's stores. ``release(draft,
+    value)``, an updater, hands back a value claimed by a leased ``step.take(...,
+    lease=seconds)`` when it is released or its lease expires. Registering the same name
+    again from the same place (a module re-import) replaces the definition; from another
+    place it raises ``DuplicateStoreError``, an ``ImproperlyConfigured``.
+    """
+    definition = StoreDefinition(name, schema, initial, permission, release)
+    try:
+        return core_definition.register_definition(definition, core_definition.caller_origin())
+    except CoreDuplicateStoreError as exc:
+        raise DuplicateStoreError(str(exc)) from None
+
+
+__all__ = ["DuplicateStoreError", "define_store"]
