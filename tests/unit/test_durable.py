@@ -53,6 +53,34 @@ def test_subclasses_of_scalars_are_not_durable() -> None:
         check_durable({"c": Color.RED})
 
 
+def test_a_dict_subclass_is_checked_as_json_encodes_it() -> None:
+    """json encodes a dict subclass through its items(): the check reads the same pairs."""
+    from collections import Counter, OrderedDict, defaultdict
+
+    class Exposing(dict[str, Any]):
+        def items(self) -> Any:
+            return [("hidden", math.nan)]
+
+    class Failing(dict[str, Any]):
+        def items(self) -> Any:
+            raise RuntimeError("no items")
+
+    with pytest.raises(WorkflowValueError, match="finite") as info:
+        encode_durable({"a": Exposing(shown=1)})
+    assert info.value.path == ("a", "hidden")
+    class Odd(dict[str, Any]):
+        def items(self) -> Any:
+            return [("a", 1, 2)]
+
+    with pytest.raises(WorkflowValueError, match=r"Failing\.items\(\) raised RuntimeError"):
+        encode_durable({"a": Failing(shown=1)})
+    with pytest.raises(WorkflowValueError, match="did not return pairs"):
+        encode_durable(Odd(a=1))
+    ordered = OrderedDict([("b", 1), ("a", 2)])
+    for value in (ordered, defaultdict(list, a=[1]), Counter("aab")):
+        assert decode_durable(encode_durable(value)) == dict(value)
+
+
 def test_cycles_are_rejected_but_shared_references_are_fine() -> None:
     shared = {"x": 1}
     assert decode_durable(encode_durable({"a": shared, "b": shared})) == {

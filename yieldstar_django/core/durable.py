@@ -169,7 +169,7 @@ def check_durable(
             on_path.add(ident)
             stack.append(_Exit(ident))
             if isinstance(current, dict):
-                for key, child in dict.items(current):
+                for key, child in _pairs(current, kind, label, step_key, node):
                     if type(key) is not str:
                         raise _fail(
                             label,
@@ -191,6 +191,23 @@ def check_durable(
             raise _fail(label, step_key, None, _too_large(limits))
     if budget < 0:  # pragma: no cover - checked in the loop
         raise _fail(label, step_key, None, _too_large(limits))
+
+
+def _pairs(
+    mapping: dict[Any, Any], kind: type, label: str, step_key: str, node: _PathNode
+) -> Any:
+    """The pairs ``json`` encodes: a subclass's own ``items()``, which may differ."""
+    if kind is dict:
+        return dict.items(mapping)
+    try:
+        pairs = list(mapping.items())
+    except Exception as exc:
+        raise _fail(
+            label, step_key, node, f"{kind.__name__}.items() raised {type(exc).__name__}"
+        ) from None
+    if not all(type(pair) is tuple and len(pair) == 2 for pair in pairs):
+        raise _fail(label, step_key, node, f"{kind.__name__}.items() did not return pairs")
+    return pairs
 
 
 def _too_large(limits: DurableLimits) -> str:
