@@ -68,6 +68,7 @@ def test_a_dict_subclass_is_checked_as_json_encodes_it() -> None:
     with pytest.raises(WorkflowValueError, match="finite") as info:
         encode_durable({"a": Exposing(shown=1)})
     assert info.value.path == ("a", "hidden")
+
     class Odd(dict[str, Any]):
         def items(self) -> Any:
             return [("a", 1, 2)]

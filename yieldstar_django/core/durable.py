@@ -193,9 +193,7 @@ def check_durable(
         raise _fail(label, step_key, None, _too_large(limits))
 
 
-def _pairs(
-    mapping: dict[Any, Any], kind: type, label: str, step_key: str, node: _PathNode
-) -> Any:
+def _pairs(mapping: dict[Any, Any], kind: type, label: str, step_key: str, node: _PathNode) -> Any:
     """The pairs ``json`` encodes: a subclass's own ``items()``, which may differ."""
     if kind is dict:
         return dict.items(mapping)
