@@ -457,7 +457,7 @@ class TestListing:
     def test_bad_page_parameters(self, api: Client, counter: StoreDefinition, query: str) -> None:
         response = api.get(reverse("yieldstar:store-ids", args=["api-counter"]) + "?" + query)
         assert response.status_code == 400
-        assert "detail" in response.json()
+        assert response.json()["code"] == "parse_error"
 
 
 def test_ids_may_hold_slashes(api: Client, counter: StoreDefinition) -> None:
