@@ -87,7 +87,7 @@ LIMIT = OpenApiParameter(
     "limit",
     OpenApiTypes.INT,
     OpenApiParameter.QUERY,
-    description="Ids per page, 1 to 1000 (default 100).",
+    description="Ids per page, 1 to 1000 (default 100; `400` otherwise).",
 )
 
 _ERROR_DESCRIPTIONS = {
