@@ -385,7 +385,9 @@ paused) loses its lease and records nothing more. A number > 0.
         doc="""\
 When `True`, the HTTP API refuses a `PUT`, `PATCH` or `DELETE` of a store without an
 `If-Match` header (`428 Precondition Required`), so every write through the API is a
-compare-and-swap against the version the client read.
+compare-and-swap against the version the client read. The API then creates no store:
+`If-Match`, `*` included, fails (`412`) on a store that does not exist, which is created by
+its first read in a workflow (or the store client's `get_store`).
 """,
     )
 

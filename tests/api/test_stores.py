@@ -161,22 +161,114 @@ def test_if_match_after_recreation_fails(api: Client, counter: StoreDefinition) 
     assert response["ETag"] != etag
 
 
+#: A write of each kind, as (method, body, content type): PUT, both PATCHes, DELETE.
+WRITES = [
+    pytest.param("PUT", {"count": 1}, JSON, id="PUT"),
+    pytest.param("PATCH", {"count": 1}, MERGE, id="PATCH-merge"),
+    pytest.param(
+        "PATCH", [{"op": "replace", "path": "/count", "value": 1}], PATCH, id="PATCH-json"
+    ),
+    pytest.param("DELETE", None, None, id="DELETE"),
+]
+
+
+def send(
+    client: Client, method: str, body: Any, content_type: str | None, target: str, **headers: str
+) -> Any:
+    """One of ``WRITES`` to ``target``."""
+    if method == "DELETE":
+        return client.delete(target, headers=headers)
+    assert content_type is not None
+    return write(client, method, body, content_type, target=target, **headers)
+
+
+@pytest.mark.parametrize("if_match", ['"x:0"', '"x:0", "y:1"', "*"])
+@pytest.mark.parametrize(("method", "body", "content_type"), WRITES)
+def test_a_refused_conditional_write_creates_no_store(
+    api: Client,
+    counter: StoreDefinition,
+    method: str,
+    body: Any,
+    content_type: str | None,
+    if_match: str,
+) -> None:
+    """RFC 9110: ``If-Match`` (ETags or ``*``) is false for a resource that has no current
+    representation. A conditional write to a missing store is ``412`` and creates nothing
+    (the core's conditional writes insert a missing store before they compare)."""
+    target = url("never-written")
+    response = send(api, method, body, content_type, target, **{"If-Match": if_match})
+    assert response.status_code == 412, response.content
+    assert response.json()["code"] == "precondition_failed"
+    assert response.json()["current_etag"] is None  # there is no current version
+    assert "ETag" not in response
+    assert not StoreInstance.objects.filter(store_id="never-written").exists()
+    assert not StoreVersion.objects.filter(store_id="never-written").exists()
+    assert api.get(target).status_code == 404
+
+
+@pytest.mark.parametrize(("method", "body", "content_type"), WRITES)
+def test_a_refused_write_to_a_missing_store_frees_its_key(
+    api: Client, counter: StoreDefinition, method: str, body: Any, content_type: str | None
+) -> None:
+    """As every ``412``: nothing is recorded under the ``Idempotency-Key``, which stays free
+    for a corrected request."""
+    target = url("never-written")
+    headers = {"Idempotency-Key": "k", "If-Match": '"x:0"'}
+    assert send(api, method, body, content_type, target, **headers).status_code == 412
+    assert not IdempotencyKey.objects.exists()
+    assert not AppliedStep.objects.exists()
+    assert not StoreInstance.objects.exists()
+    corrected = send(api, method, body, content_type, target, **{"Idempotency-Key": "k"})
+    assert corrected.status_code == (204 if method == "DELETE" else 200), corrected.content
+
+
+def test_a_conditional_write_replays_after_its_store_is_gone(
+    api: Client, counter: StoreDefinition
+) -> None:
+    """The ledger wins over a missing store: a retry of a conditional write that committed
+    gets the recorded outcome, not ``412``, when the store was deleted since (by the retried
+    delete itself, or by anyone)."""
+    headers = {"Idempotency-Key": "k", "If-Match": etag_of(api)}
+    first = write(api, "PUT", {"count": 1}, **headers)
+    assert first.status_code == 200, first.content
+    assert api.delete(url()).status_code == 204
+    again = write(api, "PUT", {"count": 1}, **headers)
+    assert again.status_code == 200, again.content
+    assert again.json() == {**first.json(), "replayed": True}
+    headers = {"Idempotency-Key": "d", "If-Match": etag_of(api)}
+    assert api.delete(url(), headers=headers).status_code == 204
+    assert api.delete(url(), headers=headers).status_code == 204  # replayed
+    assert not StoreInstance.objects.filter(store_id="s").exists()
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="open: a conditional write inserts a missing store before its compare-and-swap "
-    "(the core's update_store_from/delete_store_from), so a refused one leaves a row behind",
+    reason="open: a store deleted between the API's existence check and the core's "
+    "compare-and-swap is inserted again by the core (update_store_if/delete_store_if create "
+    "a missing store before they compare), so the refused write leaves it behind",
 )
-@pytest.mark.parametrize("method", ["PUT", "DELETE"])
-def test_a_refused_conditional_write_creates_no_store(
-    api: Client, counter: StoreDefinition, method: str
+@pytest.mark.parametrize(("method", "body", "content_type"), WRITES)
+def test_a_store_deleted_during_a_refused_conditional_write_stays_deleted(
+    api: Client,
+    counter: StoreDefinition,
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    body: Any,
+    content_type: str | None,
 ) -> None:
-    target = url("never-written")
-    if method == "PUT":
-        response = write(api, "PUT", {"count": 1}, target=target, **{"If-Match": '"x:0"'})
-    else:
-        response = api.delete(target, headers={"If-Match": '"x:0"'})
-    assert response.status_code == 412
-    assert not StoreInstance.objects.filter(store_id="never-written").exists()
+    from yieldstar_django.api.views import StoreDetailView
+
+    etag = etag_of(api)
+    check = StoreDetailView.require_store
+
+    def deleted_after_the_check(*args: Any) -> None:
+        check(*args)
+        get_store_client().delete_store(counter, "s")
+
+    monkeypatch.setattr(StoreDetailView, "require_store", staticmethod(deleted_after_the_check))
+    response = send(api, method, body, content_type, url(), **{"If-Match": etag})
+    assert response.status_code == 412, response.content
+    assert not StoreInstance.objects.filter(store_id="s").exists()
 
 
 def test_require_if_match(api: Client, counter: StoreDefinition, settings: Any) -> None:
@@ -365,7 +457,7 @@ class TestListing:
     def test_bad_page_parameters(self, api: Client, counter: StoreDefinition, query: str) -> None:
         response = api.get(reverse("yieldstar:store-ids", args=["api-counter"]) + "?" + query)
         assert response.status_code == 400
-        assert "detail" in response.json()
+        assert response.json()["code"] == "parse_error"
 
 
 def test_ids_may_hold_slashes(api: Client, counter: StoreDefinition) -> None:

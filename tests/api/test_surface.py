@@ -133,6 +133,27 @@ class TestExecutionList:
         assert sorted(seen) == [f"p{n}" for n in range(5)]
         assert len(seen) == 5
 
+    @pytest.mark.parametrize("limit", ["0", "1001", "99999999", "x", "-1", "1.5", "", "\uff11"])
+    def test_a_bad_limit_is_400_as_for_store_ids(
+        self, api: Client, counter: StoreDefinition, limit: str
+    ) -> None:
+        """``?limit=`` out of range or not a number is ``400``, with the body the store-id
+        list answers, not the default page size."""
+        start_workflow("api-test-greet", "x")
+        ids = reverse("yieldstar:store-ids", args=["api-counter"])
+        response = api.get(START, {"limit": limit})
+        assert response.status_code == 400, response.content
+        assert response.json()["code"] == "parse_error"
+        assert "limit" in response.json()["detail"]
+        assert response.json() == api.get(ids, {"limit": limit}).json()
+
+    @pytest.mark.parametrize("limit", ["1", "1000"])
+    def test_the_limits_bounds(self, api: Client, limit: str) -> None:
+        start_workflow("api-test-greet", "x")
+        response = api.get(START, {"limit": limit})
+        assert response.status_code == 200, response.content
+        assert len(response.json()["results"]) == 1
+
     def test_needs_view_permission(self, client_for: Any) -> None:
         assert client_for("noperm").get(START).status_code == 403
         assert client_for("view").get(START).status_code == 200

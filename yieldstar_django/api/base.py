@@ -1,6 +1,6 @@
 """What every view of the HTTP API shares: the base view (authentication, permissions,
-JSON errors, no ``ATOMIC_REQUESTS``), the store client, and checks of a request's body
-and path (see ``docs/internals/architecture.md#api``)."""
+JSON errors, no ``ATOMIC_REQUESTS``), the store client, checks of a request's body and
+path, and a list's page size (see ``docs/internals/architecture.md#api``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from django.db import transaction
 from drf_spectacular.openapi import AutoSchema
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -26,6 +26,11 @@ from .exceptions import (
     exception_handler,
 )
 from .parsers import SafeJSONParser
+
+#: Items per page of a list (the store ids, the executions) without ``?limit=``.
+DEFAULT_PAGE_SIZE = 100
+#: The most items per page ``?limit=`` may ask for.
+MAX_PAGE_SIZE = 1000
 
 
 def store_client() -> CasStoreClient:
@@ -95,14 +100,29 @@ def check_store_id(store_id: str) -> None:
         raise NotFound("No store can have this id.", code="invalid_store_id") from None
 
 
+def requested_page_size(request: Request) -> int:
+    """A list's page size: ``?limit=``, an integer from 1 to ``MAX_PAGE_SIZE`` (ASCII
+    digits), else ``DEFAULT_PAGE_SIZE`` when absent. Anything else is ``400``
+    (``parse_error``), never quietly another size."""
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return DEFAULT_PAGE_SIZE
+    if not raw.isdigit() or not raw.isascii() or not 1 <= int(raw[:6]) <= MAX_PAGE_SIZE:
+        raise ParseError(f"limit must be an integer from 1 to {MAX_PAGE_SIZE}.")
+    return int(raw)
+
+
 # --- definitions and ids ------------------------------------------------------------------
 
 
 __all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "MAX_PAGE_SIZE",
     "YieldstarAPIView",
     "body_media_type",
     "check_store_id",
     "content_length",
     "definition_or_404",
+    "requested_page_size",
     "store_client",
 ]

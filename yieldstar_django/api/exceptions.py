@@ -2,7 +2,8 @@
 
 Every error body is ``{"detail": str, "code": str, ...}``; some codes add members
 (``issues`` for a schema rejection, ``path`` for a non-durable value, ``current_etag`` for
-a failed precondition). The handler never lets a store error become a ``500``.
+a failed precondition, ``null`` when the store does not exist). The handler never lets a
+store error become a ``500``.
 """
 
 from __future__ import annotations
@@ -75,9 +76,10 @@ class NullState(APIError, code="null_state"):
 
 
 class PreconditionFailed(APIError, code="precondition_failed"):
-    """``If-Match`` named another version than the current one; nothing changed."""
+    """``If-Match`` named another version than the current one, or the store does not
+    exist (``current_etag`` ``None``: there is no current version); nothing changed."""
 
-    def __init__(self, current_etag: str, detail: str | None = None) -> None:
+    def __init__(self, current_etag: str | None, detail: str | None = None) -> None:
         super().__init__(detail)
         self.current_etag = current_etag
 
@@ -162,7 +164,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response.data["accepted_media_types"] = accepted
     if isinstance(exc, PreconditionFailed):
         response.data["current_etag"] = exc.current_etag
-        response.headers["ETag"] = exc.current_etag
+        if exc.current_etag is not None:
+            response.headers["ETag"] = exc.current_etag
     return response
 
 

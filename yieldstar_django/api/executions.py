@@ -32,7 +32,7 @@ from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
 from ..runtime.executions import cancel_execution, start_execution
 from ..runtime.registry import get_workflow
 from . import idempotency
-from .base import YieldstarAPIView
+from .base import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, YieldstarAPIView, requested_page_size
 from .exceptions import APIError
 from .openapi import IDEMPOTENCY_KEY, errors, operation
 from .permissions import ExecutionPermission
@@ -105,12 +105,16 @@ def check_arguments(workflow: Any, args: list[Any], kwargs: dict[str, Any]) -> N
 
 
 class ExecutionPagination(CursorPagination):
-    """Newest first; ``limit`` from 1 to 1000 (default 100)."""
+    """Newest first; ``limit`` from 1 to 1000 (default 100), read as the store-id list
+    reads it (``400`` for anything else)."""
 
     ordering = ("-created_at", "-id")
-    page_size = 100
-    page_size_query_param = "limit"
-    max_page_size = 1000
+    page_size = DEFAULT_PAGE_SIZE
+
+    def get_page_size(self, request: Request) -> int:
+        """``?limit=`` (``400`` out of range or not a number, where DRF's falls back to the
+        default)."""
+        return requested_page_size(request)
 
     def decode_cursor(self, request: Request) -> Any:
         """DRF's cursor, refusing (``404``, as DRF does) a position that is not a time the
@@ -186,7 +190,8 @@ class ExecutionStartView(YieldstarAPIView):
                 "limit",
                 OpenApiTypes.INT,
                 OpenApiParameter.QUERY,
-                description="Executions per page, 1 to 1000 (default 100).",
+                description=f"Executions per page, 1 to {MAX_PAGE_SIZE} (default "
+                f"{DEFAULT_PAGE_SIZE}; `400` otherwise).",
             ),
         ],
         responses={200: ExecutionPageSerializer, **errors(400, 401, 403, 404)},

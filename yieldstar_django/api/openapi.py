@@ -37,8 +37,9 @@ WRITE_ETAG_HEADER = OpenApiParameter(
     "ETag",
     OpenApiTypes.STR,
     OpenApiParameter.HEADER,
-    description='The version written: `"<instance_id>:<version>"` (absent only on a replay '
-    "that cannot name the instance).",
+    description='The version written (on `412`, the current one): `"<instance_id>:<version>"` '
+    "(absent on a replay that cannot name the instance, and on a `412` for a store that does "
+    "not exist).",
     response=[200, 412],
 )
 IF_MATCH = OpenApiParameter(
@@ -46,8 +47,9 @@ IF_MATCH = OpenApiParameter(
     OpenApiTypes.STR,
     OpenApiParameter.HEADER,
     description="Write only if the store is still at this ETag (`412` otherwise, with the "
-    "current ETag). `*` matches any version. Required when `API_REQUIRE_IF_MATCH` is set "
-    "(`428` without it).",
+    "current ETag). `*` matches any version. A store that does not exist matches neither "
+    "(`412`, `current_etag` null; nothing is created). Required when `API_REQUIRE_IF_MATCH` "
+    "is set (`428` without it).",
 )
 IF_NONE_MATCH = OpenApiParameter(
     "If-None-Match",
@@ -85,7 +87,7 @@ LIMIT = OpenApiParameter(
     "limit",
     OpenApiTypes.INT,
     OpenApiParameter.QUERY,
-    description="Ids per page, 1 to 1000 (default 100).",
+    description="Ids per page, 1 to 1000 (default 100; `400` otherwise).",
 )
 
 _ERROR_DESCRIPTIONS = {
@@ -97,7 +99,8 @@ _ERROR_DESCRIPTIONS = {
     404: "No such store definition, store id, execution or workflow.",
     409: "A patch does not apply to the state (`patch_conflict`, `patch_test_failed`), or "
     "the store is too contended (`contention`); nothing changed.",
-    412: "`If-Match` does not name the current version; nothing changed.",
+    412: "`If-Match` does not name the current version, or the store does not exist; nothing "
+    "changed.",
     413: "The body is larger than `API_MAX_BODY_BYTES`.",
     415: "Unsupported `Content-Type`; `accepted_media_types` lists the accepted ones.",
     422: "The `Idempotency-Key` was used with a different request.",

@@ -30,7 +30,9 @@ class ErrorSerializer(serializers.Serializer[Any]):
         required=False, allow_null=True, help_text="Index of the failing patch operation."
     )
     current_etag = serializers.CharField(
-        required=False, help_text="The store's ETag (`precondition_failed`)."
+        required=False,
+        allow_null=True,
+        help_text="The store's ETag (`precondition_failed`); null when the store does not exist.",
     )
     field_errors = serializers.JSONField(required=False, help_text="Errors by field (`invalid`).")
 

@@ -18,7 +18,7 @@ from rest_framework.utils.urls import replace_query_param
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import registered_definitions
 from ..models.stores import StoreInstance
-from .base import YieldstarAPIView, definition_or_404
+from .base import YieldstarAPIView, definition_or_404, requested_page_size
 from .openapi import (
     CURSOR,
     LIMIT,
@@ -32,9 +32,6 @@ from .serializers import (
     StoreDefinitionSerializer,
     StoreIdPageSerializer,
 )
-
-DEFAULT_PAGE_SIZE = 100
-MAX_PAGE_SIZE = 1000
 
 
 class StoreDefinitionListView(YieldstarAPIView):
@@ -79,15 +76,6 @@ def decode_cursor(cursor: str) -> str:
     return text
 
 
-def page_size(request: Request) -> int:
-    raw = request.query_params.get("limit")
-    if raw is None:
-        return DEFAULT_PAGE_SIZE
-    if not raw.isdigit() or not raw.isascii() or not 1 <= int(raw[:6]) <= MAX_PAGE_SIZE:
-        raise ParseError(f"limit must be an integer from 1 to {MAX_PAGE_SIZE}.")
-    return int(raw)
-
-
 def store_ids_page(name: str, after: str | None, limit: int) -> list[str]:
     """Up to ``limit`` ids of stores named ``name`` after ``after``, in code-point order.
 
@@ -121,7 +109,7 @@ class StoreIdListView(YieldstarAPIView):
         check_hook(request, definition, "view", None)
         cursor = request.query_params.get("cursor")
         after = decode_cursor(cursor) if cursor is not None else None
-        limit = page_size(request)
+        limit = requested_page_size(request)
         ids = store_ids_page(definition.name, after, limit + 1)
         next_url = None
         if len(ids) > limit:

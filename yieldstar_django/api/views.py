@@ -164,9 +164,10 @@ class StoreDetailView(YieldstarAPIView):
     """``stores/<name>/<id>/``: read, replace, patch or delete one store.
 
     Writes are compare-and-swaps: with ``If-Match`` on the named version (``412`` with the
-    current ETag when it moved), without on the version just read (retried after a lost
-    race, so a patch always applies to the state it commits over). ``Idempotency-Key``
-    makes a write exactly once (see :mod:`~yieldstar_django.api.idempotency`).
+    current ETag when it moved, and without one when the store does not exist), without on
+    the version just read (retried after a lost race, so a patch always applies to the
+    state it commits over). ``Idempotency-Key`` makes a write exactly once (see
+    :mod:`~yieldstar_django.api.idempotency`).
     """
 
     permission_classes = [StorePermission]
@@ -247,10 +248,11 @@ class StoreDetailView(YieldstarAPIView):
     @operation(
         "store_delete",
         "Delete a store",
-        "Removes the store and its waiters (waking them). Without `If-Match` "
-        "or `Idempotency-Key` a missing store is left missing; with either, the delete is "
-        "a compare-and-swap on a snapshot (a missing store is created first, as "
-        "`delete_store_from` does).",
+        "Removes the store and its waiters (waking them). With `If-Match` (`*` "
+        "included) a missing store is `412` and stays missing. Without `If-Match` or "
+        "`Idempotency-Key` a missing store is left missing (`204`); with `Idempotency-Key` "
+        "alone, the delete is a compare-and-swap on a snapshot (a missing store is created "
+        "first, as `delete_store_from` does, then deleted).",
         request=None,
         parameters=[NAME, STORE_ID, IF_MATCH, IDEMPOTENCY_KEY],
         responses={
@@ -264,10 +266,15 @@ class StoreDetailView(YieldstarAPIView):
         condition = self.condition(request)
         claim = self.claim(request, definition, id, condition, None)
         client = store_client()
-        if claim is None and (condition is None or condition.any):
+        if claim is None and condition is None:
             client.delete_store(definition, id)
             return Response(status=status.HTTP_204_NO_CONTENT)
         with self.released_unless_committed(claim):
+            if condition is not None:
+                self.require_store(definition, id, claim)
+                if claim is None and condition.any:
+                    client.delete_store(definition, id)  # it exists: `*` holds
+                    return Response(status=status.HTTP_204_NO_CONTENT)
             result = client.delete_store_if(
                 definition,
                 id,
@@ -294,6 +301,34 @@ class StoreDetailView(YieldstarAPIView):
         if condition is None and yieldstar_settings.API_REQUIRE_IF_MATCH:
             raise PreconditionRequired()
         return condition
+
+    @staticmethod
+    def require_store(
+        definition: StoreDefinition, id: str, claim: idempotency.Claim | None
+    ) -> None:
+        """``412`` (``current_etag`` null) for an ``If-Match`` write of a store that does
+        not exist: RFC 9110's ``If-Match``, ``*`` included, is false for a resource with no
+        current representation. Checked before the core's conditional write, which creates
+        a missing store before it compares: a refused request must change nothing.
+
+        A write recorded under the request's key is left to the core, which replays it
+        (its store may be gone since; a replay creates nothing). A store created after this
+        read does not change the answer (the request is ordered before it). One window is
+        left: a store deleted between this read and the core's write is created again by
+        the core, which then refuses ETags that name the deleted one (``412``, the new store
+        left behind at version 0) and lets ``*`` write to it (a ``PUT`` or ``PATCH``)."""
+        client = store_client()
+        recorded: str | None = None
+        if claim is None:
+            stored = client.read_store(definition, id)
+        else:
+            recorded, stored = client.read_store_and_step(definition, id, claim.step_id)
+        if stored is None and recorded is None:
+            raise PreconditionFailed(
+                None,
+                f"There is no store {id!r} of {definition.name!r}: If-Match matches only a "
+                "current version, and nothing was created.",
+            )
 
     def claim(
         self,
@@ -357,6 +392,8 @@ class StoreDetailView(YieldstarAPIView):
     ) -> Response:
         claim = self.claim(request, definition, id, condition, body)
         with self.released_unless_committed(claim):
+            if condition is not None:
+                self.require_store(definition, id, claim)
             # One core operation: the ledger first, then read/compute/compare-and-swap with
             # the client's backoff; the updater runs on the state each attempt read.
             write = store_client().update_store_if(
