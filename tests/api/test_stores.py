@@ -241,14 +241,8 @@ def test_a_conditional_write_replays_after_its_store_is_gone(
     assert not StoreInstance.objects.filter(store_id="s").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: a store deleted between the API's existence check and the core's "
-    "compare-and-swap is inserted again by the core (update_store_if/delete_store_if create "
-    "a missing store before they compare), so the refused write leaves it behind",
-)
 @pytest.mark.parametrize(("method", "body", "content_type"), WRITES)
-def test_a_store_deleted_during_a_refused_conditional_write_stays_deleted(
+def test_a_store_deleted_behind_the_client_stays_deleted(
     api: Client,
     counter: StoreDefinition,
     monkeypatch: pytest.MonkeyPatch,
@@ -256,18 +250,26 @@ def test_a_store_deleted_during_a_refused_conditional_write_stays_deleted(
     body: Any,
     content_type: str | None,
 ) -> None:
-    from yieldstar_django.api.views import StoreDetailView
-
+    """Another process deletes the store after the API's client read it: the conditional
+    write commits against a row that is gone, then finds the store missing; it is 412 and
+    the store stays deleted (the core creates nothing for an If-Match)."""
     etag = etag_of(api)
-    check = StoreDetailView.require_store
+    client = get_store_client()
+    before = client.read_store(counter, "s")
+    assert before is not None
+    reads = [client.read_store, client.read_store_and_step]
 
-    def deleted_after_the_check(*args: Any) -> None:
-        check(*args)
-        get_store_client().delete_store(counter, "s")
+    def read_then_deleted(*args: Any) -> Any:
+        client.delete_store(counter, "s")  # the other process, between read and commit
+        monkeypatch.setattr(client, "read_store", reads[0])
+        monkeypatch.setattr(client, "read_store_and_step", reads[1])
+        return before if len(args) == 2 else (None, before)
 
-    monkeypatch.setattr(StoreDetailView, "require_store", staticmethod(deleted_after_the_check))
+    monkeypatch.setattr(client, "read_store", read_then_deleted)
+    monkeypatch.setattr(client, "read_store_and_step", read_then_deleted)
     response = send(api, method, body, content_type, url(), **{"If-Match": etag})
     assert response.status_code == 412, response.content
+    assert response.json()["current_etag"] is None
     assert not StoreInstance.objects.filter(store_id="s").exists()
 
 

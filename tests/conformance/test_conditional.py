@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from yieldstar_django import StoreSnapshot
+from yieldstar_django.core.commits import VersionCondition
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.results import (
     StoreDeleteConflict,
@@ -134,3 +135,58 @@ def test_list_stores_uses_code_point_order(harness: Any, define: Any) -> None:
     other = define()
     harness.client.get_store(other, "elsewhere")
     assert harness.client.list_stores(d) == sorted(ids)
+
+
+def _stale_cache(c: Any, d: StoreDefinition, id: str) -> None:
+    """Leave ``c`` remembering store ``id`` after it is deleted (as by another process)."""
+    c.get_store(d, id)
+    remembered = c.snapshots.get(d.name, id)
+    c.delete_store(d, id)
+    if remembered is not None:  # a client without a snapshot cache reads every time
+        c.snapshots.put(d.name, id, remembered)
+
+
+EXISTING_ONLY = [
+    VersionCondition(any_version=True, existing_only=True),
+    VersionCondition((("gone", 0),), existing_only=True),
+]
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["missing", "deleted-behind-the-cache"])
+@pytest.mark.parametrize("condition", EXISTING_ONLY, ids=["any", "etag"])
+def test_an_existing_only_condition_creates_no_missing_store(
+    store: Store, condition: VersionCondition, stale: bool
+) -> None:
+    """``existing_only`` (the HTTP API's If-Match): a missing store accepts nothing, and
+    neither the update nor the delete creates it, even when the store disappears after
+    the client last saw it."""
+    d, c = store
+    if stale:
+        _stale_cache(c, d, "a")
+    calls: list[int] = []
+    write = c.update_store_if(
+        d, "a", updater=lambda s: calls.append(1) or s.update(count=1), condition=condition
+    )
+    expected = condition.versions[0] if condition.versions else ("", 0)
+    assert write.result == StoreUpdateConflict(expected[0], "", expected[1], 0)
+    assert calls == [] or stale  # a remembered row may be computed over, never committed
+    assert c.list_stores(d) == []
+    if stale:
+        _stale_cache(c, d, "a")
+    deleted = c.delete_store_if(d, "a", condition=condition)
+    assert deleted == StoreDeleteConflict(expected[0], "", expected[1], 0)
+    assert c.list_stores(d) == []
+
+
+def test_an_existing_only_condition_writes_an_existing_store(store: Store) -> None:
+    d, c = store
+    snap = c.get_store(d, "a")
+    any_version = VersionCondition(any_version=True, existing_only=True)
+    write = c.update_store_if(d, "a", updater=lambda s: s.update(count=1), condition=any_version)
+    assert write.result == StoreUpdated({"items": [], "count": 1}, 0, 1)
+    at_1 = VersionCondition(((snap.instance_id, 1),), existing_only=True)
+    write = c.update_store_if(d, "a", updater=lambda s: s.update(count=2), condition=at_1)
+    assert write.result == StoreUpdated({"items": [], "count": 2}, 1, 2)
+    at_2 = VersionCondition(((snap.instance_id, 2),), existing_only=True)
+    assert c.delete_store_if(d, "a", condition=at_2) == StoreDeleted()
+    assert c.list_stores(d) == []

@@ -23,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from ..conf import yieldstar_settings
-from ..core.commits import VersionCondition
+from ..core.commits import MISSING_INSTANCE, VersionCondition
 from ..core.definition import StoreDefinition
 from ..core.durable import decode_durable
 from ..core.errors import StoreContentionError, StoreValidationError, WorkflowValueError
@@ -77,7 +77,12 @@ UpdaterFor = Callable[[Request, Any], Updater]
 
 
 def refuse(conflict: StoreUpdateConflict | StoreDeleteConflict) -> NoReturn:
-    """412 with the ETag of the version the store is at."""
+    """412 with the ETag of the version the store is at, or none: the store does not exist
+    (RFC 9110's ``If-Match``, ``*`` included, is false without a current representation)."""
+    if conflict.actual_instance_id == MISSING_INSTANCE:
+        raise PreconditionFailed(
+            None, "The store does not exist: If-Match matches only a current version."
+        )
     raise PreconditionFailed(make_etag(conflict.actual_instance_id, conflict.actual_version))
 
 
@@ -125,12 +130,14 @@ def snapshot_body(
 def version_condition(condition: Condition | None) -> VersionCondition | None:
     """The core's condition for an ``If-Match``: ``*`` accepts any version; a list of
     ETags the (instance_id, version) pairs they name (a tag that names none matches
-    nothing, as it matches no ETag this API gives)."""
+    nothing, as it matches no ETag this API gives). Either way a missing store matches
+    nothing and is not created (``existing_only``)."""
     if condition is None:
         return None
     if condition.any:
-        return VersionCondition(any_version=True)
-    return VersionCondition(tuple(v for v in map(parse_etag, condition.tags) if v is not None))
+        return VersionCondition(any_version=True, existing_only=True)
+    tags = tuple(v for v in map(parse_etag, condition.tags) if v is not None)
+    return VersionCondition(tags, existing_only=True)
 
 
 def write_method(
@@ -270,11 +277,6 @@ class StoreDetailView(YieldstarAPIView):
             client.delete_store(definition, id)
             return Response(status=status.HTTP_204_NO_CONTENT)
         with self.released_unless_committed(claim):
-            if condition is not None:
-                self.require_store(definition, id, claim)
-                if claim is None and condition.any:
-                    client.delete_store(definition, id)  # it exists: `*` holds
-                    return Response(status=status.HTTP_204_NO_CONTENT)
             result = client.delete_store_if(
                 definition,
                 id,
@@ -301,34 +303,6 @@ class StoreDetailView(YieldstarAPIView):
         if condition is None and yieldstar_settings.API_REQUIRE_IF_MATCH:
             raise PreconditionRequired()
         return condition
-
-    @staticmethod
-    def require_store(
-        definition: StoreDefinition, id: str, claim: idempotency.Claim | None
-    ) -> None:
-        """``412`` (``current_etag`` null) for an ``If-Match`` write of a store that does
-        not exist: RFC 9110's ``If-Match``, ``*`` included, is false for a resource with no
-        current representation. Checked before the core's conditional write, which creates
-        a missing store before it compares: a refused request must change nothing.
-
-        A write recorded under the request's key is left to the core, which replays it
-        (its store may be gone since; a replay creates nothing). A store created after this
-        read does not change the answer (the request is ordered before it). One window is
-        left: a store deleted between this read and the core's write is created again by
-        the core, which then refuses ETags that name the deleted one (``412``, the new store
-        left behind at version 0) and lets ``*`` write to it (a ``PUT`` or ``PATCH``)."""
-        client = store_client()
-        recorded: str | None = None
-        if claim is None:
-            stored = client.read_store(definition, id)
-        else:
-            recorded, stored = client.read_store_and_step(definition, id, claim.step_id)
-        if stored is None and recorded is None:
-            raise PreconditionFailed(
-                None,
-                f"There is no store {id!r} of {definition.name!r}: If-Match matches only a "
-                "current version, and nothing was created.",
-            )
 
     def claim(
         self,
@@ -392,8 +366,6 @@ class StoreDetailView(YieldstarAPIView):
     ) -> Response:
         claim = self.claim(request, definition, id, condition, body)
         with self.released_unless_committed(claim):
-            if condition is not None:
-                self.require_store(definition, id, claim)
             # One core operation: the ledger first, then read/compute/compare-and-swap with
             # the client's backoff; the updater runs on the state each attempt read.
             write = store_client().update_store_if(

@@ -38,6 +38,7 @@ from .definition import StoreDefinition
 from .durable import DEFAULT_LIMITS, DurableLimits, decode_durable
 from .results import (
     DELETE_RECORD,
+    StoreDeleteConflict,
     StoreDeleted,
     StoreDeleteFromResult,
     StoreSnapshot,
@@ -293,6 +294,10 @@ class CasStoreClient(StoreClient):
         kind = "update" if condition is None else "update_from"
         if condition is None:
             stored, created = self._row_or_initial(definition, id, step_key, row)
+        elif row is None and condition.existing_only:
+            if speculative:
+                return self._conditional_update(call, updater, condition, False)
+            return StoreWrite(condition.update_conflict(None), None)
         else:
             stored, created = self._row_or_insert(definition, id, step_key, row), False
         with Retries(self.retry_policy(), self.queue, definition, id) as retry:
@@ -323,11 +328,17 @@ class CasStoreClient(StoreClient):
                 if recorded is not None:
                     assert step_id is not None
                     return StoreWrite(update_from_record(recorded, step_id), None)
-                stored, created = self._reread(definition, id, step_key, outcome, condition)
+                reread = self._reread(definition, id, step_key, outcome, condition)
+                if reread is None:
+                    return StoreWrite(_missing(condition).update_conflict(None), None)
+                stored, created = reread
                 if condition is not None and not condition.accepts(stored):
                     continue
                 if retry.wait():
-                    stored, created = self._reread(definition, id, step_key, MISSING, condition)
+                    reread = self._reread(definition, id, step_key, MISSING, condition)
+                    if reread is None:
+                        return StoreWrite(_missing(condition).update_conflict(None), None)
+                    stored, created = reread
 
     def _reread(
         self,
@@ -336,13 +347,17 @@ class CasStoreClient(StoreClient):
         step_key: str,
         outcome: CommitOutcome,
         condition: VersionCondition | None,
-    ) -> tuple[StoredState, bool]:
+    ) -> tuple[StoredState, bool] | None:
         """The row a lost commit reported, else a fresh read. A missing store is started
-        from ``initial``: inserted at once for a conditional write, else by the commit."""
+        from ``initial``: inserted at once for a conditional write, else by the commit;
+        ``None`` for a condition ``existing_only``, which creates nothing."""
         if outcome.current is not None:
             return outcome.current, False
         if condition is None:
             return self._read_or_initialize(definition, id, step_key)
+        if condition.existing_only:
+            row = self._read(definition, id)
+            return None if row is None else (row, False)
         return self._get_or_insert(definition, id, step_key), False
 
     def _conditional_delete(
@@ -362,7 +377,15 @@ class CasStoreClient(StoreClient):
         # turns out to be recorded already (by a racing call that saw the store missing
         # too, and created and deleted it), the replay must not leave one behind.
         made: list[StoredState] = []
-        current = self._row_or_insert(definition, id, step_key, row, made)
+        if condition.existing_only:
+            if speculative and row is None:
+                row = self._read(definition, id)
+            found = self._existing_or_conflict(condition, row)
+            if isinstance(found, StoreDeleteConflict):
+                return found
+            current = found
+        else:
+            current = self._row_or_insert(definition, id, step_key, row, made)
         with Retries(self.retry_policy(), self.queue, definition, id) as retry:
             while condition.accepts(current):
                 retry.attempts += 1
@@ -379,14 +402,37 @@ class CasStoreClient(StoreClient):
                     for untouched in made:  # still at version 0, else nothing is deleted
                         self._try_deletion(StoreDeletion(definition, id, untouched, None, None))
                     return delete_from_record(recorded, step_id)
-                current = outcome.current or self._row_or_insert(
-                    definition, id, step_key, self._read(definition, id), made
-                )
+                found = outcome.current or self._found(condition, definition, id, step_key, made)
+                if isinstance(found, StoreDeleteConflict):
+                    return found
+                current = found
                 if condition.accepts(current) and retry.wait():
-                    current = self._row_or_insert(
-                        definition, id, step_key, self._read(definition, id), made
-                    )
+                    found = self._found(condition, definition, id, step_key, made)
+                    if isinstance(found, StoreDeleteConflict):
+                        return found
+                    current = found
             return condition.delete_conflict(current)
+
+    def _found(
+        self,
+        condition: VersionCondition,
+        definition: StoreDefinition,
+        id: str,
+        step_key: str,
+        made: list[StoredState],
+    ) -> StoredState | StoreDeleteConflict:
+        """A fresh read for a delete loop: a missing store inserted from ``initial``, or,
+        for a condition ``existing_only``, the conflict that ends the loop."""
+        row = self._read(definition, id)
+        if condition.existing_only:
+            return self._existing_or_conflict(condition, row)
+        return self._row_or_insert(definition, id, step_key, row, made)
+
+    @staticmethod
+    def _existing_or_conflict(
+        condition: VersionCondition, row: StoredState | None
+    ) -> StoredState | StoreDeleteConflict:
+        return condition.delete_conflict(None) if row is None else row
 
     def _take(self, call: StoreCall, selector: Selector, claim: Claim | None) -> StoreTakeResult:
         definition, id, step_id = call.definition, call.id, call.step_id
@@ -475,6 +521,12 @@ class CasStoreClient(StoreClient):
 
 class _Unconfirmed(Exception):
     """A speculative take found no match: confirm it from a fresh read."""
+
+
+def _missing(condition: VersionCondition | None) -> VersionCondition:
+    """The condition that found its store missing (only an ``existing_only`` one does)."""
+    assert condition is not None and condition.existing_only
+    return condition
 
 
 def _checked_accepts(condition: VersionCondition, row: StoredState) -> bool:

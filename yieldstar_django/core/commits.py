@@ -25,6 +25,7 @@ from .types import StorePath, StoreVersion
 __all__ = [
     "COMMITTED",
     "MISSING",
+    "MISSING_INSTANCE",
     "CommitOutcome",
     "RetryPolicy",
     "StoreDeletion",
@@ -144,10 +145,16 @@ class RetryPolicy:
 @dataclass(frozen=True, slots=True)
 class VersionCondition:
     """The store versions a conditional write accepts: one of ``versions``, pairs of
-    (instance_id, version), or any version at all with ``any_version`` (``If-Match: *``)."""
+    (instance_id, version), or any version at all with ``any_version`` (``If-Match: *``).
+
+    A missing store is created first and compared (``update_store_from``'s semantics),
+    unless ``existing_only``: then it accepts nothing and is not created (the HTTP API's
+    ``If-Match``), and its conflict names the instance ``""`` at version 0.
+    """
 
     versions: tuple[tuple[str, StoreVersion], ...] = ()
     any_version: bool = False
+    existing_only: bool = False
 
     @classmethod
     def exactly(cls, instance_id: str, version: StoreVersion) -> VersionCondition:
@@ -162,17 +169,27 @@ class VersionCondition:
     def accepts(self, stored: StoredState) -> bool:
         return self.any_version or (stored.instance_id, stored.version) in self.versions
 
-    def _expected(self, stored: StoredState) -> tuple[str, StoreVersion]:
+    def _expected(self, stored: StoredState | None) -> tuple[str, StoreVersion]:
         # The conflict names the version asked for: the first one listed.
-        return self.versions[0] if self.versions else (stored.instance_id, stored.version)
+        if self.versions:
+            return self.versions[0]
+        return (stored.instance_id, stored.version) if stored else (MISSING_INSTANCE, 0)
 
-    def update_conflict(self, stored: StoredState) -> StoreUpdateConflict:
+    def update_conflict(self, stored: StoredState | None) -> StoreUpdateConflict:
+        """The conflict over ``stored`` (``None``: a missing store, ``existing_only``)."""
         instance_id, version = self._expected(stored)
-        return StoreUpdateConflict(instance_id, stored.instance_id, version, stored.version)
+        actual = (stored.instance_id, stored.version) if stored else (MISSING_INSTANCE, 0)
+        return StoreUpdateConflict(instance_id, actual[0], version, actual[1])
 
-    def delete_conflict(self, stored: StoredState) -> StoreDeleteConflict:
+    def delete_conflict(self, stored: StoredState | None) -> StoreDeleteConflict:
+        """The conflict over ``stored`` (``None``: a missing store, ``existing_only``)."""
         instance_id, version = self._expected(stored)
-        return StoreDeleteConflict(instance_id, stored.instance_id, version, stored.version)
+        actual = (stored.instance_id, stored.version) if stored else (MISSING_INSTANCE, 0)
+        return StoreDeleteConflict(instance_id, actual[0], version, actual[1])
+
+
+#: The ``actual_instance_id`` of a conflict over a store that does not exist.
+MISSING_INSTANCE = ""
 
 
 @dataclass(frozen=True, slots=True)
