@@ -32,6 +32,10 @@ POSTGRES_ONLY = {
         "ALTER FUNCTION yieldstar_commit_mutation_v3 RESET plan_cache_mode",
     ),
     "0009_claims_lock_waiters_first": ("CREATE OR REPLACE FUNCTION", None),
+    "0011_register_waiter_fenced": (
+        "CREATE OR REPLACE FUNCTION yieldstar_register_waiter_v2",
+        "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v2",
+    ),
 }
 
 

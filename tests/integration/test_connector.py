@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
+import time
 from typing import Any
 
 import pytest
 from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from yieldstar_django.connector import DatabaseStoreClient, get_store_client
+from tests.connections import second_connection
+from yieldstar_django.connector import (
+    DatabaseStoreClient,
+    LeaseFence,
+    LeaseNotHeld,
+    get_store_client,
+)
 from yieldstar_django.core.commits import RetryPolicy, StoreMutation
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.errors import (
@@ -22,6 +30,7 @@ from yieldstar_django.core.results import StoreStepId, StoreWaiter, Wake
 from yieldstar_django.core.waiter_index import path_key, path_match, waiter_path_rows
 from yieldstar_django.models import (
     AppliedStep,
+    Execution,
     StoreInstance,
     StoreVersion,
     Waiter,
@@ -346,6 +355,137 @@ def test_reregistration_replaces_the_observation(alias: str, wakes: WakeCollecto
     client.remove_waiters("e")
     assert not WaiterPath.objects.using(alias).exists()
     assert not Waiter.objects.using(alias).exists()
+
+
+# --- registrations fenced by a run's lease -----------------------------------------------
+
+FINISHED = ("cancelled", "completed", "failed")
+
+
+def leased(alias: str, owner: str, execution: str = "e", status: str = "waiting") -> None:
+    """Execution ``execution`` on ``alias``, its lease held by ``owner``."""
+    Execution.objects.using(alias).update_or_create(
+        pk=execution,
+        defaults={"workflow_id": "wf", "input_json": "{}", "lease_owner": owner, "status": status},
+    )
+
+
+@pytest.mark.parametrize("use_functions", [True, False], ids=["function", "statements"])
+def test_a_fenced_registration_registers_only_while_the_run_holds_the_lease(
+    alias: str, wakes: WakeCollector, use_functions: bool
+) -> None:
+    """A registration with a ``LeaseFence`` registers (and wakes, if stale) only while the
+    execution is leased to that run and not finished; otherwise it raises ``LeaseNotHeld``
+    and writes nothing: the waiter keeps its observation, and no intent is written (a stale
+    observation would write one). Without a fence nothing is checked."""
+    if alias == "sqlite" and not use_functions:
+        pytest.skip("SQLite registers with the statements only")
+    d = jobs_store()
+    client = DatabaseStoreClient(alias, use_functions=use_functions)
+    client.update_store(d, "q", updater=lambda s: s.update(other=1))
+    snap = client.get_store(d, "q")
+    current = StoreWaiter("wf", "e", "take", d.name, "q", snap.instance_id, 1, [("jobs",)])
+    stale = StoreWaiter("wf", "e", "take", d.name, "q", snap.instance_id, 0, [("other",)])
+    fence = LeaseFence("run-1", FINISHED)
+
+    with pytest.raises(LeaseNotHeld):
+        client.register_waiter(current, fence=fence)  # no such execution
+    leased(alias, "run-1")
+    client.register_waiter(current, fence=fence)
+    assert [w.since_version for w in client.waiters(d, "q")] == [1]
+
+    for owner, status in (("run-2", "running"), ("", "waiting"), ("run-1", "cancelled")):
+        leased(alias, owner, status=status)  # taken over, released, cancelled
+        with pytest.raises(LeaseNotHeld):
+            client.register_waiter(stale, fence=fence)
+        assert [w.since_version for w in client.waiters(d, "q")] == [1]
+        assert Waiter.objects.using(alias).get().woken_at is None
+    assert intents(alias) == [] and wakes == []
+    assert_connection_usable(alias)
+
+    client.register_waiter(stale)  # unfenced
+    assert [w.since_version for w in client.waiters(d, "q")] == [0]
+    assert wakes == [Wake("e", "wf")]
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+@pytest.mark.parametrize("use_functions", [True, False], ids=["function", "statements"])
+def test_a_fenced_registration_waits_for_a_takeover_in_progress(
+    alias: str, wakes: WakeCollector, use_functions: bool
+) -> None:
+    """The fence reads the execution's row under a share lock: a registration that meets
+    a takeover not yet committed waits for it, then registers nothing (a plain read would
+    have seen the lease still held, and registered a waiter the successor, whose
+    acquisition had already read the waiters, would never see)."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias, use_functions=use_functions)
+    snap = client.get_store(d, "q")
+    waiter = StoreWaiter("wf", "e", "take", d.name, "q", snap.instance_id, 0, [("jobs",)])
+    leased(alias, "run-1")
+    outcome: list[BaseException | None] = []
+    pid: list[int] = []
+
+    def register() -> None:
+        try:
+            with connections[alias].cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                pid.append(cursor.fetchone()[0])
+            client.register_waiter(waiter, fence=LeaseFence("run-1", FINISHED))
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    with (
+        second_connection(alias, autocommit=False) as successor,
+        second_connection(alias) as watcher,
+    ):
+        successor.execute("UPDATE yieldstar_execution SET lease_owner = 'run-2' WHERE id = 'e'")
+        thread = threading.Thread(target=register)
+        thread.start()
+        try:
+            for _ in range(500):
+                row = watcher.execute(
+                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pid[:1] or [0]
+                ).fetchone()
+                if row is not None and row[0] == "Lock":
+                    break
+                time.sleep(0.01)
+            else:
+                raise AssertionError("the registration never waited for the takeover's lock")
+        finally:
+            successor.commit()
+            thread.join()
+    assert len(outcome) == 1 and isinstance(outcome[0], LeaseNotHeld), outcome
+    assert client.waiters(d, "q") == []
+    assert intents(alias) == [] and wakes == []
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+def test_the_previous_registration_function_still_registers(
+    alias: str, wakes: WakeCollector
+) -> None:
+    """``yieldstar_register_waiter_v1`` (called by the previous release's processes during
+    a rolling deploy) stays beside ``_v2``, unfenced: it registers and wakes as before."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias)
+    snap = client.get_store(d, "q")
+    rows = waiter_path_rows([("jobs",)])
+    with connections[alias].cursor() as cursor:
+        cursor.execute(
+            "SELECT intent_ids FROM yieldstar_register_waiter_v1(%s, %s, 'wf', 'e', 'take', "
+            "%s, 0, %s, %s::smallint[], %s::text[], %s::smallint[], %s::text[], now(), 0, "
+            "now())",
+            [
+                d.name, "q", snap.instance_id, '[["jobs"]]', [k for k, _ in rows],
+                [p for _, p in rows], [k for k, _ in rows], [p for _, p in rows],
+            ],
+        )  # fmt: skip
+        assert cursor.fetchone() == (None,)
+    assert [w.execution_id for w in client.waiters(d, "q")] == ["e"]
+    client.update_store(d, "q", updater=lambda s: s["jobs"].append(1))
+    assert wakes == [Wake("e", "wf")]
 
 
 # --- bad values ---------------------------------------------------------------------------

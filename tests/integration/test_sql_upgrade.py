@@ -111,6 +111,32 @@ def test_migration_0008_plans_the_entry_points_once_per_connection() -> None:
         assert cursor.fetchone() == ("auto",)
 
 
+def test_migration_0011_adds_the_fenced_registration_beside_the_previous_one() -> None:
+    """``yieldstar_register_waiter_v2`` runs with the settings of the other entry points;
+    backward it goes and ``_v1`` stays (the previous release registers with it); forward
+    again, it is back and registers."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the SQL functions exist on PostgreSQL only")
+    v1, v2 = "yieldstar_register_waiter_v1", "yieldstar_register_waiter_v2"
+    assert settings_of(v2) == ["enable_seqscan=off", "plan_cache_mode=force_generic_plan"]
+
+    migration: Any = importlib.import_module(
+        "yieldstar_django.migrations.0011_register_waiter_fenced"
+    )
+    operation = migration.Migration.operations[0]
+    with connection.schema_editor(atomic=False) as editor:
+        operation.reverse_code(apps, editor)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT proname FROM pg_proc WHERE proname IN (%s, %s)", [v1, v2])
+        assert cursor.fetchall() == [(v1,)]
+    with connection.schema_editor(atomic=False) as editor:
+        operation.code(apps, editor)
+    assert settings_of(v2) == ["enable_seqscan=off", "plan_cache_mode=force_generic_plan"]
+
+    d, client = job_awaited("default")
+    assert [w.execution_id for w in client.waiters(d, "q")] == ["e"]
+
+
 def test_a_wake_marks_its_waiter_with_a_plan_made_once() -> None:
     """The statement that marks woken waiters takes their ids as an array (``id = ANY``).
     Left to choose, PostgreSQL plans it again on every wake (a custom plan for the array

@@ -2,7 +2,8 @@
 
 Modules: :mod:`.client` (``DatabaseStoreClient``, ``get_store_client``), :mod:`.portable`
 (the commit as statements), :mod:`.functions` (the commit as one PL/pgSQL call),
-:mod:`.waiters`, :mod:`.hooks` (``CommitHook``), :mod:`.statements` (every SQL statement),
+:mod:`.waiters` (``LeaseFence``: a registration fenced by a run's lease), :mod:`.hooks`
+(``CommitHook``), :mod:`.statements` (every SQL statement),
 :mod:`.arguments` (key checks), :mod:`.cursors` (the hot path's server-side cursor).
 
 ``get_store_client(using)`` returns a :class:`DatabaseStoreClient`, a ``CasStoreClient``
@@ -51,5 +52,13 @@ from __future__ import annotations
 from .client import DatabaseStoreClient, get_store_client
 from .hooks import CommitHook
 from .statements import matching_waiters_sql
+from .waiters import LeaseFence, LeaseNotHeld
 
-__all__ = ["CommitHook", "DatabaseStoreClient", "get_store_client", "matching_waiters_sql"]
+__all__ = [
+    "CommitHook",
+    "DatabaseStoreClient",
+    "LeaseFence",
+    "LeaseNotHeld",
+    "get_store_client",
+    "matching_waiters_sql",
+]

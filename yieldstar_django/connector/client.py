@@ -33,6 +33,7 @@ from .cursors import fetchone
 from .hooks import CommitHook, NotCommitted, current_hook
 from .portable import Committed
 from .store_queue import store_queue
+from .waiters import LeaseFence, LeaseNotHeld
 
 __all__ = ["DatabaseStoreClient", "get_store_client"]
 
@@ -311,15 +312,22 @@ class DatabaseStoreClient(CasStoreClient):
 
     # waiters
 
-    def register_waiter(self, waiter: StoreWaiter) -> None:
+    def register_waiter(self, waiter: StoreWaiter, *, fence: LeaseFence | None = None) -> None:
         """Register ``waiter``, linearizably with every mutation of its store
         (:func:`.waiters.register_waiter`; in one call of a PL/pgSQL function where commits
         use them, :func:`.functions.register_waiter`); a stale or storeless waiter is woken
-        on commit."""
+        on commit.
+
+        With ``fence`` (a run's hold on its execution's lease), only while the run holds
+        it, checked in the registration's transaction before it writes anything (no
+        statement more on PostgreSQL): otherwise nothing is registered and
+        ``LeaseNotHeld`` is raised."""
         if self._functions():
-            pending = functions.register_waiter(self.connection, waiter)
+            pending = functions.register_waiter(self.connection, waiter, fence)
         else:
-            pending = waiter_rows.register_waiter(self.connection, self.using, waiter)
+            pending = waiter_rows.register_waiter(self.connection, self.using, waiter, fence)
+        if pending is None:
+            raise LeaseNotHeld(waiter.execution_id)
         self._finish(pending)
 
     def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:

@@ -5,8 +5,8 @@ The function is ``yieldstar_django/sql/yieldstar_commit_mutation_v3.sql`` (delet
 migration ``0006_commit_deletes``); its steps are those of :mod:`.portable`. With a
 ``publish`` (outside ``transaction.atomic``), the call runs in its own transaction and its
 wakes are published while the database commits it (:mod:`.overlap`). The registration is
-``yieldstar_register_waiter_v1.sql`` (migration ``0007_register_waiter``), the statements of
-:func:`.waiters.register_waiter`.
+``yieldstar_register_waiter_v2.sql`` (migration ``0011_register_waiter_fenced``; fenced by
+a run's lease when given one), the statements of :func:`.waiters.register_waiter`.
 """
 
 from __future__ import annotations
@@ -154,10 +154,13 @@ def _outcome(row: Sequence[Any]) -> Committed:
     return MISSING, []
 
 
-def register_waiter(connection: BaseDatabaseWrapper, waiter: StoreWaiter) -> list[PendingWake]:
-    """:func:`.waiters.register_waiter` as one call of ``yieldstar_register_waiter_v1``:
+def register_waiter(
+    connection: BaseDatabaseWrapper, waiter: StoreWaiter, fence: waiters.LeaseFence | None = None
+) -> list[PendingWake] | None:
+    """:func:`.waiters.register_waiter` as one call of ``yieldstar_register_waiter_v2``:
     one round trip, its own transaction outside ``transaction.atomic``; returns the wake
-    intents it wrote, to deliver on commit."""
+    intents it wrote, to deliver on commit, or ``None`` when the run of ``fence`` does not
+    hold its lease (the function registered nothing)."""
     w = waiter
     read_paths = waiters.checked_paths(w)
     rows = waiter_path_rows(read_paths)
@@ -181,7 +184,10 @@ def register_waiter(connection: BaseDatabaseWrapper, waiter: StoreWaiter) -> lis
             now(connection),
             float(yieldstar_settings.RELAY_DELAY),
             connection.ops.adapt_datetimefield_value(clock.now()),
+            None if fence is None else fence.owner,
+            None if fence is None else list(fence.finished),
         ],
     )
     assert row is not None
-    return _pending(*row)
+    held, ids, executions, workflows = row
+    return _pending(ids, executions, workflows) if held else None

@@ -18,6 +18,8 @@ VERSION_TABLE: Final = "yieldstar_storeversion"
 LEDGER_TABLE: Final = "yieldstar_appliedstep"
 WAITER_TABLE: Final = "yieldstar_waiter"
 WAITER_PATH_TABLE: Final = "yieldstar_waiterpath"
+#: The runtime's executions: a fenced registration checks its run's lease there.
+EXECUTION_TABLE: Final = "yieldstar_execution"
 
 # --- reads -------------------------------------------------------------------------------
 
@@ -89,11 +91,22 @@ COMMIT_CALL: Final = (
 
 # --- waiters ------------------------------------------------------------------------------
 
-#: ``yieldstar_register_waiter_v1``: a waiter's registration in one call (PostgreSQL).
+#: A waiter's registration in one call (PostgreSQL), fenced by a run's lease if one is
+#: given (its last two arguments: owner token and finished statuses, or NULLs).
+#: ``yieldstar_register_waiter_v1`` (unfenced) stays for the processes of the release
+#: before during a rolling deploy.
+REGISTER_WAITER_FUNCTION: Final = "yieldstar_register_waiter_v2"
 REGISTER_WAITER_CALL: Final = (
-    "SELECT * FROM yieldstar_register_waiter_v1(%s::text, %s::text, %s::text, %s::text, "
+    f"SELECT * FROM {REGISTER_WAITER_FUNCTION}(%s::text, %s::text, %s::text, %s::text, "
     "%s::text, %s::text, %s::bigint, %s::text, %s::smallint[], %s::text[], %s::smallint[], "
-    "%s::text[], %s::timestamptz, %s::double precision, %s::timestamptz)"
+    "%s::text[], %s::timestamptz, %s::double precision, %s::timestamptz, %s::text, %s::text[])"
+)
+
+#: A fenced registration's check (portable), after the store row's read: the execution
+#: (``%s``) leased to the registering run (``%s``); ``{live}``: `` AND status NOT IN (%s,
+#: ...)`` (its finished statuses) or nothing; ``{lock}``: a share lock on the row.
+LEASE_HELD: Final = (
+    f"SELECT 1 FROM {EXECUTION_TABLE} WHERE id = %s AND lease_owner = %s{{live}}{{lock}}"
 )
 
 #: The store row under ``{lock}`` (a share lock): a registration's linearization point.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -17,6 +18,8 @@ from .arguments import check_store, check_text, paths_json
 from .portable import delete_waiters, lock, now
 
 __all__ = [
+    "LeaseFence",
+    "LeaseNotHeld",
     "checked_paths",
     "list_waiters",
     "register_waiter",
@@ -27,21 +30,50 @@ __all__ = [
 PATH_ROWS_PER_INSERT = 500
 
 
+@dataclass(frozen=True)
+class LeaseFence:
+    """A run's hold on the lease of its execution, which a registration of one of its
+    waiters checks in its own transaction, before it writes anything: the execution's row
+    (by the waiter's execution id) leased to ``owner`` and in none of the ``finished``
+    statuses, read under a share lock (``FOR SHARE`` on PostgreSQL, which conflicts with
+    the ``UPDATE`` that takes a lease over, releases it or cancels the execution; SQLite's
+    ``BEGIN IMMEDIATE`` serializes all writers). The runtime's heap writes are fenced by
+    the same condition (``yieldstar_django.runtime.leases.Lease.owned``)."""
+
+    owner: str
+    finished: tuple[str, ...] = ()
+
+
+class LeaseNotHeld(Exception):
+    """A fenced registration found its run's lease gone (taken over, released, or the
+    execution finished, cancelled or deleted): nothing was registered, no wake written."""
+
+
 def register_waiter(
-    connection: BaseDatabaseWrapper, using: str, waiter: StoreWaiter
-) -> list[PendingWake]:
+    connection: BaseDatabaseWrapper,
+    using: str,
+    waiter: StoreWaiter,
+    fence: LeaseFence | None = None,
+) -> list[PendingWake] | None:
     """Register ``waiter``, linearizably with every mutation of its store; return the wake
-    intents written (the waiter is stale, or its store missing), to deliver on commit.
+    intents written (the waiter is stale, or its store missing), to deliver on commit;
+    ``None`` when the run of ``fence`` does not hold its lease (nothing is written).
 
     In one transaction: read the store row under a share lock (``FOR SHARE`` on
     PostgreSQL, which conflicts with the ``FOR NO KEY UPDATE`` a commit takes; SQLite's
-    ``BEGIN IMMEDIATE`` serializes all writers), compare its (instance_id, version)
+    ``BEGIN IMMEDIATE`` serializes all writers); with a ``fence``, read the execution's row
+    under a share lock too and stop, writing nothing, unless the lease is the run's
+    (:class:`LeaseFence`; the store's row is locked first, as a commit locks it before its
+    heap row reaches the execution's row); compare the store's (instance_id, version)
     with the waiter's, upsert the waiter and its path rows, and, if the observation is
     stale, write a wake intent in the same transaction. A mutation therefore either
     committed before the lock was granted (the version moved: the waiter is woken at
     once) or takes the row lock after this transaction committed, and its waiter
     lookup, a later statement at READ COMMITTED, sees the new waiter. A missing store
-    wakes the waiter at once and registers nothing.
+    wakes the waiter at once and registers nothing. Likewise with a ``fence``, a lease
+    takeover (or release, or cancel) either committed before the execution's row lock was
+    granted (nothing is registered) or waits for this transaction, and what it does next
+    (the successor reads the execution's waiters, a cancel removes them) sees the waiter.
 
     Registering again for the same (execution, step, store) replaces the observation. A
     waiter is woken once per registration: a stale one is registered woken (``woken_at``),
@@ -62,6 +94,8 @@ def register_waiter(
             [w.store_name, w.store_id],
         )
         row = cursor.fetchone()
+        if fence is not None and not _lease_held(cursor, connection, w.execution_id, fence):
+            return None
         if row is None:
             return write_intents([wake], reason="missing", using=using)
         store_pk, instance_id, version = int(row[0]), row[1], int(row[2])
@@ -94,6 +128,21 @@ def register_waiter(
                 [v for kind, key in chunk for v in (waiter_pk, store_pk, kind, key)],
             )
         return write_intents([wake], reason="stale", using=using) if stale else []
+
+
+def _lease_held(
+    cursor: Any, connection: BaseDatabaseWrapper, execution_id: str, fence: LeaseFence
+) -> bool:
+    """Whether the execution is leased to ``fence.owner`` and not finished, its row
+    share-locked until the transaction ends (PostgreSQL)."""
+    live = ""
+    if fence.finished:
+        live = f" AND status NOT IN ({', '.join(['%s'] * len(fence.finished))})"
+    cursor.execute(
+        sql.LEASE_HELD.format(live=live, lock=lock(connection, "SHARE")),
+        [execution_id, fence.owner, *fence.finished],
+    )
+    return cursor.fetchone() is not None
 
 
 def checked_paths(w: StoreWaiter) -> list[tuple[Any, ...]]:

@@ -238,9 +238,10 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
 
 def _forget_waiters_if_finished(execution_id: str) -> None:
     """After a run lost its lease: remove the execution's waiters if it finished meanwhile
-    (cancelled, say). A waiter's registration is not fenced by the lease, so a run may
-    register one after the cancel removed those it found; every registration of this run
-    is committed by now, so this or the cancel's removal sees it."""
+    (cancelled, say). A registration on the heap's database is fenced by the lease and
+    finds none of those; on a store client elsewhere (another database, in memory) it is
+    not, so a run may register one after the cancel removed those it found; every
+    registration of this run is committed by now, so this or the cancel's removal sees it."""
     if not Execution.objects.filter(live(), pk=execution_id).exists():
         _store_client().remove_waiters(execution_id)
 

@@ -33,6 +33,7 @@ from .. import clock, wakes
 from ..conf import yieldstar_settings
 from ..connector.cursors import fetchone
 from ..connector.hooks import KnownReads
+from ..connector.waiters import LeaseFence
 from ..core.commits import StoredState
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus, ExecutionStep
 from . import statements as sql, timers
@@ -98,6 +99,11 @@ class Lease:
             self.token,
             *sorted(TERMINAL_STATUSES),
         ]
+
+    def waiter_fence(self) -> LeaseFence:
+        """``owned()`` for a waiter's registration, which checks it in its own transaction
+        (the share-locked execution row), so a run that lost its lease registers nothing."""
+        return LeaseFence(self.token, tuple(sorted(TERMINAL_STATUSES)))
 
     def take_heap(self) -> list[ExecutionStep] | None:
         """The heap read at acquisition, once (later runs read it again)."""

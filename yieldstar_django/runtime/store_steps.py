@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, transaction
 
-from ..connector import CommitHook, DatabaseStoreClient
+from ..connector import CommitHook, DatabaseStoreClient, LeaseNotHeld
 from ..core.commits import StoreMutation
 from ..core.definition import StoreDefinition
 from ..core.durable import decode_durable, encode_durable
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "commit_hook",
     "get",
+    "heap_client",
     "revive",
     "selected_json",
     "take",
@@ -148,19 +149,34 @@ def take(
 def wait_for(
     engine: Engine, key: str, definition: StoreDefinition, store_id: str, missed: StoreTakeUnmatched
 ) -> None:
-    """Register the waiter of a take (step ``key``) that ``missed`` on the store."""
-    engine.client.register_waiter(
-        StoreWaiter(
-            workflow_id=engine.execution.workflow_id,
-            execution_id=engine.execution.id,
-            step_key=key,
-            store_name=definition.name,
-            store_id=store_id,
-            instance_id=missed.instance_id,
-            since_version=missed.version,
-            read_paths=missed.read_paths,
-        )
+    """Register the waiter of a take (step ``key``) that ``missed`` on the store.
+
+    On the heap's database the registration is fenced by the lease, as the heap writes
+    are, in the registration's transaction (the caller's, if any; no statement more on
+    PostgreSQL): a run whose lease was taken over while its take ran (its successor may
+    have completed the step) registers nothing and stops with ``LeaseLost``. A client
+    elsewhere (in memory, another database) registers unfenced; a run that lost its lease
+    then removes the waiters of an execution that finished meanwhile
+    (``executions._forget_waiters_if_finished``).
+    """
+    waiter = StoreWaiter(
+        workflow_id=engine.execution.workflow_id,
+        execution_id=engine.execution.id,
+        step_key=key,
+        store_name=definition.name,
+        store_id=store_id,
+        instance_id=missed.instance_id,
+        since_version=missed.version,
+        read_paths=missed.read_paths,
     )
+    client = heap_client(engine)
+    if client is None:
+        engine.client.register_waiter(waiter)
+        return
+    try:
+        client.register_waiter(waiter, fence=engine.lease.waiter_fence())
+    except LeaseNotHeld:
+        raise LeaseLost(engine.execution.id) from None
 
 
 def take_failed(
@@ -225,10 +241,17 @@ def commit_hook(engine: Engine, hook: CommitHook) -> AbstractContextManager[None
     """Hand ``hook`` to the store client's commits, so a step's heap row commits with
     the store. A client that cannot (in memory, or on another database than the heap)
     commits alone, and the step records its row right after."""
+    client = heap_client(engine)
+    return nullcontext() if client is None else client.commit_hook(hook)
+
+
+def heap_client(engine: Engine) -> DatabaseStoreClient | None:
+    """``engine``'s store client if it is the database client on the heap's database (its
+    commits take the heap's rows, its registrations the lease's fence); else ``None``."""
     client = engine.client
     if isinstance(client, DatabaseStoreClient) and client.using == engine.alias:
-        return client.commit_hook(hook)
-    return nullcontext()
+        return client
+    return None
 
 
 def update_json(engine: Engine, key: str, result: Any) -> str:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 from django.db import DatabaseError, OperationalError, connections, transaction
 
 from .. import clock
-from ..connector import CommitHook, DatabaseStoreClient
+from ..connector import CommitHook
 from ..core.commits import StoreMutation
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import StoreContentionError
@@ -213,10 +213,8 @@ def _wait_again(
 def _shares_locks(engine: Engine) -> bool:
     """Whether registrations on ``engine``'s client join the transaction of its heap and
     take row locks there (the database client on PostgreSQL; SQLite serializes writers)."""
-    client = engine.client
     return (
-        isinstance(client, DatabaseStoreClient)
-        and client.using == engine.alias
+        store_steps.heap_client(engine) is not None
         and connections[engine.alias].vendor == "postgresql"
     )
 

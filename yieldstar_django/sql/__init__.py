@@ -21,6 +21,7 @@ __all__ = [
     "COMMIT_FUNCTIONS",
     "GENERIC_PLAN_FUNCTIONS",
     "REGISTER_WAITER_DROP",
+    "REGISTER_WAITER_V2_DROP",
     "PostgresOnly",
     "load",
     "postgres_only",
@@ -63,9 +64,14 @@ COMMIT_FUNCTIONS = [
 #: Drops ``yieldstar_register_waiter_v1`` (migration ``0007_register_waiter``, backward;
 #: the name has one signature).
 REGISTER_WAITER_DROP = "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v1"
+#: Drops ``yieldstar_register_waiter_v2``, the registration fenced by a run's lease
+#: (migration ``0011_register_waiter_fenced``, backward; the name has one signature).
+REGISTER_WAITER_V2_DROP = "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v2"
 
-#: The functions the connector calls that run with ``plan_cache_mode =
+#: The functions the connector called that run with ``plan_cache_mode =
 #: force_generic_plan`` (migration ``0008_generic_plans``), each name with one signature.
+#: ``yieldstar_register_waiter_v2`` (migration ``0011_register_waiter_fenced``) is created
+#: with it.
 GENERIC_PLAN_FUNCTIONS = ("yieldstar_commit_mutation_v3", "yieldstar_register_waiter_v1")
 
 
