@@ -463,6 +463,66 @@ def test_a_fenced_registration_waits_for_a_takeover_in_progress(
 
 
 @pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+@pytest.mark.parametrize("use_functions", [True, False], ids=["function", "statements"])
+def test_a_fenced_registration_does_not_deadlock_a_cancel_then_store_write(
+    alias: str, wakes: WakeCollector, use_functions: bool
+) -> None:
+    """A transaction that updates an execution's row (a cancel, say) and then writes a store
+    the execution waits on, while the execution's run registers a waiter on that store: the
+    registration locks the execution's row before the store's, the order of such a
+    transaction, so it waits for the transaction instead of holding the store's row
+    against it (a deadlock, one side aborted after ``deadlock_timeout``)."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias, use_functions=use_functions)
+    snap = client.get_store(d, "q")
+    waiter = StoreWaiter("wf", "e", "take", d.name, "q", snap.instance_id, 0, [("jobs",)])
+    leased(alias, "run-1")
+    outcome: list[BaseException | None] = []
+    pid: list[int] = []
+
+    def register() -> None:
+        try:
+            with connections[alias].cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                pid.append(cursor.fetchone()[0])
+            client.register_waiter(waiter, fence=LeaseFence("run-1", FINISHED))
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    with (
+        second_connection(alias, autocommit=False) as canceller,
+        second_connection(alias) as watcher,
+    ):
+        canceller.execute("SET LOCAL lock_timeout = '5s'")
+        canceller.execute("UPDATE yieldstar_execution SET status = 'cancelled' WHERE id = 'e'")
+        thread = threading.Thread(target=register)
+        thread.start()
+        try:
+            for _ in range(500):
+                row = watcher.execute(
+                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pid[:1] or [0]
+                ).fetchone()
+                if row is not None and row[0] == "Lock":
+                    break
+                time.sleep(0.01)
+            else:
+                raise AssertionError("the registration never waited for the cancel's lock")
+            canceller.execute(
+                "UPDATE yieldstar_storeinstance SET version = version WHERE name = %s "
+                "AND store_id = 'q'",
+                [d.name],
+            )
+        finally:
+            canceller.commit()
+            thread.join()
+    assert len(outcome) == 1 and isinstance(outcome[0], LeaseNotHeld), outcome
+    assert client.waiters(d, "q") == []
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
 def test_the_previous_registration_function_still_registers(
     alias: str, wakes: WakeCollector
 ) -> None:

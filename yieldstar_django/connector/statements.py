@@ -102,7 +102,7 @@ REGISTER_WAITER_CALL: Final = (
     "%s::text[], %s::timestamptz, %s::double precision, %s::timestamptz, %s::text, %s::text[])"
 )
 
-#: A fenced registration's check (portable), after the store row's read: the execution
+#: A fenced registration's check (portable), before the store row's read: the execution
 #: (``%s``) leased to the registering run (``%s``); ``{live}``: `` AND status NOT IN (%s,
 #: ...)`` (its finished statuses) or nothing; ``{lock}``: a share lock on the row.
 LEASE_HELD: Final = (

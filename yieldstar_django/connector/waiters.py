@@ -61,10 +61,11 @@ def register_waiter(
 
     In one transaction: read the store row under a share lock (``FOR SHARE`` on
     PostgreSQL, which conflicts with the ``FOR NO KEY UPDATE`` a commit takes; SQLite's
-    ``BEGIN IMMEDIATE`` serializes all writers); with a ``fence``, read the execution's row
-    under a share lock too and stop, writing nothing, unless the lease is the run's
-    (:class:`LeaseFence`; the store's row is locked first, as a commit locks it before its
-    heap row reaches the execution's row); compare the store's (instance_id, version)
+    ``BEGIN IMMEDIATE`` serializes all writers); with a ``fence``, first read the
+    execution's row under a share lock and stop, writing nothing, unless the lease is the
+    run's (:class:`LeaseFence`; the execution's row is locked before the store's, the order
+    of a transaction that cancels an execution and then writes a store it waits on); compare
+    the store's (instance_id, version)
     with the waiter's, upsert the waiter and its path rows, and, if the observation is
     stale, write a wake intent in the same transaction. A mutation therefore either
     committed before the lock was granted (the version moved: the waiter is woken at
@@ -89,13 +90,13 @@ def register_waiter(
     read_paths = checked_paths(w)
     wake = Wake(w.execution_id, w.workflow_id)
     with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
+        if fence is not None and not _lease_held(cursor, connection, w.execution_id, fence):
+            return None
         cursor.execute(
             sql.READ_STORE_FOR_WAITER.format(lock=lock(connection, "SHARE")),
             [w.store_name, w.store_id],
         )
         row = cursor.fetchone()
-        if fence is not None and not _lease_held(cursor, connection, w.execution_id, fence):
-            return None
         if row is None:
             return write_intents([wake], reason="missing", using=using)
         store_pk, instance_id, version = int(row[0]), row[1], int(row[2])

@@ -33,14 +33,16 @@ AS $$
 -- store is missing (nothing registered). Returns the intents as the commit functions do.
 --
 -- With p_lease_owner (a run's lease token), the fence of the runtime's heap writes comes
--- next, before anything is written: the execution's row must be leased to it and not
--- finished (a status out of p_finished), read under a share lock, which conflicts with the
--- UPDATE that takes the lease over, releases it or cancels the execution. So a
+-- first, before anything is read or written: the execution's row must be leased to it and
+-- not finished (a status out of p_finished), read under a share lock, which conflicts with
+-- the UPDATE that takes the lease over, releases it or cancels the execution. So a
 -- registration is linearizable with those too: one that a takeover follows is seen by the
 -- successor (its acquisition reads the waiters), and a run whose lease was taken over
--- registers nothing, writes no intent and gets held = false. The store's row is locked
--- first, as a commit locks it before its heap row reaches the execution's. Without a
--- token (NULL), held is true and nothing more is checked: v1.
+-- registers nothing, writes no intent and gets held = false. The execution's row is
+-- locked before the store's, the order of a transaction that cancels an execution and
+-- then writes a store it waits on (the other order deadlocks with it); a commit's heap
+-- row takes only FOR KEY SHARE on the execution's row, which a share lock does not block.
+-- Without a token (NULL), held is true and nothing more is checked: v1.
 -- It runs with the settings of yieldstar_commit_mutation_v3 (no sequential scan, each
 -- statement planned once per connection).
 DECLARE
@@ -53,11 +55,6 @@ DECLARE
     v_waiter bigint;
     v_reason text;
 BEGIN
-    SELECT s.id, s.instance_id, s.version INTO v_pk, v_instance, v_version
-      FROM yieldstar_storeinstance s
-     WHERE s.name = p_name AND s.store_id = p_store_id
-       FOR SHARE;
-    v_found := FOUND;
     IF p_lease_owner IS NOT NULL THEN
         PERFORM 1
           FROM yieldstar_execution e
@@ -70,6 +67,11 @@ BEGIN
         END IF;
     END IF;
     held := true;
+    SELECT s.id, s.instance_id, s.version INTO v_pk, v_instance, v_version
+      FROM yieldstar_storeinstance s
+     WHERE s.name = p_name AND s.store_id = p_store_id
+       FOR SHARE;
+    v_found := FOUND;
     IF NOT v_found THEN
         v_reason := 'missing';
     ELSE
