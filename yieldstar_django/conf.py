@@ -384,10 +384,10 @@ paused) loses its lease and records nothing more. A number > 0.
         rule=BOOLEAN,
         doc="""\
 When `True`, the HTTP API refuses a `PUT`, `PATCH` or `DELETE` of a store without an
-`If-Match` header (`428 Precondition Required`), so every write through the API is a
-compare-and-swap against the version the client read. The API then creates no store:
-`If-Match`, `*` included, fails (`412`) on a store that does not exist, which is created by
-its first read in a workflow (or the store client's `get_store`).
+`If-Match` header, or `If-None-Match: *` (`428 Precondition Required`), so every write
+through the API is a compare-and-swap against the version the client read, or creates a
+store that does not exist. `If-Match`, `*` included, fails (`412`) on a store that does not
+exist; `If-None-Match: *` on one that does.
 """,
     )
 

@@ -284,6 +284,66 @@ def test_require_if_match(api: Client, counter: StoreDefinition, settings: Any) 
     assert write(api, "PUT", {"count": 1}, **{"If-Match": etag_of(api)}).status_code == 200
 
 
+CREATE_ONLY = {"If-None-Match": "*"}
+
+
+def test_if_none_match_star_writes_only_a_missing_store(
+    api: Client, counter: StoreDefinition
+) -> None:
+    """RFC 9110: a PUT with ``If-None-Match: *`` must not modify an existing store."""
+    created = write(api, "PUT", {"count": 1}, **CREATE_ONLY)
+    assert created.status_code == 200, created.content
+    assert created.json()["version"] == 1
+    etag = created["ETag"]
+    for method, body, media in (("PUT", {"count": 2}, JSON), ("PATCH", {"count": 2}, MERGE)):
+        refused = write(api, method, body, media, **CREATE_ONLY)
+        assert refused.status_code == 412, refused.content
+        assert refused.json()["current_etag"] == etag == refused["ETag"]
+        assert "If-None-Match" in refused.json()["detail"]
+    refused = api.delete(url(), headers=CREATE_ONLY)
+    assert refused.status_code == 412
+    assert api.get(url()).json()["state"] == {"count": 1}
+    assert api.get(url())["ETag"] == etag
+
+    patched = write(api, "PATCH", {"count": 5}, MERGE, target=url("p"), **CREATE_ONLY)
+    assert patched.status_code == 200, patched.content
+    assert patched.json()["state"]["count"] == 5
+    assert api.delete(url("d"), headers=CREATE_ONLY).status_code == 204
+    assert not StoreInstance.objects.filter(store_id="d").exists()
+
+
+def test_if_none_match_on_a_write_is_star_alone(api: Client, counter: StoreDefinition) -> None:
+    etag = etag_of(api)
+    for headers in ({"If-None-Match": etag}, {"If-None-Match": "*", "If-Match": etag}):
+        response = write(api, "PUT", {"count": 9}, **headers)
+        assert response.status_code == 400, response.content
+        assert response.json()["code"] == "invalid_header"
+    assert api.get(url()).json()["state"] == {"count": 0, "items": []}
+
+
+def test_if_none_match_star_satisfies_require_if_match(
+    api: Client, counter: StoreDefinition, settings: Any
+) -> None:
+    settings.YIELDSTAR = {**settings.YIELDSTAR, "API_REQUIRE_IF_MATCH": True}
+    assert write(api, "PUT", {"count": 1}, **CREATE_ONLY).status_code == 200
+    assert write(api, "PUT", {"count": 2}, **CREATE_ONLY).status_code == 412
+    assert api.get(url()).json()["state"] == {"count": 1}
+
+
+def test_if_none_match_star_with_an_idempotency_key(api: Client, counter: StoreDefinition) -> None:
+    """A retry under the key is replayed (not refused: the store exists now); the same key
+    without the header is another request."""
+    headers = {**CREATE_ONLY, "Idempotency-Key": "create-once"}
+    first = write(api, "PUT", {"count": 1}, **headers)
+    assert first.status_code == 200, first.content
+    again = write(api, "PUT", {"count": 1}, **headers)
+    assert again.status_code == 200, again.content
+    assert again.json() == {**first.json(), "replayed": True}
+    other = write(api, "PUT", {"count": 1}, **{"Idempotency-Key": "create-once"})
+    assert other.status_code == 422
+    assert api.get(url()).json()["version"] == 1
+
+
 def test_merge_patch(api: Client, counter: StoreDefinition) -> None:
     write(api, "PUT", {"count": 1, "items": [1], "meta": {"a": 1, "b": 2}})
     response = write(api, "PATCH", {"meta": {"a": None, "c": 3}, "count": 2}, MERGE)

@@ -190,3 +190,48 @@ def test_an_existing_only_condition_writes_an_existing_store(store: Store) -> No
     at_2 = VersionCondition(((snap.instance_id, 2),), existing_only=True)
     assert c.delete_store_if(d, "a", condition=at_2) == StoreDeleted()
     assert c.list_stores(d) == []
+
+
+CREATE_ONLY = VersionCondition(missing_only=True)
+
+
+def test_a_missing_only_condition_creates_a_missing_store_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``missing_only`` (the HTTP API's ``If-None-Match: *``): an update creates a missing
+    store; over an existing one it is a conflict expecting the instance ``""``, and
+    changes nothing, also when the store was created after the client read it missing."""
+    d, c = store
+    write = c.update_store_if(d, "a", updater=lambda s: s.update(count=1), condition=CREATE_ONLY)
+    assert write.result == StoreUpdated({"items": [], "count": 1}, 0, 1)
+    snap = c.get_store(d, "a")
+    assert write.instance_id == snap.instance_id
+    calls: list[int] = []
+    write = c.update_store_if(
+        d, "a", updater=lambda s: calls.append(1) or s.update(count=2), condition=CREATE_ONLY
+    )
+    assert write.result == StoreUpdateConflict("", snap.instance_id, 0, 1)
+    assert calls == []
+    # Read as missing, created by another process before the commit: the commit expects a
+    # missing store and loses; nothing is overwritten.
+    read_store = c.read_store
+    monkeypatch.setattr(c, "read_store", lambda *args: None)
+    write = c.update_store_if(
+        d, "b", updater=lambda s: s.update(count=3), condition=CREATE_ONLY
+    )  # no one created b: created
+    assert write.result == StoreUpdated({"items": [], "count": 3}, 0, 1)
+    write = c.update_store_if(d, "a", updater=lambda s: s.update(count=4), condition=CREATE_ONLY)
+    monkeypatch.setattr(c, "read_store", read_store)
+    assert write.result == StoreUpdateConflict("", snap.instance_id, 0, 1)
+    assert c.get_store(d, "a") == snap
+
+
+def test_a_missing_only_delete_deletes_nothing(store: Store) -> None:
+    d, c = store
+    assert c.delete_store_if(d, "a", condition=CREATE_ONLY) == StoreDeleted()
+    assert c.list_stores(d) == []
+    snap = c.get_store(d, "a")
+    assert c.delete_store_if(d, "a", condition=CREATE_ONLY) == StoreDeleteConflict(
+        "", snap.instance_id, 0, 0
+    )
+    assert c.get_store(d, "a") == snap

@@ -35,10 +35,12 @@ def parse_etag(tag: str) -> tuple[str, int] | None:
 
 @dataclass(frozen=True)
 class Condition:
-    """A parsed ``If-Match``: ``any`` for ``*``, else the strong tags it lists (unquoted)."""
+    """A parsed ``If-Match``: ``any`` for ``*``, else the strong tags it lists (unquoted).
+    ``absent``: a write's ``If-None-Match: *``, which only a missing store satisfies."""
 
     any: bool
     tags: tuple[str, ...]
+    absent: bool = False
 
     def matches(self, etag: str) -> bool:
         """Whether the quoted ``etag`` satisfies the condition."""

@@ -85,7 +85,8 @@ class PreconditionFailed(APIError, code="precondition_failed"):
 
 
 class PreconditionRequired(APIError, code="precondition_required"):
-    """``API_REQUIRE_IF_MATCH`` is set and the write has no ``If-Match``."""
+    """``API_REQUIRE_IF_MATCH`` is set and the write has no ``If-Match`` (nor
+    ``If-None-Match: *``)."""
 
 
 class IdempotencyKeyReused(APIError, code="idempotency_key_reused"):

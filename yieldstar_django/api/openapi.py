@@ -49,7 +49,15 @@ IF_MATCH = OpenApiParameter(
     description="Write only if the store is still at this ETag (`412` otherwise, with the "
     "current ETag). `*` matches any version. A store that does not exist matches neither "
     "(`412`, `current_etag` null; nothing is created). Required when `API_REQUIRE_IF_MATCH` "
-    "is set (`428` without it).",
+    "is set (`428` without it, unless `If-None-Match: *`).",
+)
+IF_NONE_MATCH_WRITE = OpenApiParameter(
+    "If-None-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="`*` only: write only if the store does not exist (a `PUT` or `PATCH` "
+    "creates it; a `DELETE` does nothing), else `412` with the current ETag. Not with "
+    "`If-Match`. Satisfies `API_REQUIRE_IF_MATCH`.",
 )
 IF_NONE_MATCH = OpenApiParameter(
     "If-None-Match",
@@ -99,12 +107,12 @@ _ERROR_DESCRIPTIONS = {
     404: "No such store definition, store id, execution or workflow.",
     409: "A patch does not apply to the state (`patch_conflict`, `patch_test_failed`), or "
     "the store is too contended (`contention`); nothing changed.",
-    412: "`If-Match` does not name the current version, or the store does not exist; nothing "
-    "changed.",
+    412: "`If-Match` does not name the current version, or the store does not exist; or "
+    "`If-None-Match: *` and the store exists; nothing changed.",
     413: "The body is larger than `API_MAX_BODY_BYTES`.",
     415: "Unsupported `Content-Type`; `accepted_media_types` lists the accepted ones.",
     422: "The `Idempotency-Key` was used with a different request.",
-    428: "`If-Match` is required (`API_REQUIRE_IF_MATCH`).",
+    428: "`If-Match` (or `If-None-Match: *`) is required (`API_REQUIRE_IF_MATCH`).",
 }
 
 
@@ -220,6 +228,7 @@ __all__ = [
     "IDEMPOTENCY_KEY",
     "IF_MATCH",
     "IF_NONE_MATCH",
+    "IF_NONE_MATCH_WRITE",
     "LIMIT",
     "NAME",
     "STORE_ID",

@@ -43,6 +43,7 @@ from .base import (
 )
 from .conditions import Condition, make_etag, parse_etag, parse_if_match
 from .exceptions import (
+    InvalidHeader,
     NullState,
     PreconditionFailed,
     PreconditionRequired,
@@ -55,6 +56,7 @@ from .openapi import (
     IDEMPOTENCY_KEY,
     IF_MATCH,
     IF_NONE_MATCH,
+    IF_NONE_MATCH_WRITE,
     NAME,
     READ_ERRORS,
     STORE_ID,
@@ -83,7 +85,12 @@ def refuse(conflict: StoreUpdateConflict | StoreDeleteConflict) -> NoReturn:
         raise PreconditionFailed(
             None, "The store does not exist: If-Match matches only a current version."
         )
-    raise PreconditionFailed(make_etag(conflict.actual_instance_id, conflict.actual_version))
+    etag = make_etag(conflict.actual_instance_id, conflict.actual_version)
+    if conflict.expected_instance_id == MISSING_INSTANCE:
+        raise PreconditionFailed(
+            etag, "The store exists: If-None-Match: * writes only a store that does not exist."
+        )
+    raise PreconditionFailed(etag)
 
 
 def not_null(updater: Updater) -> Updater:
@@ -134,6 +141,8 @@ def version_condition(condition: Condition | None) -> VersionCondition | None:
     nothing and is not created (``existing_only``)."""
     if condition is None:
         return None
+    if condition.absent:
+        return VersionCondition(missing_only=True)
     if condition.any:
         return VersionCondition(any_version=True, existing_only=True)
     tags = tuple(v for v in map(parse_etag, condition.tags) if v is not None)
@@ -157,7 +166,14 @@ def write_method(
         summary,
         description,
         request=bodies,
-        parameters=[NAME, STORE_ID, IF_MATCH, IDEMPOTENCY_KEY, WRITE_ETAG_HEADER],
+        parameters=[
+            NAME,
+            STORE_ID,
+            IF_MATCH,
+            IF_NONE_MATCH_WRITE,
+            IDEMPOTENCY_KEY,
+            WRITE_ETAG_HEADER,
+        ],
         responses={200: StoreWriteResultSerializer, **errors(*WRITE_ERRORS)},
         tags=["stores"],
     )
@@ -261,7 +277,7 @@ class StoreDetailView(YieldstarAPIView):
         "alone, the delete is a compare-and-swap on a snapshot (a missing store is created "
         "first, as `delete_store_from` does, then deleted).",
         request=None,
-        parameters=[NAME, STORE_ID, IF_MATCH, IDEMPOTENCY_KEY],
+        parameters=[NAME, STORE_ID, IF_MATCH, IF_NONE_MATCH_WRITE, IDEMPOTENCY_KEY],
         responses={
             204: OpenApiResponse(description="Deleted (or replayed)."),
             **errors(400, 401, 403, 404, 409, 412, 422, 428),
@@ -299,7 +315,18 @@ class StoreDetailView(YieldstarAPIView):
         return self.update(request, definition, id, condition, updater, body)
 
     def condition(self, request: Request) -> Condition | None:
+        """The write's precondition: ``If-Match``, or ``If-None-Match: *`` (create only)."""
         condition = parse_if_match(request.headers.get("If-Match"))
+        none_match = parse_if_match(request.headers.get("If-None-Match"), "If-None-Match")
+        if none_match is not None:
+            if condition is not None:
+                raise InvalidHeader("Send If-Match or If-None-Match with a write, not both.")
+            if not none_match.any:
+                raise InvalidHeader(
+                    'If-None-Match on a write takes only "*": write only if the store does '
+                    "not exist."
+                )
+            condition = Condition(True, (), absent=True)
         if condition is None and yieldstar_settings.API_REQUIRE_IF_MATCH:
             raise PreconditionRequired()
         return condition
@@ -329,6 +356,8 @@ class StoreDetailView(YieldstarAPIView):
                 media_type if body is not None else "",
                 request.headers.get("If-Match"),
                 body,
+                # Only when sent, so that the keys recorded before it was read still match.
+                *(["If-None-Match: *"] if condition is not None and condition.absent else []),
             ),
         )
 

@@ -292,7 +292,7 @@ class CasStoreClient(StoreClient):
             return self._conditional_update(call, updater, condition, False)
         step_key = step_id.step_key if step_id else ""
         kind = "update" if condition is None else "update_from"
-        if condition is None:
+        if condition is None or condition.missing_only:
             stored, created = self._row_or_initial(definition, id, step_key, row)
         elif row is None and condition.existing_only:
             if speculative:
@@ -302,7 +302,8 @@ class CasStoreClient(StoreClient):
             stored, created = self._row_or_insert(definition, id, step_key, row), False
         with Retries(self.retry_policy(), self.queue, definition, id) as retry:
             while True:
-                if condition is not None and not condition.accepts(stored):
+                if not _admits(condition, stored, created):
+                    assert condition is not None
                     if speculative:
                         return self._conditional_update(call, updater, condition, False)
                     return StoreWrite(condition.update_conflict(stored), None)
@@ -332,7 +333,7 @@ class CasStoreClient(StoreClient):
                 if reread is None:
                     return StoreWrite(_missing(condition).update_conflict(None), None)
                 stored, created = reread
-                if condition is not None and not condition.accepts(stored):
+                if not _admits(condition, stored, created):
                     continue
                 if retry.wait():
                     reread = self._reread(definition, id, step_key, MISSING, condition)
@@ -353,7 +354,7 @@ class CasStoreClient(StoreClient):
         ``None`` for a condition ``existing_only``, which creates nothing."""
         if outcome.current is not None:
             return outcome.current, False
-        if condition is None:
+        if condition is None or condition.missing_only:
             return self._read_or_initialize(definition, id, step_key)
         if condition.existing_only:
             row = self._read(definition, id)
@@ -377,6 +378,9 @@ class CasStoreClient(StoreClient):
         # turns out to be recorded already (by a racing call that saw the store missing
         # too, and created and deleted it), the replay must not leave one behind.
         made: list[StoredState] = []
+        if condition.missing_only:  # nothing to delete, or a conflict: read, never create
+            existing = row if not speculative else self._read(definition, id)
+            return StoreDeleted() if existing is None else condition.delete_conflict(existing)
         if condition.existing_only:
             if speculative and row is None:
                 row = self._read(definition, id)
@@ -521,6 +525,16 @@ class CasStoreClient(StoreClient):
 
 class _Unconfirmed(Exception):
     """A speculative take found no match: confirm it from a fresh read."""
+
+
+def _admits(condition: VersionCondition | None, stored: StoredState, created: bool) -> bool:
+    """Whether an update may commit over ``stored`` (``created``: the initial state of a
+    missing store, not yet written)."""
+    if condition is None:
+        return True
+    if condition.missing_only:
+        return created
+    return condition.accepts(stored)
 
 
 def _missing(condition: VersionCondition | None) -> VersionCondition:

@@ -149,12 +149,16 @@ class VersionCondition:
 
     A missing store is created first and compared (``update_store_from``'s semantics),
     unless ``existing_only``: then it accepts nothing and is not created (the HTTP API's
-    ``If-Match``), and its conflict names the instance ``""`` at version 0.
+    ``If-Match``), and its conflict names the instance ``""`` at version 0. With
+    ``missing_only`` (``If-None-Match: *``) it is the other way round: only a missing store
+    is accepted, an update creates it (the commit fails if another one did first) and a
+    delete does nothing; an existing store is a conflict that expects the instance ``""``.
     """
 
     versions: tuple[tuple[str, StoreVersion], ...] = ()
     any_version: bool = False
     existing_only: bool = False
+    missing_only: bool = False
 
     @classmethod
     def exactly(cls, instance_id: str, version: StoreVersion) -> VersionCondition:
@@ -167,13 +171,18 @@ class VersionCondition:
             raise ValueError("Store snapshot is missing instance_id; read a fresh snapshot")
 
     def accepts(self, stored: StoredState) -> bool:
+        """Whether the existing row ``stored`` satisfies the condition."""
+        if self.missing_only:
+            return False
         return self.any_version or (stored.instance_id, stored.version) in self.versions
 
     def _expected(self, stored: StoredState | None) -> tuple[str, StoreVersion]:
         # The conflict names the version asked for: the first one listed.
         if self.versions:
             return self.versions[0]
-        return (stored.instance_id, stored.version) if stored else (MISSING_INSTANCE, 0)
+        if stored is None or self.missing_only:
+            return (MISSING_INSTANCE, 0)
+        return (stored.instance_id, stored.version)
 
     def update_conflict(self, stored: StoredState | None) -> StoreUpdateConflict:
         """The conflict over ``stored`` (``None``: a missing store, ``existing_only``)."""
