@@ -4,11 +4,13 @@ client, PostgreSQL or SQLite)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
+from django.db import connection, connections
 
-from yieldstar_django.models import AppliedStep, ClaimLeaseRecord
+from yieldstar_django.models import AppliedStep, ClaimLeaseRecord, Execution
 from yieldstar_django.retention import prune_finished
 from yieldstar_django.runtime import Step, cancel_execution, get_execution, start_workflow
 from yieldstar_django.runtime.claim_leases import expire_due
@@ -89,3 +91,65 @@ def test_a_cancelled_execution_is_kept_while_its_claim_lease_is_held(db_rt: Runt
     assert cancel_execution(eid) is True
     assert expire_due(now=later(), client=rt.client) == 1
     assert state(rt, q) == ["job-1"]
+
+
+def test_pruners_racing_hand_backs_leave_no_ledger_row_of_a_pruned_execution(
+    db_rt: Runtime,
+) -> None:
+    """Ten cancelled executions each hold a leased claim; two threads hand the expired
+    leases back while two prune (each its own PostgreSQL connection). Every item comes
+    back once, and once all is pruned no ledger row or claim lease names a pruned
+    execution (a hand-back committed after its execution was pruned left one for ever)."""
+    rt = db_rt
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite serializes the pruners and the hand-backs")
+    items = [f"job-{n}" for n in range(10)]
+    q = queue(rt, items)
+    gate = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=5)
+        yield from step.take(gate, "g", first)
+        return (yield from step.complete(lease))
+
+    ids = [start_workflow(wf, execution_id=f"race-{n}") for n in range(10)]
+    rt.settle()
+    assert state(rt, q) == []
+    for eid in ids:
+        assert cancel_execution(eid) is True
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def hand_back() -> None:
+        try:
+            barrier.wait()
+            for _ in range(10):
+                expire_due(now=later(), client=rt.client, limit=1)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def prune() -> None:
+        try:
+            barrier.wait()
+            for _ in range(20):
+                prune_finished(older_than=0, batch_size=2)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=f) for f in (hand_back, hand_back, prune, prune)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    expire_due(now=later(), client=rt.client)
+    prune_finished(older_than=0)
+    assert sorted(state(rt, q)) == sorted(items)
+    assert not Execution.objects.filter(pk__in=ids).exists()
+    assert list(AppliedStep.objects.filter(execution_id__in=ids).values_list("pk", flat=True)) == []
+    assert not ClaimLeaseRecord.objects.filter(execution_id__in=ids).exists()
