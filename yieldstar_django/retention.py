@@ -1,5 +1,7 @@
-"""Retention: delete finished executions, with their heaps, wake intents, waiters and ledger
-rows, once they are older than ``RETENTION_SECONDS``; and delivered wake intents as old.
+"""Retention: delete finished executions, with their heaps, wake intents, waiters, claim
+leases and ledger rows, once they are older than ``RETENTION_SECONDS``; and delivered wake
+intents as old. An execution with a leased claim still held is kept until the lease ends
+(its hand-back records a ledger row under the execution's id).
 
 The ledger rule: a ledger row (``AppliedStep``) is deleted only in the same transaction as
 the execution whose id it carries, and only while that execution is finished (the delete
@@ -21,6 +23,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from .conf import MAX_SECONDS, database_alias, is_duration
+from .models.claim_leases import ClaimLeaseState
 from .models.runtime import TERMINAL_STATUSES
 from .wakes.outbox import delete_delivered
 
@@ -29,6 +32,7 @@ STEP_TABLE = "yieldstar_execution_step"
 LEDGER_TABLE = "yieldstar_appliedstep"
 WAITER_TABLE = "yieldstar_waiter"
 INTENT_TABLE = "yieldstar_wakeintent"
+CLAIM_LEASE_TABLE = "yieldstar_claim_lease"
 
 __all__ = ["PruneCounts", "prune_finished"]
 
@@ -42,6 +46,7 @@ class PruneCounts:
     ledger_rows: int = 0
     intents: int = 0
     waiters: int = 0
+    claim_leases: int = 0
     batches: int = field(default=0, compare=False)
 
 
@@ -55,10 +60,14 @@ def _prune_batch(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) 
     statuses = sorted(TERMINAL_STATUSES)
     lock = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
     with transaction.atomic(using=using), connection.cursor() as cursor:
+        # An execution whose leased claim is still held waits until the lease ends: its
+        # hand-back writes a ledger row under the execution's id, deleted only with it.
         cursor.execute(
-            f"SELECT id FROM {EXECUTION_TABLE} WHERE status IN ({_in(len(statuses))}) "
-            f"AND finished_at < %s ORDER BY finished_at LIMIT %s{lock}",
-            [*statuses, cutoff, batch_size],
+            f"SELECT id FROM {EXECUTION_TABLE} e WHERE status IN ({_in(len(statuses))}) "
+            f"AND finished_at < %s AND NOT EXISTS (SELECT 1 FROM {CLAIM_LEASE_TABLE} c "
+            f"WHERE c.execution_id = e.id AND c.state = %s) "
+            f"ORDER BY finished_at LIMIT %s{lock}",
+            [*statuses, cutoff, ClaimLeaseState.HELD.value, batch_size],
         )
         ids = [row[0] for row in cursor.fetchall()]
         if not ids:
@@ -77,6 +86,8 @@ def _prune_batch(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) 
         )
         cursor.execute(f"DELETE FROM {WAITER_TABLE} WHERE {where}", ids)
         counts.waiters += cursor.rowcount
+        cursor.execute(f"DELETE FROM {CLAIM_LEASE_TABLE} WHERE {where}", ids)
+        counts.claim_leases += cursor.rowcount
         # Re-checks the status: the selected rows are locked (PostgreSQL) or the write lock
         # is held (SQLite), so a row deleted here is finished now, with its ledger.
         cursor.execute(
