@@ -34,7 +34,11 @@ WAITER_TABLE = "yieldstar_waiter"
 INTENT_TABLE = "yieldstar_wakeintent"
 CLAIM_LEASE_TABLE = "yieldstar_claim_lease"
 
-__all__ = ["PruneCounts", "prune_finished"]
+__all__ = ["MAX_BATCH_SIZE", "PruneCounts", "prune_finished"]
+
+#: The largest batch: each batch binds one query parameter per execution, well under the
+#: limits of PostgreSQL (65,535) and SQLite (32,766 by default since 3.32).
+MAX_BATCH_SIZE = 10_000
 
 
 @dataclass
@@ -121,8 +125,11 @@ def prune_finished(
 def _cutoff(using: str, older_than: float, batch_size: int) -> Any:
     """The database's value of the time ``older_than`` seconds ago, once the arguments are
     checked (``ValueError``)."""
-    if not is_duration(older_than, 0) or batch_size < 1:
-        raise ValueError(f"older_than must be >= 0 and <= {MAX_SECONDS}, and batch_size >= 1")
+    if not is_duration(older_than, 0) or not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ValueError(
+            f"older_than must be >= 0 and <= {MAX_SECONDS}, "
+            f"and batch_size from 1 to {MAX_BATCH_SIZE}"
+        )
     return connections[using].ops.adapt_datetimefield_value(
         timezone.now() - timedelta(seconds=older_than)
     )
