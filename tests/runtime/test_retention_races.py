@@ -5,6 +5,8 @@ client, PostgreSQL or SQLite)."""
 from __future__ import annotations
 
 import threading
+import time
+from functools import partial
 from typing import Any
 
 import pytest
@@ -153,3 +155,163 @@ def test_pruners_racing_hand_backs_leave_no_ledger_row_of_a_pruned_execution(
     assert not Execution.objects.filter(pk__in=ids).exists()
     assert list(AppliedStep.objects.filter(execution_id__in=ids).values_list("pk", flat=True)) == []
     assert not ClaimLeaseRecord.objects.filter(execution_id__in=ids).exists()
+
+
+def in_threads(*functions: Any) -> list[Any]:
+    """Run ``functions`` at once, each in a thread of its own (its own connection), behind
+    a barrier; return their results in order (an exception fails the test)."""
+    barrier = threading.Barrier(len(functions))
+    results: list[Any] = [None] * len(functions)
+    errors: list[BaseException] = []
+
+    def call(index: int, function: Any) -> None:
+        try:
+            barrier.wait()
+            results[index] = function()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=call, args=item) for item in enumerate(functions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    return results
+
+
+@pytest.fixture
+def pg_rt(db_rt: Runtime) -> Runtime:
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite serializes every writer")
+    return db_rt
+
+
+def test_cancel_racing_completion_ends_in_exactly_one_of_them(pg_rt: Runtime) -> None:
+    """A run about to complete and a cancel, 20 times, the cancel a little later each
+    time (both outcomes occur): either the cancel said ``True`` and the execution is
+    ``cancelled`` with no result, or it said ``False`` and the execution is
+    ``completed``; never both, never neither."""
+    rt = pg_rt
+    from yieldstar_django.runtime.executions import ResumeResult, run_execution
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.run(str, "done"))
+
+    def cancel_later(execution_id: str, n: int) -> bool:
+        time.sleep(n * 0.003)  # from at once to well after the run: both outcomes occur
+        return cancel_execution(execution_id)
+
+    outcomes: list[str] = []
+    for n in range(20):
+        eid = start_workflow(wf, execution_id=f"race-{n}")
+        rt.resumes.clear()
+        ran, cancelled = in_threads(partial(run_execution, eid), partial(cancel_later, eid, n))
+        execution = get_execution(eid)
+        if cancelled:
+            assert ran in (ResumeResult.LOST, ResumeResult.GONE), ran
+            assert (execution.status, execution.result_json) == ("cancelled", "")
+        else:
+            assert ran == ResumeResult.FINISHED
+            assert (execution.status, execution.result) == ("completed", "done")
+        assert cancel_execution(eid) is False
+        outcomes.append(execution.status)
+        rt.settle()
+        assert get_execution(eid).status == execution.status
+    assert set(outcomes) <= {"cancelled", "completed"}, outcomes
+
+
+def test_cancel_during_a_run_in_another_thread_records_nothing_more(pg_rt: Runtime) -> None:
+    """A run holds the lease (in another thread) inside a ``run`` step when the execution
+    is cancelled: the step's result, the next step and the relay record nothing, and
+    cancelling again says ``False``; four cancels at once say ``True`` once."""
+    rt = pg_rt
+    from yieldstar_django.models import ExecutionStep, Waiter, WakeIntent
+    from yieldstar_django.runtime.executions import ResumeResult, run_execution
+
+    started, go_on = threading.Event(), threading.Event()
+    gate = rt.define()
+
+    def slow() -> str:
+        started.set()
+        assert go_on.wait(10)
+        return "slow"
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.run(slow)
+        yield from step.take(gate, "g", first)
+        return "never"
+
+    eid = start_workflow(wf)
+    rt.resumes.clear()
+
+    def run() -> Any:
+        return run_execution(eid)
+
+    def cancel_when_running() -> list[Any]:
+        assert started.wait(10)
+        assert get_execution(eid).status == "running"
+        results = in_threads(*[lambda: cancel_execution(eid)] * 4)
+        go_on.set()
+        return results
+
+    ran, cancels = in_threads(run, cancel_when_running)
+    assert ran == ResumeResult.LOST
+    assert sorted(cancels) == [False, False, False, True]
+    execution = get_execution(eid)
+    assert execution.status == "cancelled" and execution.lease_owner == ""
+    assert not ExecutionStep.objects.filter(execution_id=eid, status="completed").exists()
+    assert not Waiter.objects.filter(execution_id=eid).exists()
+    rt.settle()  # the relay: the lease timer and any wake find it finished
+    assert get_execution(eid).runs == execution.runs
+    assert not WakeIntent.objects.filter(execution_id=eid, delivered_at__isnull=True).exists()
+
+
+def test_cancel_of_a_sleeping_or_woken_execution_is_not_resurrected(pg_rt: Runtime) -> None:
+    """A sleeping execution (a timer intent) and a waiting one whose wake is in flight (an
+    item was pushed, the resume not yet run) are cancelled: the timer and the wake find
+    them finished, nothing is claimed, no waiter is left, and pruning then deletes them
+    with every row that names them."""
+    rt = pg_rt
+    from yieldstar_django import clock
+    from yieldstar_django.models import Execution, ExecutionStep, Waiter, WakeIntent
+
+    q = rt.define()
+
+    @rt.workflow
+    def sleeper(step: Step) -> Any:
+        yield from step.sleep(60)
+        return "woke"
+
+    @rt.workflow
+    def taker(step: Step) -> Any:
+        return (yield from step.take(q, "q", first, pop_first))
+
+    asleep, waiting = start_workflow(sleeper), start_workflow(taker)
+    rt.settle()
+    assert get_execution(asleep).status == "sleeping"
+    assert get_execution(waiting).status == "waiting"
+    assert Waiter.objects.filter(execution_id=waiting).exists()
+    rt.client.update_store(q, "q", updater=lambda d: d["items"].append("item"))  # wakes it
+    assert in_threads(lambda: cancel_execution(asleep), lambda: cancel_execution(waiting)) == [
+        True,
+        True,
+    ]
+    clock.advance(120)
+    try:
+        rt.settle()
+    finally:
+        clock.reset()
+    for eid in (asleep, waiting):
+        execution = get_execution(eid)
+        assert execution.status == "cancelled" and execution.result_json == ""
+    assert rt.client.get_store(q, "q").state == {"items": ["item"]}
+    assert not Waiter.objects.filter(execution_id=waiting).exists()
+    assert prune_finished(older_than=0).executions == 2
+    for model in (ExecutionStep, Waiter, WakeIntent, AppliedStep):
+        assert not model.objects.filter(execution_id__in=[asleep, waiting]).exists()
+    assert not Execution.objects.exists()
