@@ -264,3 +264,20 @@ def test_prune_finished_refuses_a_batch_size_over_the_most() -> None:
 
     with pytest.raises(ValueError, match="batch_size"):
         prune_finished(older_than=1, batch_size=MAX_BATCH_SIZE + 1)
+
+
+def test_the_command_keeps_intents_acknowledged_within_intents_age(alias: str) -> None:
+    """``--intents-age`` says how long acknowledged intents are kept; with a shorter
+    ``--executions-age`` the execution pruning deleted every intent acknowledged before
+    its own cutoff too (one acknowledged a minute ago, of a running execution, with
+    ``--executions-age 0 --intents-age 3600``)."""
+    execution(alias, "running", "running", None)
+    WakeIntent.objects.using(alias).filter(execution_id="running").update(
+        delivered_at=timezone.now() - timedelta(minutes=1)
+    )
+    options = ["--database", alias, "--executions-age", "0", "--intents-age", "3600"]
+    call_command("yieldstar_prune", *options, stdout=io.StringIO())
+    assert count(alias, WakeIntent, "running") == 1
+    options = ["--database", alias, "--intents-age", "30"]
+    call_command("yieldstar_prune", *options, stdout=io.StringIO())
+    assert count(alias, WakeIntent, "running") == 0
