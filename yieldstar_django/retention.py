@@ -107,18 +107,24 @@ def _prune_batch(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) 
 
 
 def prune_finished(
-    *, older_than: float, batch_size: int = 500, using: str | None = None
+    *,
+    older_than: float,
+    batch_size: int = 500,
+    using: str | None = None,
+    delivered_intents: bool = True,
 ) -> PruneCounts:
     """Delete executions finished more than ``older_than`` seconds ago, with their heap
-    entries, ledger rows, wake intents and waiters, and wake intents delivered as long ago,
-    ``batch_size`` rows per transaction. Never deletes an unfinished execution's rows."""
+    entries, ledger rows, wake intents and waiters, and (with ``delivered_intents``) wake
+    intents delivered as long ago, ``batch_size`` rows per transaction. Never deletes an
+    unfinished execution's rows."""
     using = database_alias(using)
     cutoff = _cutoff(using, older_than, batch_size)
     counts = PruneCounts()
     while _prune_batch(using, cutoff, batch_size, counts) == batch_size:
         counts.batches += 1
     counts.batches += 1
-    _prune_delivered(using, cutoff, batch_size, counts)
+    if delivered_intents:
+        _prune_delivered(using, cutoff, batch_size, counts)
     return counts
 
 

@@ -69,7 +69,13 @@ class Command(DatabaseCommand):
             )
         using = self.using(options)
         if age is not None:
-            pruned = prune_finished(older_than=age, batch_size=options["batch_size"], using=using)
+            # Delivered intents of live executions go by --intents-age, below.
+            pruned = prune_finished(
+                older_than=age,
+                batch_size=options["batch_size"],
+                using=using,
+                delivered_intents=False,
+            )
             self.stdout.write(
                 f"deleted {pruned.executions} finished execution(s) with "
                 f"{pruned.heap_entries} heap entry(ies), {pruned.ledger_rows} ledger row(s) "
