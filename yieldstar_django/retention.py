@@ -1,5 +1,7 @@
-"""Retention: delete finished executions, with their heaps, wake intents, waiters and ledger
-rows, once they are older than ``RETENTION_SECONDS``; and delivered wake intents as old.
+"""Retention: delete finished executions, with their heaps, wake intents, waiters, claim
+leases and ledger rows, once they are older than ``RETENTION_SECONDS``; and delivered wake
+intents as old. An execution with a leased claim still held is kept until the lease ends
+(its hand-back records a ledger row under the execution's id).
 
 The ledger rule: a ledger row (``AppliedStep``) is deleted only in the same transaction as
 the execution whose id it carries, and only while that execution is finished (the delete
@@ -21,6 +23,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from .conf import MAX_SECONDS, database_alias, is_duration
+from .models.claim_leases import ClaimLeaseState
 from .models.runtime import TERMINAL_STATUSES
 from .wakes.outbox import delete_delivered
 
@@ -29,8 +32,13 @@ STEP_TABLE = "yieldstar_execution_step"
 LEDGER_TABLE = "yieldstar_appliedstep"
 WAITER_TABLE = "yieldstar_waiter"
 INTENT_TABLE = "yieldstar_wakeintent"
+CLAIM_LEASE_TABLE = "yieldstar_claim_lease"
 
-__all__ = ["PruneCounts", "prune_finished"]
+__all__ = ["MAX_BATCH_SIZE", "PruneCounts", "prune_finished"]
+
+#: The largest batch: each batch binds one query parameter per execution, well under the
+#: limits of PostgreSQL (65,535) and SQLite (32,766 by default since 3.32).
+MAX_BATCH_SIZE = 10_000
 
 
 @dataclass
@@ -42,6 +50,7 @@ class PruneCounts:
     ledger_rows: int = 0
     intents: int = 0
     waiters: int = 0
+    claim_leases: int = 0
     batches: int = field(default=0, compare=False)
 
 
@@ -55,10 +64,14 @@ def _prune_batch(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) 
     statuses = sorted(TERMINAL_STATUSES)
     lock = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
     with transaction.atomic(using=using), connection.cursor() as cursor:
+        # An execution whose leased claim is still held waits until the lease ends: its
+        # hand-back writes a ledger row under the execution's id, deleted only with it.
         cursor.execute(
-            f"SELECT id FROM {EXECUTION_TABLE} WHERE status IN ({_in(len(statuses))}) "
-            f"AND finished_at < %s ORDER BY finished_at LIMIT %s{lock}",
-            [*statuses, cutoff, batch_size],
+            f"SELECT id FROM {EXECUTION_TABLE} e WHERE status IN ({_in(len(statuses))}) "
+            f"AND finished_at < %s AND NOT EXISTS (SELECT 1 FROM {CLAIM_LEASE_TABLE} c "
+            f"WHERE c.execution_id = e.id AND c.state = %s) "
+            f"ORDER BY finished_at LIMIT %s{lock}",
+            [*statuses, cutoff, ClaimLeaseState.HELD.value, batch_size],
         )
         ids = [row[0] for row in cursor.fetchall()]
         if not ids:
@@ -77,6 +90,8 @@ def _prune_batch(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) 
         )
         cursor.execute(f"DELETE FROM {WAITER_TABLE} WHERE {where}", ids)
         counts.waiters += cursor.rowcount
+        cursor.execute(f"DELETE FROM {CLAIM_LEASE_TABLE} WHERE {where}", ids)
+        counts.claim_leases += cursor.rowcount
         # Re-checks the status: the selected rows are locked (PostgreSQL) or the write lock
         # is held (SQLite), so a row deleted here is finished now, with its ledger.
         cursor.execute(
@@ -92,26 +107,35 @@ def _prune_batch(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) 
 
 
 def prune_finished(
-    *, older_than: float, batch_size: int = 500, using: str | None = None
+    *,
+    older_than: float,
+    batch_size: int = 500,
+    using: str | None = None,
+    delivered_intents: bool = True,
 ) -> PruneCounts:
     """Delete executions finished more than ``older_than`` seconds ago, with their heap
-    entries, ledger rows, wake intents and waiters, and wake intents delivered as long ago,
-    ``batch_size`` rows per transaction. Never deletes an unfinished execution's rows."""
+    entries, ledger rows, wake intents and waiters, and (with ``delivered_intents``) wake
+    intents delivered as long ago, ``batch_size`` rows per transaction. Never deletes an
+    unfinished execution's rows."""
     using = database_alias(using)
     cutoff = _cutoff(using, older_than, batch_size)
     counts = PruneCounts()
     while _prune_batch(using, cutoff, batch_size, counts) == batch_size:
         counts.batches += 1
     counts.batches += 1
-    _prune_delivered(using, cutoff, batch_size, counts)
+    if delivered_intents:
+        _prune_delivered(using, cutoff, batch_size, counts)
     return counts
 
 
 def _cutoff(using: str, older_than: float, batch_size: int) -> Any:
     """The database's value of the time ``older_than`` seconds ago, once the arguments are
     checked (``ValueError``)."""
-    if not is_duration(older_than, 0) or batch_size < 1:
-        raise ValueError(f"older_than must be >= 0 and <= {MAX_SECONDS}, and batch_size >= 1")
+    if not is_duration(older_than, 0) or not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ValueError(
+            f"older_than must be >= 0 and <= {MAX_SECONDS}, "
+            f"and batch_size from 1 to {MAX_BATCH_SIZE}"
+        )
     return connections[using].ops.adapt_datetimefield_value(
         timezone.now() - timedelta(seconds=older_than)
     )

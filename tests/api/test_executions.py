@@ -163,3 +163,47 @@ def test_list_cursor_in_any_utc_offset_pages_from_its_time(api: Client, offset: 
     response = list_from(api, f"2999-01-01T00:00:00{offset}")
     assert response.status_code == 200, response.status_code
     assert [e["id"] for e in response.json()["results"]] == ["listed"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_of_an_execution_pruned_meanwhile_is_404(
+    api: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST .../cancel/`` of an execution finished long ago, while ``yieldstar_prune``
+    (another connection) deletes it between the view's read and its answer: the view read
+    the row again and failed with ``Execution.DoesNotExist`` (a 500). It is a 404 now."""
+    import threading
+    from datetime import timedelta
+
+    from django.db import connections
+    from django.utils import timezone
+
+    from yieldstar_django.api import executions as views
+    from yieldstar_django.retention import prune_finished
+
+    long_ago = timezone.now() - timedelta(days=40)
+    Execution.objects.create(
+        id="old", workflow_id="api-test-greet", input_json="{}", status="completed",
+        finished_at=long_ago,
+    )  # fmt: skip
+    cancel = views.cancel_execution
+
+    def cancel_then_prune(execution_id: str) -> bool:
+        cancelled = cancel(execution_id)
+
+        def prune() -> None:
+            try:
+                prune_finished(older_than=30 * 24 * 3600)
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=prune)
+        thread.start()
+        thread.join(10)
+        return cancelled
+
+    monkeypatch.setattr(views, "cancel_execution", cancel_then_prune)
+    response = api.post(reverse("yieldstar:execution-cancel", args=["old"]))
+    assert not Execution.objects.filter(pk="old").exists()
+    assert response.status_code == 404, response.content
+    assert response.json()["code"] == "not_found"

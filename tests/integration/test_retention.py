@@ -230,3 +230,54 @@ def test_the_command_deletes_acknowledged_intents_in_batches(db: None, settings:
     ]
     assert len(deletes) == 3, deletes
     assert not WakeIntent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["--batch-size", "9223372036854775808"],
+        ["--batch-size", "100000000000000000000"],
+        ["--batch-size", "10001"],
+        ["--database", "no-such-alias"],
+        ["--database", "nul\x00alias"],
+    ],
+    ids=["bigint+1", "1e20", "over the most", "unknown alias", "NUL"],
+)
+def test_the_command_refuses_a_batch_size_or_database_it_cannot_use(
+    alias: str, arguments: list[str]
+) -> None:
+    """A batch size past a 64-bit integer failed in the first query with a traceback
+    (``DataError: bigint out of range`` on PostgreSQL, ``OverflowError`` on SQLite), and
+    one past the database's limit of query parameters would have failed in the first
+    batch with that many executions; an alias that names no database failed with
+    ``ConnectionDoesNotExist``. Each is a ``CommandError`` now, and nothing is deleted."""
+    execution(alias, "done", "completed", 40.0)
+    options = ["--database", alias, "--executions-age", "0", *arguments]
+    with pytest.raises(CommandError, match=arguments[0]):
+        call_command("yieldstar_prune", *options, stdout=io.StringIO())
+    assert Execution.objects.using(alias).filter(pk="done").exists()
+    assert WakeIntent.objects.using(alias).filter(execution_id="done").exists()
+
+
+def test_prune_finished_refuses_a_batch_size_over_the_most() -> None:
+    from yieldstar_django.retention import MAX_BATCH_SIZE
+
+    with pytest.raises(ValueError, match="batch_size"):
+        prune_finished(older_than=1, batch_size=MAX_BATCH_SIZE + 1)
+
+
+def test_the_command_keeps_intents_acknowledged_within_intents_age(alias: str) -> None:
+    """``--intents-age`` says how long acknowledged intents are kept; with a shorter
+    ``--executions-age`` the execution pruning deleted every intent acknowledged before
+    its own cutoff too (one acknowledged a minute ago, of a running execution, with
+    ``--executions-age 0 --intents-age 3600``)."""
+    execution(alias, "running", "running", None)
+    WakeIntent.objects.using(alias).filter(execution_id="running").update(
+        delivered_at=timezone.now() - timedelta(minutes=1)
+    )
+    options = ["--database", alias, "--executions-age", "0", "--intents-age", "3600"]
+    call_command("yieldstar_prune", *options, stdout=io.StringIO())
+    assert count(alias, WakeIntent, "running") == 1
+    options = ["--database", alias, "--intents-age", "30"]
+    call_command("yieldstar_prune", *options, stdout=io.StringIO())
+    assert count(alias, WakeIntent, "running") == 0

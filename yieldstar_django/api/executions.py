@@ -331,7 +331,8 @@ class ExecutionCancelView(YieldstarAPIView):
     def post(self, request: Request, execution_id: str) -> Response:
         execution = execution_or_404(execution_id)
         cancelled = cancel_execution(execution.id)
-        execution.refresh_from_db()
+        # Read again: a finished execution may be pruned (retention) meanwhile.
+        execution = execution_or_404(execution.id)
         if not cancelled and execution.status != ExecutionStatus.CANCELLED:
             raise ExecutionConflict(f"The execution already finished ({execution.status}).")
         return Response(execution_body(execution))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
 
 from yieldstar_django.conf import database_alias
 
@@ -24,5 +25,9 @@ class DatabaseCommand(BaseCommand):
 
     @staticmethod
     def using(options: dict[str, Any]) -> str:
-        """The alias ``--database`` names, else ``YIELDSTAR['DATABASE_ALIAS']``."""
-        return database_alias(options["database"])
+        """The alias ``--database`` names, else ``YIELDSTAR['DATABASE_ALIAS']``;
+        ``CommandError`` if ``DATABASES`` has no such alias."""
+        alias = database_alias(options["database"])
+        if alias not in settings.DATABASES:
+            raise CommandError(f"--database {alias!r} names no database in DATABASES")
+        return alias

@@ -19,7 +19,7 @@ from django.db import connections, transaction
 
 from yieldstar_django.conf import MAX_SECONDS, is_duration, yieldstar_settings
 from yieldstar_django.management.commands._base import DatabaseCommand
-from yieldstar_django.retention import prune_finished
+from yieldstar_django.retention import MAX_BATCH_SIZE, prune_finished
 from yieldstar_django.wakes import prune_delivered
 
 
@@ -45,7 +45,8 @@ class Command(DatabaseCommand):
             "--batch-size",
             type=int,
             default=500,
-            help="executions or intents deleted per transaction (default 500)",
+            help=f"executions or intents deleted per transaction, 1 to {MAX_BATCH_SIZE} "
+            "(default 500)",
         )
         parser.add_argument(
             "--keep-deleted",
@@ -56,8 +57,8 @@ class Command(DatabaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not is_duration(options["intents_age"], 0):
             raise CommandError(f"--intents-age must be >= 0 and <= {MAX_SECONDS} seconds")
-        if options["batch_size"] < 1:
-            raise CommandError("--batch-size must be >= 1")
+        if not 1 <= options["batch_size"] <= MAX_BATCH_SIZE:
+            raise CommandError(f"--batch-size must be from 1 to {MAX_BATCH_SIZE}")
         age = options["executions_age"]
         if age is None:
             age = yieldstar_settings.RETENTION_SECONDS
@@ -68,7 +69,13 @@ class Command(DatabaseCommand):
             )
         using = self.using(options)
         if age is not None:
-            pruned = prune_finished(older_than=age, batch_size=options["batch_size"], using=using)
+            # Delivered intents of live executions go by --intents-age, below.
+            pruned = prune_finished(
+                older_than=age,
+                batch_size=options["batch_size"],
+                using=using,
+                delivered_intents=False,
+            )
             self.stdout.write(
                 f"deleted {pruned.executions} finished execution(s) with "
                 f"{pruned.heap_entries} heap entry(ies), {pruned.ledger_rows} ledger row(s) "
