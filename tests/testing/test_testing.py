@@ -28,6 +28,7 @@ from yieldstar_django.testing import (
     YieldstarTestMixin,
     advance_time,
     run_until_idle,
+    runner,
 )
 from yieldstar_django.testing.pytest_plugin import YieldstarHelper, pytest_report_header
 from yieldstar_django.wakes import celery_backend, relay_once
@@ -40,6 +41,7 @@ from .workflows import (
     consumer,
     flaky_hour,
     hold_and_stall,
+    ping_pong,
     producer,
     restless,
 )
@@ -178,6 +180,50 @@ def test_run_until_idle_gives_up_after_its_timeout(db: None, yieldstar: Yieldsta
     execution_id = start_workflow(restless)
     with pytest.raises(TimeoutError, match=execution_id):
         yieldstar.run_until_idle(timeout=0.2)
+
+
+#: Rounds of ``ping_pong``: far more than either time limit below lets run (a few hundred
+#: runs), so a limit that holds stops it with rounds to go.
+ENDLESS = 150
+
+
+def test_run_until_idle_gives_up_on_executions_waking_each_other_inline(
+    transactional_db: None, yieldstar: YieldstarHelper
+) -> None:
+    """``TransactionTestCase`` mode: two executions that keep waking each other through
+    the inline backend never let ``run_until_idle`` go idle, and it raises after its
+    timeout. Before, it never looked at the time while the inline backend ran what each
+    run woke: it ran them all (forever, had they been endless)."""
+    with override_settings(YIELDSTAR={"WAKE_BACKEND": "tests.testing.workflows.deliver_nothing"}):
+        first = start_workflow(ping_pong, "ping", "pong", ENDLESS)
+        second = start_workflow(ping_pong, "pong", "ping", ENDLESS)
+        get_store_client().update_store(
+            workflows.relay_box, "ping", updater=lambda d: d["items"].append("ball")
+        )
+    with pytest.raises(TimeoutError, match="still due") as caught:
+        yieldstar.run_until_idle(timeout=0.5)
+    assert first in str(caught.value) or second in str(caught.value)
+    assert not get_execution(first).is_finished
+    assert not get_execution(second).is_finished
+
+
+def test_the_inline_backend_gives_up_on_executions_waking_each_other(
+    transactional_db: None, yieldstar: YieldstarHelper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write that wakes executions that keep waking each other returns once the inline
+    backend has run them for ``INLINE_TIMEOUT`` seconds; what is still due stays due, and
+    ``run_until_idle`` raises. Before, the write ran them all (forever, had they been
+    endless): a test hung at its first write."""
+    monkeypatch.setattr(runner, "INLINE_TIMEOUT", 0.5, raising=False)
+    first = start_workflow(ping_pong, "ping", "pong", ENDLESS)
+    second = start_workflow(ping_pong, "pong", "ping", ENDLESS)
+    get_store_client().update_store(
+        workflows.relay_box, "ping", updater=lambda d: d["items"].append("ball")
+    )
+    assert not get_execution(first).is_finished
+    assert not get_execution(second).is_finished
+    with pytest.raises(TimeoutError, match="still due"):
+        yieldstar.run_until_idle(timeout=0.5)
 
 
 def test_run_until_idle_needs_no_inline_backend(db: None) -> None:
