@@ -19,7 +19,7 @@ from django.test import TestCase, override_settings
 from django.utils import timezone
 
 from yieldstar_django import clock, get_execution, get_store_client, start_workflow
-from yieldstar_django.conf import yieldstar_settings
+from yieldstar_django.conf import MAX_SECONDS, yieldstar_settings
 from yieldstar_django.core.results import Wake
 from yieldstar_django.models import ClaimLeaseRecord, WakeIntent
 from yieldstar_django.testing import (
@@ -87,6 +87,36 @@ def test_advance_time_moves_the_timer_clock_only_forward() -> None:
     finally:
         clock.reset()
     assert clock.offset() == timedelta(0)
+
+
+def test_advance_time_refuses_a_move_past_what_timers_can_hold() -> None:
+    """A move that would leave no room for the longest durable timer (100 years) past
+    the clock is a ``ValueError``, and leaves the clock where it was. Before, a move past
+    ``timedelta``'s range raised ``OverflowError``, and a smaller one past year 9999
+    (``10**12`` seconds, say) was taken: from then on every ``clock.now()`` (every step,
+    ``run_until_idle()``, the relay) raised ``OverflowError``."""
+    try:
+        advance_time(60)
+        for huge in (1e20, 10**12, 3e11, timedelta(days=365 * 7950)):
+            with pytest.raises(ValueError, match="100 years"):
+                advance_time(huge)
+            assert clock.offset() == timedelta(seconds=60)
+        clock.now() + timedelta(seconds=MAX_SECONDS)  # the longest timer still fits
+    finally:
+        clock.reset()
+
+
+def test_timers_run_after_a_long_move(db: None, yieldstar: YieldstarHelper) -> None:
+    """Five thousand years on, a one-day sleep still sleeps one day."""
+    yieldstar.advance_time(timedelta(days=365 * 5000))
+    execution_id = start_workflow(remind_tomorrow, "order-5000")
+    assert yieldstar.run_until_idle() == 1
+    assert get_execution(execution_id).status == "sleeping"
+    yieldstar.advance_time(86_399)
+    assert yieldstar.run_until_idle() == 0
+    yieldstar.advance_time(1)
+    assert yieldstar.run_until_idle() == 1
+    assert get_execution(execution_id).status == "completed"
 
 
 # -- run_until_idle -------------------------------------------------------------------
