@@ -105,7 +105,9 @@ def advance_time(seconds: float | timedelta) -> None:
 
     Nothing runs here: call :func:`run_until_idle` to run what became due. The clock stays
     moved until ``yieldstar_django.clock.reset()`` (the pytest fixtures and
-    ``YieldstarTestMixin`` reset it after each test).
+    ``YieldstarTestMixin`` reset it after each test). ``ValueError`` (the clock unchanged)
+    for negative or non-finite ``seconds``, or a move that would leave less than 100 years
+    (the longest durable timer) before the year 9999.
     """
     clock.advance(seconds)
 
