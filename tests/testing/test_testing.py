@@ -119,6 +119,20 @@ def test_timers_run_after_a_long_move(db: None, yieldstar: YieldstarHelper) -> N
     assert get_execution(execution_id).status == "completed"
 
 
+@pytest.mark.xdist_group("clock-put-back")
+class TestTheClockIsPutBackAfterEveryTest:
+    """Under pytest the plugin puts the clock back after every test, also one that moved
+    it with the bare ``advance_time`` (no fixture, no mixin). Before, the clock stayed
+    moved for every later test of the session: its timers were due early."""
+
+    def test_moves_the_clock_with_the_bare_function(self) -> None:
+        advance_time(3600)
+        assert clock.offset() == timedelta(hours=1)
+
+    def test_runs_after_it_on_wall_clock_time(self) -> None:
+        assert clock.offset() == timedelta(0)
+
+
 # -- run_until_idle -------------------------------------------------------------------
 
 
