@@ -14,9 +14,15 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from .conf import MAX_SECONDS
+
 __all__ = ["advance", "now", "offset", "reset"]
 
 _offset = timedelta(0)
+
+#: Room :func:`advance` keeps between the clock and ``datetime.max``: the longest durable
+#: timer (``MAX_SECONDS``, 100 years) and a day for what is added to a due time.
+_ROOM = timedelta(seconds=MAX_SECONDS, days=1)
 
 
 def now() -> datetime:
@@ -31,7 +37,12 @@ def offset() -> timedelta:
 
 def advance(seconds: float | timedelta) -> None:
     """Move the clock ahead by ``seconds`` (a finite number >= 0, or a ``timedelta``), for
-    this process."""
+    this process.
+
+    ``ValueError`` (and the clock unchanged) for a move that would leave less than the
+    longest durable timer (100 years) between the clock and ``datetime.max`` (year 9999):
+    a due time past it could not be represented, and every ``now()`` would overflow.
+    """
     global _offset
     if isinstance(seconds, timedelta):
         seconds = seconds.total_seconds()
@@ -39,10 +50,23 @@ def advance(seconds: float | timedelta) -> None:
         raise TypeError(f"advance() needs a number of seconds, not {seconds!r}")
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"time only moves forward: advance() needs seconds >= 0, not {seconds}")
-    _offset += timedelta(seconds=seconds)
+    try:
+        moved = _offset + timedelta(seconds=seconds)
+        timezone.now() + moved + _ROOM
+    except OverflowError:
+        raise ValueError(
+            f"advance({seconds}) would move the clock past year 9999 less 100 years: the "
+            "due time of the longest durable timer (100 years) could not be represented"
+        ) from None
+    _offset = moved
 
 
 def reset() -> None:
     """Put the clock back on wall-clock time."""
     global _offset
     _offset = timedelta(0)
+
+
+#: Room :func:`advance` keeps between the clock and ``datetime.max``: the longest durable
+#: timer (``MAX_SECONDS``, 100 years) and a day for what is added to a due time.
+_ROOM = timedelta(seconds=MAX_SECONDS, days=1)

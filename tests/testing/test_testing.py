@@ -19,7 +19,7 @@ from django.test import TestCase, override_settings
 from django.utils import timezone
 
 from yieldstar_django import clock, get_execution, get_store_client, start_workflow
-from yieldstar_django.conf import yieldstar_settings
+from yieldstar_django.conf import MAX_SECONDS, yieldstar_settings
 from yieldstar_django.core.results import Wake
 from yieldstar_django.models import ClaimLeaseRecord, WakeIntent
 from yieldstar_django.testing import (
@@ -28,6 +28,7 @@ from yieldstar_django.testing import (
     YieldstarTestMixin,
     advance_time,
     run_until_idle,
+    runner,
 )
 from yieldstar_django.testing.pytest_plugin import YieldstarHelper, pytest_report_header
 from yieldstar_django.wakes import celery_backend, relay_once
@@ -40,6 +41,7 @@ from .workflows import (
     consumer,
     flaky_hour,
     hold_and_stall,
+    ping_pong,
     producer,
     restless,
 )
@@ -85,6 +87,50 @@ def test_advance_time_moves_the_timer_clock_only_forward() -> None:
     finally:
         clock.reset()
     assert clock.offset() == timedelta(0)
+
+
+def test_advance_time_refuses_a_move_past_what_timers_can_hold() -> None:
+    """A move that would leave no room for the longest durable timer (100 years) past
+    the clock is a ``ValueError``, and leaves the clock where it was. Before, a move past
+    ``timedelta``'s range raised ``OverflowError``, and a smaller one past year 9999
+    (``10**12`` seconds, say) was taken: from then on every ``clock.now()`` (every step,
+    ``run_until_idle()``, the relay) raised ``OverflowError``."""
+    try:
+        advance_time(60)
+        for huge in (1e20, 10**12, 3e11, timedelta(days=365 * 7950)):
+            with pytest.raises(ValueError, match="100 years"):
+                advance_time(huge)
+            assert clock.offset() == timedelta(seconds=60)
+        clock.now() + timedelta(seconds=MAX_SECONDS)  # the longest timer still fits
+    finally:
+        clock.reset()
+
+
+def test_timers_run_after_a_long_move(db: None, yieldstar: YieldstarHelper) -> None:
+    """Five thousand years on, a one-day sleep still sleeps one day."""
+    yieldstar.advance_time(timedelta(days=365 * 5000))
+    execution_id = start_workflow(remind_tomorrow, "order-5000")
+    assert yieldstar.run_until_idle() == 1
+    assert get_execution(execution_id).status == "sleeping"
+    yieldstar.advance_time(86_399)
+    assert yieldstar.run_until_idle() == 0
+    yieldstar.advance_time(1)
+    assert yieldstar.run_until_idle() == 1
+    assert get_execution(execution_id).status == "completed"
+
+
+@pytest.mark.xdist_group("clock-put-back")
+class TestTheClockIsPutBackAfterEveryTest:
+    """Under pytest the plugin puts the clock back after every test, also one that moved
+    it with the bare ``advance_time`` (no fixture, no mixin). Before, the clock stayed
+    moved for every later test of the session: its timers were due early."""
+
+    def test_moves_the_clock_with_the_bare_function(self) -> None:
+        advance_time(3600)
+        assert clock.offset() == timedelta(hours=1)
+
+    def test_runs_after_it_on_wall_clock_time(self) -> None:
+        assert clock.offset() == timedelta(0)
 
 
 # -- run_until_idle -------------------------------------------------------------------
@@ -178,6 +224,50 @@ def test_run_until_idle_gives_up_after_its_timeout(db: None, yieldstar: Yieldsta
     execution_id = start_workflow(restless)
     with pytest.raises(TimeoutError, match=execution_id):
         yieldstar.run_until_idle(timeout=0.2)
+
+
+#: Rounds of ``ping_pong``: far more than either time limit below lets run (a few hundred
+#: runs), so a limit that holds stops it with rounds to go.
+ENDLESS = 150
+
+
+def test_run_until_idle_gives_up_on_executions_waking_each_other_inline(
+    transactional_db: None, yieldstar: YieldstarHelper
+) -> None:
+    """``TransactionTestCase`` mode: two executions that keep waking each other through
+    the inline backend never let ``run_until_idle`` go idle, and it raises after its
+    timeout. Before, it never looked at the time while the inline backend ran what each
+    run woke: it ran them all (forever, had they been endless)."""
+    with override_settings(YIELDSTAR={"WAKE_BACKEND": "tests.testing.workflows.deliver_nothing"}):
+        first = start_workflow(ping_pong, "ping", "pong", ENDLESS)
+        second = start_workflow(ping_pong, "pong", "ping", ENDLESS)
+        get_store_client().update_store(
+            workflows.relay_box, "ping", updater=lambda d: d["items"].append("ball")
+        )
+    with pytest.raises(TimeoutError, match="still due") as caught:
+        yieldstar.run_until_idle(timeout=0.5)
+    assert first in str(caught.value) or second in str(caught.value)
+    assert not get_execution(first).is_finished
+    assert not get_execution(second).is_finished
+
+
+def test_the_inline_backend_gives_up_on_executions_waking_each_other(
+    transactional_db: None, yieldstar: YieldstarHelper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write that wakes executions that keep waking each other returns once the inline
+    backend has run them for ``INLINE_TIMEOUT`` seconds; what is still due stays due, and
+    ``run_until_idle`` raises. Before, the write ran them all (forever, had they been
+    endless): a test hung at its first write."""
+    monkeypatch.setattr(runner, "INLINE_TIMEOUT", 0.5, raising=False)
+    first = start_workflow(ping_pong, "ping", "pong", ENDLESS)
+    second = start_workflow(ping_pong, "pong", "ping", ENDLESS)
+    get_store_client().update_store(
+        workflows.relay_box, "ping", updater=lambda d: d["items"].append("ball")
+    )
+    assert not get_execution(first).is_finished
+    assert not get_execution(second).is_finished
+    with pytest.raises(TimeoutError, match="still due"):
+        yieldstar.run_until_idle(timeout=0.5)
 
 
 def test_run_until_idle_needs_no_inline_backend(db: None) -> None:

@@ -89,3 +89,27 @@ def hold_and_stall(step: Any, box: str) -> Any:
     )
     yield from step.sleep(3600)
     return (yield from step.complete(lease))
+
+
+def deliver_nothing(wakes: Any) -> None:
+    """A ``WAKE_BACKEND`` that delivers nothing: the wakes stay due for ``run_until_idle``."""
+
+
+def _ball(state: Any) -> Any:
+    return state["items"][0] if state["items"] else None
+
+
+def _catch(draft: Any, ball: Any) -> None:
+    draft["items"].pop(0)
+
+
+@workflow("ys-testing-ping-pong")
+def ping_pong(step: Any, mine: str, other: str, rounds: int) -> Any:
+    """Takes a ball from its box and puts it in the other's, ``rounds`` times: two of them
+    wake each other, each run waking the other, for as long as ``rounds`` lasts."""
+    for i in range(rounds):
+        yield from step.take(relay_box, mine, _ball, _catch, key=f"take-{i}")
+        yield from step.update(
+            relay_box, other, lambda draft: draft["items"].append("ball"), key=f"put-{i}"
+        )
+    return rounds

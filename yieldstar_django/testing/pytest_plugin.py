@@ -8,17 +8,21 @@ and ``run_until_idle()`` / ``advance_time()`` as methods. Combine it with pytest
         execution_id = start_workflow(ship_next, "w1")
         yieldstar.run_until_idle()
 
+After every test the plugin puts the timers' clock back on wall-clock time if a test moved
+it (with the fixture, or with the bare ``advance_time``), so no test runs on another's clock.
+
 Imports nothing of Django until a fixture runs, so it costs nothing in other projects.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sys
+from collections.abc import Generator, Iterator
 from datetime import timedelta
 
 import pytest
 
-__all__ = ["YieldstarHelper", "pytest_report_header", "yieldstar"]
+__all__ = ["YieldstarHelper", "pytest_report_header", "pytest_runtest_teardown", "yieldstar"]
 
 
 class YieldstarHelper:
@@ -48,6 +52,15 @@ def yieldstar() -> Iterator[YieldstarHelper]:
             yield YieldstarHelper()
         finally:
             clock.reset()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
+    """Once a test's fixtures are torn down, put the clock back if the test moved it."""
+    yield
+    clock = sys.modules.get("yieldstar_django.clock")  # not imported: nothing moved it
+    if clock is not None:
+        clock.reset()
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -3,7 +3,9 @@
 
 Both hand executions to one per-thread queue that runs them one after another with
 ``run_execution`` (what the Celery task does), so a run that wakes another execution
-never runs it nested inside its own step: the woken one runs right after.
+never runs it nested inside its own step: the woken one runs right after. The queue runs
+for a limited wall time (``run_until_idle``'s ``timeout``, or :data:`INLINE_TIMEOUT` for
+what a commit woke): executions that keep waking each other never empty it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from django.db import connections
 from django.db.models import Q
@@ -31,6 +33,13 @@ __all__ = ["advance_time", "inline", "run_until_idle"]
 #: What ``run_execution`` answers when it ran the execution (not ``gone``/``busy``).
 _RAN = frozenset({"finished", "suspended", "deferred", "lost"})
 
+#: Seconds of wall time the inline backend runs what one commit woke (and what those runs
+#: woke, and so on) before it gives up, raising ``TimeoutError``: the executions still due
+#: stay due (their wake intents unacknowledged) for ``run_until_idle``, whose own timeout
+#: then raises. Without a limit, executions that keep waking each other would never let
+#: the waking write return.
+INLINE_TIMEOUT: Final = 10.0
+
 
 class _Queue(threading.local):
     def __init__(self) -> None:
@@ -42,18 +51,28 @@ class _Queue(threading.local):
 _queue = _Queue()
 
 
-def _drain() -> None:
-    """Run every queued execution (and what those runs wake) unless already draining."""
+def _drain(deadline: float) -> list[str]:
+    """Run every queued execution (and what those runs wake) unless already draining;
+    return the ones still queued when the ``time.monotonic()`` ``deadline`` passed (they
+    are not run: their wake intents stay unacknowledged, so they stay due)."""
     if _queue.draining:
-        return
+        return []  # the drain under way runs them, within its own deadline
     _queue.draining = True
     try:
         while _queue.ids:
+            if time.monotonic() > deadline:
+                return list(_queue.ids)
             if str(run_execution(_queue.ids.popleft())) in _RAN:
                 _queue.runs += 1
+        return []
     finally:
         _queue.draining = False
         _queue.ids.clear()
+
+
+def _still_due(who: str, timeout: float, execution_ids: Iterable[str]) -> TimeoutError:
+    ids = sorted(set(execution_ids))
+    return TimeoutError(f"{who}: executions still due after {timeout}s: {', '.join(ids[:10])}")
 
 
 def _enqueue(execution_ids: Iterable[str]) -> None:
@@ -69,9 +88,15 @@ def inline(wakes: Sequence[Wake]) -> None:
     ``on_commit`` hook), so the run sees what woke it. No broker, no worker. An error of the
     runtime propagates (the wake stays undelivered); an error of the workflow is recorded
     on the execution, as in production.
+
+    It runs them, and what they wake, for at most :data:`INLINE_TIMEOUT` seconds, then
+    raises ``TimeoutError`` (logged by the wake delivery, which carries on): what is
+    still due stays due, for :func:`run_until_idle`.
     """
     _enqueue(wake.execution_id for wake in wakes)
-    _drain()
+    left = _drain(time.monotonic() + INLINE_TIMEOUT)
+    if left:
+        raise _still_due("the inline wake backend", INLINE_TIMEOUT, left)
 
 
 def advance_time(seconds: float | timedelta) -> None:
@@ -80,7 +105,9 @@ def advance_time(seconds: float | timedelta) -> None:
 
     Nothing runs here: call :func:`run_until_idle` to run what became due. The clock stays
     moved until ``yieldstar_django.clock.reset()`` (the pytest fixtures and
-    ``YieldstarTestMixin`` reset it after each test).
+    ``YieldstarTestMixin`` reset it after each test). ``ValueError`` (the clock unchanged)
+    for negative or non-finite ``seconds``, or a move that would leave less than 100 years
+    (the longest durable timer) before the year 9999.
     """
     clock.advance(seconds)
 
@@ -141,7 +168,8 @@ def run_until_idle(timeout: float = 10.0) -> int:
     ``WAKE_BACKEND`` is.
 
     Raises ``TimeoutError`` if executions are still due after ``timeout`` seconds of wall
-    time (a workflow that keeps waking itself, say).
+    time (a workflow that keeps waking itself, say), also while the inline backend runs
+    what its runs wake.
     """
     alias = _alias()
     deadline = time.monotonic() + timeout
@@ -152,10 +180,9 @@ def run_until_idle(timeout: float = 10.0) -> int:
         if not pending:
             return _queue.runs - runs_before
         if time.monotonic() > deadline:
-            ids = sorted({p.wake.execution_id for p in pending})
-            raise TimeoutError(
-                f"run_until_idle: executions still due after {timeout}s: {', '.join(ids[:10])}"
-            )
+            raise _still_due("run_until_idle", timeout, (p.wake.execution_id for p in pending))
         _enqueue(p.wake.execution_id for p in pending)
-        _drain()
+        left = _drain(deadline)
+        if left:
+            raise _still_due("run_until_idle", timeout, left)
         _mark_delivered(alias, pending)
