@@ -105,3 +105,39 @@ def test_a_router_that_disagrees_is_an_error() -> None:
     assert messages and {m.id for m in messages} == {"yieldstar.E005"}
     assert all(isinstance(m, checks.Error) for m in messages)
     assert check_database_alias() == []
+
+
+def test_a_start_and_its_first_wake_commit_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``start_workflow`` writes the execution and the wake that runs it first in one
+    transaction of the routed alias: when the wake cannot be written, no execution is left
+    behind that nothing would ever run."""
+    from yieldstar_django.runtime import timers
+
+    def failing_request_run(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the wake cannot be written")
+
+    monkeypatch.setattr(timers, "request_run", failing_request_run)
+    with pytest.raises(RuntimeError):
+        start_workflow(consume, "q3", execution_id="router-start")
+    assert not Execution.objects.using(ROUTED).filter(pk="router-start").exists()
+
+
+def test_a_cancel_and_its_clean_up_commit_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cancel_execution`` marks the execution cancelled and removes its waiters in one
+    transaction of the routed alias: when the clean-up fails, the execution is not left
+    cancelled with its waiters still registered."""
+    from yieldstar_django.connector.client import DatabaseStoreClient
+    from yieldstar_django.runtime import cancel_execution
+
+    eid = start_workflow(consume, "q4")
+    run_until_idle()
+    assert count(Waiter) >= 1
+
+    def failing_remove(self: Any, execution_id: str) -> None:
+        raise RuntimeError("the waiters cannot be removed")
+
+    monkeypatch.setattr(DatabaseStoreClient, "remove_waiters", failing_remove)
+    with pytest.raises(RuntimeError):
+        cancel_execution(eid)
+    assert get_execution(eid).status == "waiting"
+    assert Waiter.objects.using(ROUTED).filter(execution_id=eid).exists()

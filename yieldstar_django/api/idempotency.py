@@ -127,7 +127,7 @@ def claim(request: Request, key: str, *, method: str, target: str, fingerprint: 
     defaults = {"fingerprint": fingerprint, "method": method, "target": target[:600]}
     for _ in range(MAX_CLAIM_ATTEMPTS):
         try:
-            with transaction.atomic():
+            with transaction.atomic(using=router.db_for_write(IdempotencyKey)):
                 record, created = IdempotencyKey.objects.get_or_create(
                     principal=principal, key=key, defaults=defaults
                 )

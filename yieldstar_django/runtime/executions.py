@@ -106,12 +106,12 @@ def start_execution(
     ):
         raise ValueError("execution_id must be a non-empty str of at most 255 characters")
     new_id = execution_id or str(uuid.uuid4())
-    with transaction.atomic():
+    with transaction.atomic(using=_alias()):
         if execution_id is None:
             Execution.objects.create(id=new_id, workflow_id=wf.name, input_json=input_json)
         else:
             try:
-                with transaction.atomic():
+                with transaction.atomic(using=_alias()):
                     Execution.objects.create(id=new_id, workflow_id=wf.name, input_json=input_json)
             except IntegrityError:
                 existing = (
@@ -145,7 +145,7 @@ def cancel_execution(execution_id: str) -> bool:
     It stops at its next step: a run in progress records nothing more and its waiters
     are removed. Steps already recorded (store changes included) are not undone.
     """
-    with transaction.atomic():
+    with transaction.atomic(using=_alias()):
         cancelled = Execution.objects.filter(live(), pk=execution_id).update(
             status=ExecutionStatus.CANCELLED,
             finished_at=timezone.now(),
@@ -261,7 +261,7 @@ def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: 
         "waiting_on": "",
         "wake_at": None,
     }
-    with transaction.atomic() if waiters else nullcontext():
+    with transaction.atomic(using=_alias()) if waiters else nullcontext():
         # A finished execution needs no more wakes: the release acknowledges them all (one
         # delivered meanwhile finds it GONE).
         if not lease.release(changes, acknowledge_all=True):
@@ -286,7 +286,7 @@ def _release_suspended(lease: Lease, outcome: RunOutcome) -> bool:
 def _release_later(lease: Lease, seconds: float) -> None:
     """Release the lease with a durable timer that runs the execution again."""
     at = clock.now() + timedelta(seconds=seconds)
-    with transaction.atomic():
+    with transaction.atomic(using=_alias()):
         if lease.release({"wake_pending": False}):
             if seconds > 0:
                 timers.schedule_timer(
