@@ -422,3 +422,17 @@ def test_a_woken_take_cancelled_before_it_waits_again_leaves_no_waiter(
     rt.pump()
     assert get_execution(eid).status == "cancelled"
     assert list(Waiter.objects.filter(execution_id=eid).values_list("step_key", flat=True)) == []
+
+
+def test_an_id_no_execution_can_have_is_not_found(rt: Runtime) -> None:
+    """An id holding NUL (which PostgreSQL text cannot hold) names no execution: not found,
+    as on SQLite, instead of a database error."""
+    import pytest
+
+    from yieldstar_django.runtime import cancel_execution
+
+    for bad in ("a\x00b", "\x00"):
+        with pytest.raises(Execution.DoesNotExist):
+            get_execution(bad)
+        assert cancel_execution(bad) is False
+        assert str(run_execution(bad)) == "gone"

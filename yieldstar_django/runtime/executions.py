@@ -136,6 +136,8 @@ def get_execution(execution_id: str) -> Execution:
 
     Raises ``Execution.DoesNotExist`` if there is none.
     """
+    if not _nameable(execution_id):
+        raise Execution.DoesNotExist(f"no execution can have the id {execution_id!r}")
     return Execution.objects.get(pk=execution_id)
 
 
@@ -145,6 +147,8 @@ def cancel_execution(execution_id: str) -> bool:
     It stops at its next step: a run in progress records nothing more and its waiters
     are removed. Steps already recorded (store changes included) are not undone.
     """
+    if not _nameable(execution_id):
+        return False
     with transaction.atomic(using=_alias()):
         cancelled = Execution.objects.filter(live(), pk=execution_id).update(
             status=ExecutionStatus.CANCELLED,
@@ -165,6 +169,12 @@ def _alias() -> str:
     return yieldstar_settings.DATABASE_ALIAS
 
 
+def _nameable(execution_id: object) -> bool:
+    """Whether ``execution_id`` could name an execution: a str without NUL (which
+    PostgreSQL text cannot hold; looking it up there is a database error, not a miss)."""
+    return isinstance(execution_id, str) and "\x00" not in execution_id
+
+
 def _store_client() -> StoreClient:
     return get_store_client()
 
@@ -178,6 +188,8 @@ def run_execution(execution_id: str) -> ResumeResult:
     itself (a database outage) propagate after a best-effort release; the execution then
     resumes on its next wake or at its lease timer.
     """
+    if not _nameable(execution_id):
+        return ResumeResult.GONE
     lease: Lease | None = None
     for _ in range(5):
         lease = acquire_lease(execution_id)
