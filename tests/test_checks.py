@@ -1,4 +1,4 @@
-"""The system checks ``yieldstar.E001`` ... ``yieldstar.E005``, ``W001``, ``W002``."""
+"""The system checks ``yieldstar.E001`` ... ``yieldstar.E005``, ``W001``, ``W002``, ``W004``."""
 
 from __future__ import annotations
 
@@ -72,16 +72,50 @@ def test_e001_sqlite_without_immediate(entry: dict[str, Any]) -> None:
 @overriding_databases
 @pytest.mark.parametrize("mode", ["IMMEDIATE", "immediate", "EXCLUSIVE"])
 def test_e001_passes_with_a_locking_transaction_mode(mode: str) -> None:
-    with override_settings(DATABASES={"default": sqlite(transaction_mode=mode)}):
+    with override_settings(DATABASES={"default": sqlite(transaction_mode=mode, timeout=20)}):
         assert check_sqlite_transaction_mode() == []
 
 
 @overriding_databases
 def test_e001_reports_every_alias_and_ignores_postgres() -> None:
-    databases = {"default": POSTGRES, "a": sqlite(), "b": sqlite(transaction_mode="IMMEDIATE")}
+    databases = {
+        "default": POSTGRES,
+        "a": sqlite(),
+        "b": sqlite(transaction_mode="IMMEDIATE", timeout=20),
+    }
     with override_settings(DATABASES=databases):
         messages = check_sqlite_transaction_mode()
     assert [(message.id, message.obj) for message in messages] == [("yieldstar.E001", "a")]
+
+
+# -- W004 ------------------------------------------------------------------------
+
+
+@overriding_databases
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"timeout": 5}, {"timeout": 1.5}, {"timeout": "5"}],
+    ids=["missing", "5", "1.5", "text"],
+)
+def test_w004_sqlite_with_a_short_busy_timeout(options: dict[str, Any]) -> None:
+    """Python's default busy timeout is 5 s; a burst of eight processes incrementing one
+    store on one SQLite file kept single increments waiting several seconds for the write
+    lock (up to 3.7 s in a 5 s burst), so 5 s is within reach of a busy moment, after
+    which "database is locked" escapes as a bare ``OperationalError``."""
+    entry = sqlite(transaction_mode="IMMEDIATE", **options)
+    with override_settings(DATABASES={"default": POSTGRES, "queue": entry}):
+        messages = check_sqlite_transaction_mode()
+    assert ids(messages) == ["yieldstar.W004"]
+    assert messages[0].obj == "queue"
+    assert '"timeout"] = 20' in (messages[0].hint or "")
+
+
+@overriding_databases
+@pytest.mark.parametrize("timeout", [10, 20, 20.0, 60])
+def test_w004_passes_with_a_long_enough_timeout(timeout: float) -> None:
+    entry = sqlite(transaction_mode="IMMEDIATE", timeout=timeout)
+    with override_settings(DATABASES={"default": entry}):
+        assert check_sqlite_transaction_mode() == []
 
 
 # -- E002 ------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 | ``yieldstar.E005`` | ``DATABASE_ROUTERS`` send a yieldstar model off ``DATABASE_ALIAS`` |
 | ``yieldstar.E006`` | PostgreSQL with ``OPTIONS["isolation_level"]`` above READ COMMITTED |
 | ``yieldstar.W003`` | the Celery wake backend with no Celery app created (see ``celery_app``) |
+| ``yieldstar.W004`` | a SQLite database whose ``OPTIONS["timeout"]`` is missing or under 10 s |
 
 The checks only read settings; none connects to a database. They are
 registered by :meth:`yieldstar_django.apps.YieldstarConfig.ready`.
@@ -49,6 +50,11 @@ TAG = "yieldstar"
 
 #: SQLite transaction modes that take the write lock when the transaction begins.
 SQLITE_LOCKING_MODES = frozenset({"IMMEDIATE", "EXCLUSIVE"})
+
+#: The shortest SQLite busy timeout (seconds) without ``yieldstar.W004``, and Python's
+#: default, which applies when ``OPTIONS`` sets none.
+SQLITE_MIN_TIMEOUT = 10.0
+SQLITE_DEFAULT_TIMEOUT = 5.0
 
 
 def system_check(
@@ -177,12 +183,18 @@ def _is_postgres(engine: str) -> bool:
 
 @system_check
 def check_sqlite_transaction_mode() -> Iterator[CheckMessage]:
-    """E001 for each SQLite database whose transactions do not take the write lock at BEGIN.
+    """E001 for each SQLite database whose transactions do not take the write lock at BEGIN,
+    W004 for one that does but waits for it less than ``SQLITE_MIN_TIMEOUT`` seconds.
 
     yieldstar reads a store and then writes it in one transaction. SQLite's default
     ``DEFERRED`` transactions take the write lock only at the first write, so two such
     transactions deadlock and one fails with "database is locked" at once, without
     waiting for the busy timeout. ``IMMEDIATE`` (or ``EXCLUSIVE``) avoids that.
+
+    Writers then queue for the lock, polled by SQLite's busy handler, which is not fair:
+    in a burst of eight processes incrementing one store, single increments waited for it
+    several seconds (up to 3.7 s in a 5 s burst), close to Python's default timeout of 5 s,
+    past which "database is locked" escapes as an ``OperationalError``.
     """
     databases: Mapping[str, Mapping[str, Any]] = getattr(settings, "DATABASES", {})
     for alias, config in databases.items():
@@ -192,6 +204,7 @@ def check_sqlite_transaction_mode() -> Iterator[CheckMessage]:
         options = config.get("OPTIONS") or {}
         mode = options.get("transaction_mode")
         if isinstance(mode, str) and mode.upper() in SQLITE_LOCKING_MODES:
+            yield from _short_sqlite_timeout(alias, options.get("timeout"))
             continue
         yield checks.Error(
             f"SQLite database {alias!r} uses transaction_mode={mode!r}: concurrent "
@@ -203,6 +216,24 @@ def check_sqlite_transaction_mode() -> Iterator[CheckMessage]:
             obj=alias,
             id="yieldstar.E001",
         )
+
+
+def _short_sqlite_timeout(alias: str, timeout: Any) -> Iterator[CheckMessage]:
+    """W004 if the busy ``timeout`` of SQLite database ``alias`` is under 10 s."""
+    try:
+        seconds = SQLITE_DEFAULT_TIMEOUT if timeout is None else float(timeout)
+    except (TypeError, ValueError):
+        seconds = 0.0
+    if seconds >= SQLITE_MIN_TIMEOUT:
+        return
+    shown = "Python's default of 5 s" if timeout is None else f"timeout={timeout!r}"
+    yield checks.Warning(
+        f"SQLite database {alias!r} waits for the write lock {shown}: in a burst of "
+        "writers, a store update may fail with 'database is locked'.",
+        hint=f'Set DATABASES[{alias!r}]["OPTIONS"]["timeout"] = 20 (seconds).',
+        obj=alias,
+        id="yieldstar.W004",
+    )
 
 
 @system_check

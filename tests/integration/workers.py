@@ -376,3 +376,119 @@ def wake_with_project_app(
     if query_on_publish:
         before_task_publish.connect(audit, weak=False)
     return _wake_one(alias, name)
+
+
+# --- SQLite under several processes ---------------------------------------------------------
+
+
+def hold_write_lock(alias: str, name: str, seconds: float, barrier: Any) -> None:
+    """Update the counter in a transaction kept open ``seconds`` (a slow ``atomic`` block
+    of a project's); meet ``barrier`` once the write lock is held."""
+    from django.db import transaction
+
+    client = _client(alias)
+    definition = _definition(name, "counter")
+    barrier.wait(timeout=30)  # the reader is ready
+    with transaction.atomic(using=alias):
+        client.update_store(definition, "c", updater=lambda s: s.update(n=s["n"] + 1))
+        barrier.wait(timeout=30)
+        time.sleep(seconds)
+
+
+def timed_reads(alias: str, name: str, barrier: Any) -> dict[str, Any]:
+    """Once a writer holds the lock: read the counter through the client, the HTTP API and
+    the admin's lists; each read's seconds and status."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from yieldstar_django import define_store
+
+    define_store(name, None, initial=lambda id: {"n": 0})
+    client = Client()
+    client.force_login(User.objects.get(username=f"reader-{name}"))
+    barrier.wait(timeout=30)
+    barrier.wait(timeout=30)  # the writer holds the lock
+    out: dict[str, Any] = {}
+    started = time.monotonic()
+    missing = _client(alias).read_store(_definition(name, "counter"), "c") is None
+    out["client"] = (round(time.monotonic() - started, 3), 404 if missing else 200)
+    for label, url in [
+        ("api-get", f"/yieldstar/stores/{name}/c/"),
+        ("api-ids", f"/yieldstar/stores/{name}/"),
+        ("admin-stores", "/admin/yieldstar/storeinstance/"),
+        ("admin-executions", "/admin/yieldstar/execution/"),
+    ]:
+        started = time.monotonic()
+        try:
+            status: Any = client.get(url).status_code
+        except Exception as exc:
+            status = f"{type(exc).__qualname__}: {exc}"
+        out[label] = (round(time.monotonic() - started, 3), status)
+    return out
+
+
+def increment_until_killed(alias: str, name: str, padding: int) -> None:
+    """Increment the counter (with a ``padding``-character string, so that a commit writes
+    several pages) until killed; a commit of this process is in flight most of the time."""
+    from yieldstar_django.core.definition import StoreDefinition
+
+    client = _client(alias)
+    definition = StoreDefinition(name, None, lambda id: {"n": 0, "pad": ""})
+    while True:
+        client.update_store(
+            definition,
+            "c",
+            updater=lambda s: s.update(n=s["n"] + 1, pad=str(s["n"] % 10) * padding),
+        )
+
+
+def die_inside_commit(alias: str, name: str) -> None:
+    """Increment the counter and get SIGKILLed inside the commit's transaction, after its
+    state, version row and wake intents were written and before ``COMMIT``."""
+    import signal
+
+    from yieldstar_django.connector import portable
+
+    client, definition = _waiting_for_a_job(alias, name, "doomed", "take")
+    original = portable.write_intents
+
+    def write_then_die(*args: Any, **kwargs: Any) -> Any:
+        written = original(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return written  # pragma: no cover
+
+    portable.write_intents = write_then_die  # type: ignore[assignment]
+    client.update_store(definition, "q", updater=lambda s: s["jobs"].append("job"))
+    raise AssertionError("the commit did not die")  # pragma: no cover
+
+
+def increment_jobs(alias: str, name: str) -> None:
+    """Append a job to store ``q`` of ``name``."""
+    client = _client(alias)
+    client.update_store(_definition(name, "jobs"), "q", updater=lambda s: s["jobs"].append("job"))
+
+
+def take_steps(alias: str, name: str, keys: list[str], seed: int) -> dict[str, Any]:
+    """Take one queue item per step key of execution ``e`` (the keys in a random order);
+    every process runs every key, as retried steps do. The item each key got."""
+    from yieldstar_django.core.results import StoreStepId
+
+    client = _client(alias)
+    definition = _definition(name, "queue")
+    rng = random.Random(seed)
+    order = list(keys)
+    rng.shuffle(order)
+
+    def first_free(state: Any) -> Any:
+        return next((item for item in state["items"] if item["owner"] is None), None)
+
+    def claim(draft: Any, item: Any) -> None:
+        item["owner"] = seed
+
+    got: dict[str, Any] = {}
+    for key in order:
+        result = client.take_from_store(
+            definition, "q", selector=first_free, claim=claim, step_id=StoreStepId("e", key)
+        )
+        got[key] = result.selected["id"] if result.matched else None
+    return got
