@@ -668,3 +668,27 @@ def test_concurrent_patches_all_apply_and_a_stale_if_match_changes_nothing(
     etag = stale_response["ETag"]
     assert etag.startswith(f'"{after.instance_id}:')
     assert etag != stale
+
+
+def test_a_database_that_cannot_answer_is_503_not_500(
+    api: Client, counter: StoreDefinition, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ``OperationalError`` (SQLite's "database is locked" past its timeout, a lost
+    connection) is a JSON 503 with ``Retry-After``, for a read and a write."""
+    from django.db import OperationalError
+
+    create()
+    client = get_store_client()
+
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("database is locked")
+
+    for method in ("read_store", "read_store_and_step"):
+        monkeypatch.setattr(client, method, locked)
+    monkeypatch.setattr(client.snapshots, "get", lambda *args: None)
+    for response in (api.get(url()), write(api, "PUT", {"count": 1})):
+        assert response.status_code == 503, response.content
+        assert response.json()["code"] == "database_unavailable"
+        assert response["Retry-After"] == "1"
+    monkeypatch.undo()
+    assert api.get(url()).json()["state"] == {"count": 0, "items": []}

@@ -8,9 +8,11 @@ store error become a ``500``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import SuspiciousOperation
+from django.db import OperationalError
 from rest_framework.exceptions import (
     APIException,
     ErrorDetail,
@@ -44,6 +46,11 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     ),
     "invalid_header": (400, "A request header is malformed."),
     "contention": (409, "The store is too busy; nothing was changed. Retry later."),
+    "database_unavailable": (
+        503,
+        "The database could not answer (busy or unavailable). Retry later; a write with an "
+        "Idempotency-Key is safe to retry.",
+    ),
     "unknown_workflow": (400, "No workflow of that name is registered."),
     "invalid_arguments": (400, "The arguments do not match the workflow's signature."),
     "execution_conflict": (409, "The execution cannot be changed that way."),
@@ -101,6 +108,17 @@ class Contention(APIError, code="contention"):
     """The compare-and-swap retry cap was reached; nothing was committed. Retry later."""
 
 
+class DatabaseUnavailable(APIError, code="database_unavailable"):
+    """The database raised an ``OperationalError``: a lock it waited on past its timeout
+    (SQLite's "database is locked"), a lost connection, a restart. Retry later."""
+
+
+#: Seconds a client should wait before retrying a ``database_unavailable`` answer.
+RETRY_AFTER_SECONDS = 1
+
+logger = logging.getLogger(__name__)
+
+
 def _path(path: Any) -> list[Any]:
     """A path as a JSON array; a key holding lone surrogates (which a UTF-8 response cannot
     carry) names them by the ``\\udXXX`` escapes a body writes them with."""
@@ -140,6 +158,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return _error(400, "not_durable", str(exc), path=_path(exc.path))
     if isinstance(exc, StoreContentionError):
         exc = Contention()
+    if isinstance(exc, OperationalError):
+        logger.warning("the database could not answer an API request", exc_info=exc)
+        exc = DatabaseUnavailable()
     if isinstance(exc, StoreStepMismatchError):
         # The key's ledger entry records another kind of write (e.g. a DELETE's).
         exc = IdempotencyKeyReused()
@@ -163,6 +184,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         accepted = _accepted_media_types(context)
         response.data["detail"] = f"{response.data['detail']} Send one of: {', '.join(accepted)}."
         response.data["accepted_media_types"] = accepted
+    if isinstance(exc, DatabaseUnavailable):
+        response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     if isinstance(exc, PreconditionFailed):
         response.data["current_etag"] = exc.current_etag
         if exc.current_etag is not None:
@@ -175,6 +198,7 @@ __all__ = [
     "APIError",
     "BodyRequired",
     "Contention",
+    "DatabaseUnavailable",
     "IdempotencyKeyReused",
     "InvalidHeader",
     "NullState",

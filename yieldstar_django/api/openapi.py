@@ -113,6 +113,8 @@ _ERROR_DESCRIPTIONS = {
     415: "Unsupported `Content-Type`; `accepted_media_types` lists the accepted ones.",
     422: "The `Idempotency-Key` was used with a different request.",
     428: "`If-Match` (or `If-None-Match: *`) is required (`API_REQUIRE_IF_MATCH`).",
+    503: "The database could not answer (`database_unavailable`: a lock timeout, a lost "
+    "connection); `Retry-After` says when to retry.",
 }
 
 
@@ -142,10 +144,11 @@ def operation(
 
 
 def errors(*codes: int) -> dict[int, OpenApiResponse]:
-    """Error responses (JSON ``ErrorSerializer`` bodies) for ``codes``."""
+    """Error responses (JSON ``ErrorSerializer`` bodies) for ``codes``, and ``503``, which
+    every endpoint may answer."""
     return {
         code: OpenApiResponse(ErrorSerializer, description=_ERROR_DESCRIPTIONS[code])
-        for code in codes
+        for code in dict.fromkeys((*codes, 503))
     }
 
 
