@@ -12,7 +12,7 @@ from django.db import connection, connections, transaction
 
 from tests.connections import second_connection
 from yieldstar_django.core.definition import StoreDefinition
-from yieldstar_django.models import Waiter
+from yieldstar_django.models import ExecutionStep, Waiter
 from yieldstar_django.runtime import (
     Step,
     executions as executions_module,
@@ -350,3 +350,53 @@ def test_a_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
     assert get_execution(eid).result == [1, "go"]
     assert items(rt, y, "d") == ["noise", "noise"]
     assert not Waiter.objects.filter(execution_id=eid).exists()
+
+
+def long_choices(store: StoreDefinition, last: str) -> list[Any]:
+    """Three choices on ids of 200 characters (store ids can be 255): their fingerprint
+    text is past 512 characters, and ``last`` (the third id's tail) is beyond that."""
+    return [(store, c * 200, first, pop_first) for c in "ab"] + [
+        (store, "c" * 190 + last, first, pop_first)
+    ]
+
+
+def test_a_change_of_the_choices_past_512_characters_is_non_determinism(rt: Runtime) -> None:
+    """The fingerprint of a ``take_any`` names every choice: changing the third of three
+    long ids (past the 512 characters of the fingerprint column) fails the replay with
+    ``NonDeterminismError`` instead of replaying the recorded index against other choices.
+    Failed before: the fingerprint was the text cut at 512 characters, so the change went
+    unnoticed and the execution completed."""
+    q = rt.define(initial=lambda id: {"items": ["x"]})
+    version = {"last": "old-id-tail"}
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        pair = yield from step.take_any(long_choices(q, version["last"]))
+        yield from step.sleep(0.01)
+        return list(pair)
+
+    message = rt.nondeterminism_after(wf, lambda: version.update(last="new-id-tail"))
+    assert "take_any" in message
+
+
+def test_a_take_any_recorded_with_a_cut_fingerprint_still_replays(rt: Runtime) -> None:
+    """A heap row written by 0.1.0.dev0 releases holds the fingerprint text cut at 512
+    characters: the same choices still replay it (no false ``NonDeterminismError``), and
+    the execution completes with the recorded pair."""
+    q = rt.define(initial=lambda id: {"items": ["x"]})
+    choices = long_choices(q, "tail")
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        pair = yield from step.take_any(choices)
+        yield from step.sleep(0.01)
+        return list(pair)
+
+    eid = start_workflow(wf)
+    rt.pump()
+    text = " | ".join(f"{c[0].name}/{c[1]}" for c in choices)
+    assert len(text) > 512
+    ExecutionStep.objects.filter(execution_id=eid, step_key="0").update(fingerprint=text[:512])
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).status == "completed", get_execution(eid).error
+    assert get_execution(eid).result == [0, "x"]
