@@ -184,7 +184,7 @@ class Engine:
         self.used.add(key)
         row = self.heap.get(key)
         if row is not None:
-            if row.kind != call.kind or row.fingerprint != call.fingerprint:
+            if row.kind != call.kind or not call.matches(row.fingerprint):
                 raise NonDeterminismError.at(
                     self.execution.id,
                     key,
