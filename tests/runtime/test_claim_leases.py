@@ -212,3 +212,43 @@ def test_a_hand_back_whose_release_fails_leaves_the_lease_held(
     failing[0] = False
     assert expire_due(now=later(), client=rt.client) == 1
     assert state(rt, q) == ["job-1"]
+
+
+@pytest.mark.parametrize("action", ["release", "complete"])
+@pytest.mark.parametrize("thief_id", ["thief", "holder"])
+def test_a_lease_of_another_execution_is_refused(rt: Runtime, action: str, thief_id: str) -> None:
+    """``release``/``complete`` given a ``ClaimLease`` that another execution took raise
+    ``ValueError`` into the workflow and leave that lease alone: its holder completes it
+    and keeps its item. (``thief_id`` "holder" is a prefix of the holder's id, "holder/1",
+    so the lease id starts with the thief's id and a "/".) Failed before: the other
+    execution's lease was ended (released: its item handed back), and its holder's
+    ``complete`` then said ``False``."""
+    q = queue(rt, ["job-1"])
+    gate = rt.define()
+
+    @rt.workflow
+    def holder(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        yield from step.take(gate, "g", first)
+        return (yield from step.complete(lease))
+
+    @rt.workflow
+    def thief(step: Step, lid: str) -> Any:
+        stolen = ClaimLease(lid, q.name, "q", "job-1", 30)
+        try:
+            yield from (step.release(stolen) if action == "release" else step.complete(stolen))
+        except ValueError as exc:
+            return str(exc)
+        return "ended it"
+
+    eid = start_workflow(holder, execution_id="holder/1")
+    rt.pump()
+    lid = ClaimLeaseRecord.objects.get().pk
+    tid = start_workflow(thief, lid, execution_id=thief_id)
+    rt.settle(lambda: get_execution(tid).is_finished)
+    assert "another execution" in str(get_execution(tid).result), get_execution(tid).result
+    assert ClaimLeaseRecord.objects.get().state == "held"
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result is True
+    assert state(rt, q) == []
