@@ -34,6 +34,7 @@ from ..models.runtime import ExecutionStep, StepStatus
 from . import store_steps
 from .leases import LeaseLost
 from .outcomes import StepError, StepResult, StepValue
+from .steps import foreign_lease
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -114,7 +115,15 @@ def end(
         engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=value_json)
 
     try:
-        ended = end_lease(claim.lease_id, state, engine.client, using=engine.alias, also=record)
+        ended = end_lease(
+            claim.lease_id,
+            state,
+            engine.client,
+            using=engine.alias,
+            also=record,
+            holder=engine.execution.id,
+            action=action,
+        )
     except (LeaseLost, DatabaseError):
         raise
     except Exception as exc:
@@ -134,13 +143,17 @@ def end_lease(
     *,
     using: str | None = None,
     also: Callable[[bool], None] | None = None,
+    holder: str | None = None,
+    action: str = "release",
 ) -> bool:
     """Move lease ``id`` from ``held`` to ``state``; returns whether this call ended it.
 
     For ``released``/``expired`` the definition's ``release(draft, value)`` runs as a
     store update (outside any transaction, in the store client's CAS loop), and the lease's
     conditional update commits with it (a commit hook), so a value is handed back at most
-    once. ``also(ended)`` is more database work committed with the outcome.
+    once. ``also(ended)`` is more database work committed with the outcome. With
+    ``holder`` (an execution id), a lease that execution did not take raises
+    ``ValueError`` before anything is written (``action`` names the step in its message).
     """
     alias = using or yieldstar_settings.DATABASE_ALIAS
 
@@ -152,6 +165,8 @@ def end_lease(
         )
 
     record = ClaimLeaseRecord.objects.using(alias).filter(pk=id).first()
+    if holder is not None and (record is None or record.execution_id != holder):
+        raise ValueError(foreign_lease(action, id))
     if record is None or record.state != ClaimLeaseState.HELD or state == ClaimLeaseState.COMPLETED:
         with transaction.atomic(using=alias):
             ended = record is not None and mark()

@@ -94,6 +94,14 @@ def callable_name(fn: Callable[..., Any]) -> str:
     return f"{module}.{qualname}"[:MAX_FINGERPRINT_LENGTH]
 
 
+def foreign_lease(action: str, lease_id: str) -> str:
+    """The message of ``release``/``complete`` given a lease this execution did not take."""
+    return (
+        f"{action}() needs a lease this execution took; {lease_id!r} was taken by another "
+        "execution (or by none)"
+    )
+
+
 def _check_key(key: str | None) -> str | None:
     if key is None:
         return None
@@ -228,6 +236,8 @@ class Step:
             raise TypeError(
                 f"{action}() needs the ClaimLease a leased take returned, not {lease!r}"
             )
+        if not lease.lease_id.startswith(f"{self.execution_id}/"):
+            raise ValueError(foreign_lease(action, lease.lease_id))
         printed, legacy = fingerprint(f"{action}:{lease.lease_id}")
         ended: bool = yield StepCall(
             "end_lease",
