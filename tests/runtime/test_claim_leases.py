@@ -252,3 +252,28 @@ def test_a_lease_of_another_execution_is_refused(rt: Runtime, action: str, thief
     rt.settle(lambda: get_execution(eid).is_finished)
     assert get_execution(eid).result is True
     assert state(rt, q) == []
+
+
+def test_a_step_keyed_like_a_leases_hand_back_is_a_step_key_error(rt: Runtime) -> None:
+    """A lease taken by the step keyed "t" is handed back under the ledger key
+    "t:release": an ``update`` keyed "t:release" on the same store would take that key,
+    and the hand-back would then find its "result" in the ledger and apply nothing. The
+    execution fails with ``StepKeyError`` at the update instead, and the expired lease's
+    item comes back. Failed before: the update ran, and the expiry marked the lease
+    ``expired`` without handing the item back (on the database client; the in-memory
+    path left it held for ever)."""
+    q = queue(rt, ["job-1"])
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=5, key="t")
+        yield from step.update(q, "q", lambda d: d.update(n=1), key="t:release")
+        yield from step.sleep(3600)
+        return (yield from step.complete(lease))
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).status in ("sleeping", "failed"))
+    error = get_execution(eid).error
+    assert error is not None and error["type"] == "StepKeyError", get_execution(eid).status
+    assert expire_due(now=later(), client=rt.client) == 1
+    assert state(rt, q) == ["job-1"]

@@ -400,3 +400,25 @@ def test_a_take_any_recorded_with_a_cut_fingerprint_still_replays(rt: Runtime) -
     rt.settle(lambda: get_execution(eid).is_finished)
     assert get_execution(eid).status == "completed", get_execution(eid).error
     assert get_execution(eid).result == [0, "x"]
+
+
+def test_a_step_keyed_like_a_choice_of_a_take_any_is_a_step_key_error(rt: Runtime) -> None:
+    """Choice ``i`` of a ``take_any`` keyed "x" records its claim in the ledger under
+    "x#i": a ``take`` keyed "x#0" on the same store would read that entry back as its own
+    and return the item the ``take_any`` claimed, claiming nothing. The execution fails
+    with ``StepKeyError`` at the take instead. Failed before: it completed with the item
+    twice, ``["A", "A"]``."""
+    q = rt.define(initial=lambda id: {"items": ["A", "B"]})
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        _, a = yield from step.take_any([(q, "q", first, pop_first)], key="x")
+        b = yield from step.take(q, "q", first, pop_first, key="x#0")
+        return [a, b]
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    error = get_execution(eid).error
+    assert error is not None and error["type"] == "StepKeyError", get_execution(eid).result
+    assert "x#0" in error["message"]
+    assert items(rt, q, "q") == ["B"]
