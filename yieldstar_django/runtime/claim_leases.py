@@ -40,7 +40,15 @@ if TYPE_CHECKING:
     from .engine import Engine
     from .steps import StepCall
 
-__all__ = ["ClaimLease", "end_lease", "expire_due", "expire_for_relay", "lease_id", "release_now"]
+__all__ = [
+    "ClaimLease",
+    "end_lease",
+    "expire_due",
+    "expire_for_relay",
+    "lease_id",
+    "release_key",
+    "release_now",
+]
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
@@ -60,6 +68,11 @@ class ClaimLease:
 def lease_id(execution_id: str, step_key: str) -> str:
     """The id of the lease taken by one take step (one per step, ever)."""
     return f"{execution_id}/{step_key}"
+
+
+def release_key(step_key: str) -> str:
+    """The ledger step key of the hand-back of the lease taken by step ``step_key``."""
+    return f"{step_key}:release"
 
 
 def _lease(engine: Engine, call: StepCall, key: str, value: Any) -> ClaimLease:
@@ -181,7 +194,7 @@ def end_lease(
     def hand_back(draft: Any) -> Any:
         return release(draft, value)
 
-    step_id = StoreStepId(record.execution_id, f"{record.step_key}:release")
+    step_id = StoreStepId(record.execution_id, release_key(record.step_key))
     if not (isinstance(client, DatabaseStoreClient) and client.using == alias):
         # No commit hooks (the in-memory client): end the lease first (so a complete
         # racing it fails), then hand back (the ledger makes a repeated hand-back a no-op);
