@@ -422,3 +422,25 @@ def test_a_step_keyed_like_a_choice_of_a_take_any_is_a_step_key_error(rt: Runtim
     assert error is not None and error["type"] == "StepKeyError", get_execution(eid).result
     assert "x#0" in error["message"]
     assert items(rt, q, "q") == ["B"]
+
+
+def test_choices_that_read_alike_are_told_apart_on_replay(rt: Runtime) -> None:
+    """Store names and ids may hold " | " (the separator of the fingerprint's text) or a
+    name "/": one choice on the id "a | <store>/b" reads like two choices on "a" and "b".
+    Replaying a step recorded with the one under code that makes the two fails with
+    ``NonDeterminismError``. Failed before: both had the same fingerprint, and the recorded
+    index 0 was replayed as the choice of "a"."""
+    q = rt.define(initial=lambda id: {"items": ["x"]})
+    version = {"v": 1}
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        if version["v"] == 1:
+            choices = [(q, f"a | {q.name}/b", first, pop_first)]
+        else:
+            choices = [(q, "a", first, pop_first), (q, "b", first, pop_first)]
+        pair = yield from step.take_any(choices)
+        yield from step.sleep(0.01)
+        return list(pair)
+
+    rt.nondeterminism_after(wf, lambda: version.update(v=2))
