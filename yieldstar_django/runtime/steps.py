@@ -282,7 +282,11 @@ class Step:
         if timeout is not None:
             timeout = _seconds(timeout, "take_any()'s timeout")
         text = " | ".join(fingerprints)
-        ambiguous = len(text) > MAX_FINGERPRINT_LENGTH
+        # A name holding "/", or a name or id holding " | ", makes a text that other
+        # choices could make too: then the digest is of the exact list.
+        ambiguous = len(text) > MAX_FINGERPRINT_LENGTH or any(
+            "/" in name or " | " in name or " | " in id for name, id in stores
+        )
         printed, legacy = fingerprint(text, json.dumps(stores) if ambiguous else None)
         result: tuple[int | None, Any] = yield StepCall(
             "take_any",
