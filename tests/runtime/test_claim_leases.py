@@ -277,3 +277,26 @@ def test_a_step_keyed_like_a_leases_hand_back_is_a_step_key_error(rt: Runtime) -
     assert error is not None and error["type"] == "StepKeyError", get_execution(eid).status
     assert expire_due(now=later(), client=rt.client) == 1
     assert state(rt, q) == ["job-1"]
+
+
+def test_a_lease_taken_by_a_step_with_a_key_of_255_characters_is_handed_back(
+    rt: Runtime,
+) -> None:
+    """Step keys may be 255 characters long; the hand-back's ledger key is derived from
+    the take's key and must fit that too. Failed before (database client): it was the
+    take's key plus ":release", 263 characters, which the ledger refuses, so the expired
+    lease's release failed on every round and the item never came back."""
+    q = queue(rt, ["job-1"])
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=5, key="k" * 255)
+        yield from step.sleep(3600)
+        return lease.value
+
+    start_workflow(wf)
+    rt.pump()
+    assert state(rt, q) == []
+    assert expire_due(now=later(), client=rt.client) == 1
+    assert state(rt, q) == ["job-1"]
+    assert ClaimLeaseRecord.objects.get().state == "expired"

@@ -456,3 +456,24 @@ def test_a_row_recorded_with_the_plain_text_of_choices_that_read_alike_replays(
     assert call.fingerprint != f"{q.name}/a | {q.name}/b"
     assert call.matches(f"{q.name}/a | {q.name}/b")
     assert not call.matches(f"{q.name}/a | {q.name}/c")
+
+
+def test_a_take_any_with_a_key_of_255_characters_claims(rt: Runtime) -> None:
+    """Choice ``i``'s ledger and waiter key is derived from the step's key and must fit
+    the 255 characters a step key may have. Failed before (database client): it was the
+    key plus "#0", which the ledger refuses, and the step failed with ``ValueError``."""
+    q = rt.define(initial=lambda id: {"items": []})
+    r = rt.define(initial=lambda id: {"items": []})
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        choices = [(q, "q", first, pop_first), (r, "r", first, pop_first)]
+        return list((yield from step.take_any(choices, key="k" * 255)))
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert get_execution(eid).status == "waiting", get_execution(eid).error
+    push(rt, r, "r", "B")
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [1, "B"], get_execution(eid).error
+    assert items(rt, r, "r") == []
