@@ -34,7 +34,7 @@ from ..models.runtime import ExecutionStep, StepStatus
 from . import store_steps
 from .leases import LeaseLost
 from .outcomes import StepError, StepResult, StepValue
-from .steps import foreign_lease
+from .steps import derived_key, foreign_lease
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -72,7 +72,7 @@ def lease_id(execution_id: str, step_key: str) -> str:
 
 def release_key(step_key: str) -> str:
     """The ledger step key of the hand-back of the lease taken by step ``step_key``."""
-    return f"{step_key}:release"
+    return derived_key(step_key, ":release")
 
 
 def _lease(engine: Engine, call: StepCall, key: str, value: Any) -> ClaimLease:

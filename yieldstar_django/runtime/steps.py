@@ -94,6 +94,17 @@ def callable_name(fn: Callable[..., Any]) -> str:
     return f"{module}.{qualname}"[:MAX_FINGERPRINT_LENGTH]
 
 
+def derived_key(step_key: str, suffix: str) -> str:
+    """``step_key`` + ``suffix``: a key a step uses in the ledger (and for waiters) besides
+    its own, such as a ``take_any`` choice's. One longer than a key may be (the step key
+    itself may have all 255 characters) keeps the step key's head and a digest of it."""
+    key = step_key + suffix
+    if len(key) <= MAX_KEY_LENGTH:
+        return key
+    digest = hashlib.sha256(step_key.encode()).hexdigest()[:32]
+    return f"{step_key[: MAX_KEY_LENGTH - len(suffix) - len(digest) - 1]}~{digest}{suffix}"
+
+
 def foreign_lease(action: str, lease_id: str) -> str:
     """The message of ``release``/``complete`` given a lease this execution did not take."""
     return (
