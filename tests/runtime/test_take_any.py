@@ -477,3 +477,57 @@ def test_a_take_any_with_a_key_of_255_characters_claims(rt: Runtime) -> None:
     rt.settle(lambda: get_execution(eid).is_finished)
     assert get_execution(eid).result == [1, "B"], get_execution(eid).error
     assert items(rt, r, "r") == []
+
+
+def test_bad_arguments_are_refused_at_the_call(rt: Runtime) -> None:
+    """Bad arguments to ``take_any`` and to a leased ``take`` raise ``TypeError`` or
+    ``ValueError`` at the call, before the step is made: whatever the stores hold, nothing
+    is claimed or written. Failed before for store ids the tables cannot hold (longer
+    than 255 characters, or holding "\\x00") in a choice after the first: the step was
+    made, the first choice claimed what it matched, and the bad id failed only when a run
+    reached it."""
+    from .test_claim_leases import queue
+
+    q = rt.define(initial=lambda id: {"items": ["A"]})
+    leased = queue(rt, ["job-1"])
+    step = Step("e", "w")
+    ok = (q, "q", first, pop_first)
+    bad_choices: list[Any] = [
+        [],
+        (),
+        "abc",
+        iter([ok]),
+        [ok, (q, "x" * 256, first)],
+        [ok, (q, "a\x00b", first)],
+        [ok, (q, 5, first)],
+        [ok, ("not a store", "q", first)],
+        [ok, (q, "q", "not callable")],
+        [ok, (q, "q", first, "not callable")],
+        [ok, (q, "q")],
+    ]
+    for choices in bad_choices:
+        with pytest.raises((TypeError, ValueError)):
+            next(step.take_any(choices))
+    for timeout in (-1, float("nan"), float("inf"), 1e300, True, "5"):
+        with pytest.raises((TypeError, ValueError)):
+            next(step.take_any([ok], timeout=timeout))  # type: ignore[arg-type]
+    for lease in (-1, 0, float("nan"), float("inf"), 1e300, True, "5"):
+        with pytest.raises((TypeError, ValueError)):
+            next(step.take(leased, "q", first, pop_first, lease=lease))  # type: ignore[arg-type]
+    for id in ("x" * 256, "a\x00b"):
+        with pytest.raises(ValueError):
+            next(step.take(leased, id, first, pop_first, lease=5))
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        try:
+            yield from step.take_any([ok, (q, "x" * 256, first)])
+        except ValueError as exc:
+            return str(exc)
+        return "made"
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert "store id" in str(get_execution(eid).result)
+    assert not ExecutionStep.objects.filter(execution_id=eid).exists()
+    assert items(rt, q, "q") == ["A"]
