@@ -18,6 +18,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..conf import MAX_SECONDS
+from ..connector.arguments import check_text
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.results import StoreSnapshot, StoreUpdateResult
@@ -126,8 +127,9 @@ def _check_key(key: str | None) -> str | None:
 def _check_store(definition: StoreDefinition, id: str) -> str:
     if not isinstance(definition, StoreDefinition):
         raise TypeError(f"expected a StoreDefinition (from define_store), not {definition!r}")
-    if not isinstance(id, str):
-        raise TypeError(f"a store id must be a str, not {type(id).__name__}")
+    # What the tables cannot hold is refused here, before the step is made (a take_any
+    # would otherwise claim from an earlier choice before reaching a bad one).
+    check_text("store id", id)
     return f"{definition.name}/{id}"[:MAX_FINGERPRINT_LENGTH]
 
 
