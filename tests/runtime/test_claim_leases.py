@@ -300,3 +300,200 @@ def test_a_lease_taken_by_a_step_with_a_key_of_255_characters_is_handed_back(
     assert expire_due(now=later(), client=rt.client) == 1
     assert state(rt, q) == ["job-1"]
     assert ClaimLeaseRecord.objects.get().state == "expired"
+
+
+def test_complete_and_release_twice_end_the_lease_once(rt: Runtime) -> None:
+    """A lease ends once: a second ``complete`` and a ``release`` after it say ``False``
+    and hand nothing back."""
+    q = queue(rt, ["job-1"])
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        once = yield from step.complete(lease)
+        twice = yield from step.complete(lease, key="twice")
+        released = yield from step.release(lease, key="released")
+        return [once, twice, released]
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [True, False, False]
+    assert state(rt, q) == []
+    assert ClaimLeaseRecord.objects.get().state == "completed"
+
+
+def test_a_release_callback_that_fails_or_returns_no_durable_state_changes_nothing(
+    rt: Runtime,
+) -> None:
+    """``release`` raising, or making a state that is not a durable value, is raised into
+    the workflow at ``step.release`` (as recorded), and the lease stays held, so the
+    expiry hands the value back once the callback works."""
+    mode = ["raise"]
+
+    def release(draft: Any, value: Any) -> Any:
+        if mode[0] == "raise":
+            raise RuntimeError("release is down")
+        if mode[0] == "set":
+            return {"items": {value}}  # a set: not a durable value
+        draft["items"].append(value)
+        return None
+
+    name = rt.name("queue")
+    rt.stores.append(name)
+    q = define_store(name, None, initial=lambda id: {"items": ["job-1"]}, release=release)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        errors = []
+        for attempt in ("a", "b"):
+            try:
+                yield from step.release(lease, key=attempt)
+            except Exception as exc:
+                errors.append(type(exc).__name__)
+            mode[0] = "set"
+        yield from step.sleep(3600)
+        return errors
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert get_execution(eid).status == "sleeping"
+    steps = rt.steps(eid)
+    assert steps["a"].status == steps["b"].status == "failed"
+    assert steps["a"].error["type"] == "builtins:RuntimeError"
+    assert steps["b"].error["type"].endswith("WorkflowValueError")
+    assert ClaimLeaseRecord.objects.get().state == "held"
+    assert state(rt, q) == []
+    mode[0] = "append"
+    assert expire_due(now=later(), client=rt.client) == 1
+    assert state(rt, q) == ["job-1"]
+
+
+def test_a_cancelled_holder_s_lease_is_handed_back_on_expiry(rt: Runtime) -> None:
+    """Cancelling an execution that holds a lease leaves the lease held (its work may be
+    under way elsewhere) and removes its waiters; the expiry hands the value back once."""
+    from yieldstar_django.models import Waiter
+    from yieldstar_django.runtime import cancel_execution
+
+    q = queue(rt, ["job-1"])
+    wf, gate = held_until_the_gate_opens(rt, q)
+    eid = start_workflow(wf)
+    rt.pump()
+    assert cancel_execution(eid)
+    assert not Waiter.objects.filter(execution_id=eid).exists()
+    assert ClaimLeaseRecord.objects.get().state == "held"
+    assert expire_due(now=later(), client=rt.client) == 1
+    assert expire_due(now=later(), client=rt.client) == 0
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    rt.settle()
+    assert get_execution(eid).status == "cancelled"
+    assert state(rt, q) == ["job-1"]
+
+
+def on_postgresql(rt: Runtime) -> None:
+    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
+        pytest.skip("needs the database client on PostgreSQL")
+
+
+def test_a_cancel_racing_a_leased_take_leaves_the_item_or_the_lease(rt: Runtime) -> None:
+    """A run's leased take is under way (its claim computed, not committed) when another
+    connection cancels the execution: the claim's commit is fenced by the execution's
+    lease, so it rolls back whole, and the item stays in the store with no lease."""
+    on_postgresql(rt)
+    from yieldstar_django.runtime import cancel_execution
+    from yieldstar_django.runtime.executions import run_execution
+
+    q = queue(rt, ["job-1"])
+    claiming, cancelled = threading.Event(), threading.Event()
+
+    def slow_pop(draft: Any, selected: Any) -> None:
+        claiming.set()
+        cancelled.wait(10)
+        draft["items"].pop(0)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, slow_pop, lease=30)
+        return lease.value
+
+    eid = start_workflow(wf)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            run_execution(eid)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    assert claiming.wait(10)
+    assert cancel_execution(eid)
+    cancelled.set()
+    runner.join(30)
+    assert not errors, errors
+    assert get_execution(eid).status == "cancelled"
+    assert state(rt, q) == ["job-1"]
+    assert not ClaimLeaseRecord.objects.exists()
+
+
+def test_complete_racing_the_expiry_ends_the_lease_once(rt: Runtime) -> None:
+    """Each holder completes its lease while a sweeper on another PostgreSQL connection
+    expires it, started together (the sweeper a little later each round, so either may
+    win): each lease ends once, and exactly the values whose ``complete`` said ``False``
+    are back in the store, once each."""
+    on_postgresql(rt)
+    from yieldstar_django.models import ClaimLeaseState
+    from yieldstar_django.runtime.executions import run_execution
+
+    jobs = [f"job-{n}" for n in range(8)]
+    q = queue(rt, jobs)
+    wf, gate = held_until_the_gate_opens(rt, q)
+    eids = [start_workflow(wf) for _ in jobs]
+    rt.pump()
+    assert state(rt, q) == []
+    version = rt.client.get_store(q, "q").version
+    leases = {r.execution_id: r.pk for r in ClaimLeaseRecord.objects.all()}
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+    expired: list[int] = []
+
+    def holder() -> None:
+        try:
+            for eid in eids:
+                barrier.wait(10)
+                run_execution(eid)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def sweeper() -> None:
+        try:
+            for n, eid in enumerate(eids):
+                barrier.wait(10)
+                time.sleep(0.001 * n)
+                expired.append(release_now([leases[eid]], state=ClaimLeaseState.EXPIRED))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=sweeper)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    rt.settle(lambda: all(get_execution(e).is_finished for e in eids))
+    results = {e: get_execution(e).result for e in eids}
+    records = {r.execution_id: r for r in ClaimLeaseRecord.objects.all()}
+    for eid, completed in results.items():
+        assert records[eid].state == ("completed" if completed else "expired"), results
+    handed_back = sorted(records[e].value for e, completed in results.items() if not completed)
+    assert sorted(state(rt, q)) == handed_back
+    assert sum(expired) == len(handed_back)
+    assert rt.client.get_store(q, "q").version == version + len(handed_back)

@@ -531,3 +531,70 @@ def test_bad_arguments_are_refused_at_the_call(rt: Runtime) -> None:
     assert "store id" in str(get_execution(eid).result)
     assert not ExecutionStep.objects.filter(execution_id=eid).exists()
     assert items(rt, q, "q") == ["A"]
+
+
+def test_a_timeout_racing_an_item_s_arrival_has_one_outcome(rt: Runtime) -> None:
+    """Executions whose ``take_any`` times out just as a writer (its own PostgreSQL
+    connection) adds their item, run over and over by two runner threads: each ends with
+    exactly one outcome, the item claimed once (``[0, item]``, gone from the store) or the
+    timeout (``[None, None]``, the item still there); none is lost or claimed twice."""
+    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
+        pytest.skip("needs the database client on PostgreSQL")
+    from yieldstar_django.wakes import relay_once
+
+    a = rt.define()
+    rounds = 8
+
+    @rt.workflow
+    def wf(step: Step, id: str) -> Any:
+        return list((yield from step.take_any([(a, id, first, pop_first)], timeout=0.3)))
+
+    eids = {f"t{n}": start_workflow(wf, f"t{n}") for n in range(rounds)}
+    rt.pump()
+    assert all(get_execution(e).status == "waiting" for e in eids.values())
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            barrier.wait()
+            time.sleep(0.22)
+            for id in eids:  # around the due time, one every 20 ms
+                push(rt, a, id, f"item-{id}")
+                time.sleep(0.02)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def runner() -> None:
+        try:
+            barrier.wait()
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                relay_once()
+                pending = [e for e in eids.values() if not get_execution(e).is_finished]
+                if not pending:
+                    return
+                for eid in pending:
+                    executions_module.run_execution(eid)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=runner) for _ in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    for id, eid in eids.items():
+        execution = get_execution(eid)
+        assert execution.status == "completed", (id, execution.status, execution.error)
+        left = items(rt, a, id)
+        if execution.result == [None, None]:
+            assert left == [f"item-{id}"], (id, left)
+        else:
+            assert execution.result == [0, f"item-{id}"] and left == [], (id, left)
+        assert not Waiter.objects.filter(execution_id=eid).exists()
