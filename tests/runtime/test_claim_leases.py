@@ -497,3 +497,37 @@ def test_complete_racing_the_expiry_ends_the_lease_once(rt: Runtime) -> None:
     assert sorted(state(rt, q)) == handed_back
     assert sum(expired) == len(handed_back)
     assert rt.client.get_store(q, "q").version == version + len(handed_back)
+
+
+def test_leases_whose_release_fails_do_not_hold_back_the_others(rt: Runtime) -> None:
+    """The sweep hands back at most ``limit`` leases a round, the longest due first; one
+    whose release fails stays held and is tried again. As many failing ones as ``limit``,
+    due before a good one, must not keep that one from ever being handed back: each round
+    goes on after the leases the one before tried. Failed before: every round tried the
+    same failing ones, and the good lease stayed held for ever."""
+    broken_name = rt.name("queue")
+    rt.stores.append(broken_name)
+
+    def broken(draft: Any, value: Any) -> None:
+        raise RuntimeError("release is down")
+
+    bad = define_store(
+        broken_name, None, initial=lambda id: {"items": ["b-1", "b-2"]}, release=broken
+    )
+    good = queue(rt, ["job-1"])
+
+    @rt.workflow
+    def wf(step: Step, store: str) -> Any:
+        q = bad if store == "bad" else good
+        lease = yield from step.take(q, "q", first, pop_first, lease=5)
+        yield from step.sleep(3600)
+        return lease.value
+
+    for store in ("bad", "bad", "good"):  # the good lease is due last
+        start_workflow(wf, store)
+        rt.pump()
+    assert state(rt, good) == []
+    for _ in range(3):
+        expire_due(now=later(), client=rt.client, limit=2)
+    assert state(rt, good) == ["job-1"]
+    assert ClaimLeaseRecord.objects.filter(state="held").count() == 2
