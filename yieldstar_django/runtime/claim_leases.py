@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from .. import clock
@@ -270,15 +271,34 @@ def release_now(
     return ended
 
 
+#: Where the sweep's last round stopped, ``(expires_at, id)``: the next goes on after it.
+_sweep_after: list[tuple[datetime, str]] = []
+
+
 def expire_due(
     *, now: datetime | None = None, client: StoreClient | None = None, limit: int = 100
 ) -> int:
     """Hand back the held leases whose ``expires_at`` has passed by ``now`` (by default
     the timers' clock, :mod:`yieldstar_django.clock`) (state ``expired``); returns how many
-    this call ended. Safe to run from several processes at once."""
-    due = list(
-        ClaimLeaseRecord.objects.filter(
-            state=ClaimLeaseState.HELD, expires_at__lte=now or clock.now()
-        ).values_list("pk", flat=True)[:limit]
-    )
-    return release_now(due, client=client, state=ClaimLeaseState.EXPIRED) if due else 0
+    this call ended. Safe to run from several processes at once.
+
+    A round tries at most ``limit`` leases, the longest due first, going on after those
+    the round before tried (and round to the first again): one whose release fails stays
+    held and is tried again later, but never keeps the others from their turn.
+    """
+    due = ClaimLeaseRecord.objects.filter(
+        state=ClaimLeaseState.HELD, expires_at__lte=now or clock.now()
+    ).order_by("expires_at", "pk")
+    picked: list[tuple[datetime, str]] = []
+    if _sweep_after:
+        at, pk = _sweep_after[0]
+        later = due.filter(Q(expires_at__gt=at) | Q(expires_at=at, pk__gt=pk))
+        picked = list(later.values_list("expires_at", "pk")[:limit])
+    if len(picked) < limit:
+        seen = {pk for _, pk in picked}
+        first = [row for row in due.values_list("expires_at", "pk")[:limit] if row[1] not in seen]
+        picked += first[: limit - len(picked)]
+    if not picked:
+        return 0
+    _sweep_after[:] = [picked[-1]]
+    return release_now([pk for _, pk in picked], client=client, state=ClaimLeaseState.EXPIRED)
