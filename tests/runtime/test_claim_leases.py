@@ -212,3 +212,322 @@ def test_a_hand_back_whose_release_fails_leaves_the_lease_held(
     failing[0] = False
     assert expire_due(now=later(), client=rt.client) == 1
     assert state(rt, q) == ["job-1"]
+
+
+@pytest.mark.parametrize("action", ["release", "complete"])
+@pytest.mark.parametrize("thief_id", ["thief", "holder"])
+def test_a_lease_of_another_execution_is_refused(rt: Runtime, action: str, thief_id: str) -> None:
+    """``release``/``complete`` given a ``ClaimLease`` that another execution took raise
+    ``ValueError`` into the workflow and leave that lease alone: its holder completes it
+    and keeps its item. (``thief_id`` "holder" is a prefix of the holder's id, "holder/1",
+    so the lease id starts with the thief's id and a "/".) Failed before: the other
+    execution's lease was ended (released: its item handed back), and its holder's
+    ``complete`` then said ``False``."""
+    q = queue(rt, ["job-1"])
+    gate = rt.define()
+
+    @rt.workflow
+    def holder(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        yield from step.take(gate, "g", first)
+        return (yield from step.complete(lease))
+
+    @rt.workflow
+    def thief(step: Step, lid: str) -> Any:
+        stolen = ClaimLease(lid, q.name, "q", "job-1", 30)
+        try:
+            yield from (step.release(stolen) if action == "release" else step.complete(stolen))
+        except ValueError as exc:
+            return str(exc)
+        return "ended it"
+
+    eid = start_workflow(holder, execution_id="holder/1")
+    rt.pump()
+    lid = ClaimLeaseRecord.objects.get().pk
+    tid = start_workflow(thief, lid, execution_id=thief_id)
+    rt.settle(lambda: get_execution(tid).is_finished)
+    assert "another execution" in str(get_execution(tid).result), get_execution(tid).result
+    assert ClaimLeaseRecord.objects.get().state == "held"
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result is True
+    assert state(rt, q) == []
+
+
+def test_a_step_keyed_like_a_leases_hand_back_is_a_step_key_error(rt: Runtime) -> None:
+    """A lease taken by the step keyed "t" is handed back under the ledger key
+    "t:release": an ``update`` keyed "t:release" on the same store would take that key,
+    and the hand-back would then find its "result" in the ledger and apply nothing. The
+    execution fails with ``StepKeyError`` at the update instead, and the expired lease's
+    item comes back. Failed before: the update ran, and the expiry marked the lease
+    ``expired`` without handing the item back (on the database client; the in-memory
+    path left it held for ever)."""
+    q = queue(rt, ["job-1"])
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=5, key="t")
+        yield from step.update(q, "q", lambda d: d.update(n=1), key="t:release")
+        yield from step.sleep(3600)
+        return (yield from step.complete(lease))
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).status in ("sleeping", "failed"))
+    error = get_execution(eid).error
+    assert error is not None and error["type"] == "StepKeyError", get_execution(eid).status
+    assert expire_due(now=later(), client=rt.client) == 1
+    assert state(rt, q) == ["job-1"]
+
+
+def test_a_lease_taken_by_a_step_with_a_key_of_255_characters_is_handed_back(
+    rt: Runtime,
+) -> None:
+    """Step keys may be 255 characters long; the hand-back's ledger key is derived from
+    the take's key and must fit that too. Failed before (database client): it was the
+    take's key plus ":release", 263 characters, which the ledger refuses, so the expired
+    lease's release failed on every round and the item never came back."""
+    q = queue(rt, ["job-1"])
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=5, key="k" * 255)
+        yield from step.sleep(3600)
+        return lease.value
+
+    start_workflow(wf)
+    rt.pump()
+    assert state(rt, q) == []
+    assert expire_due(now=later(), client=rt.client) == 1
+    assert state(rt, q) == ["job-1"]
+    assert ClaimLeaseRecord.objects.get().state == "expired"
+
+
+def test_complete_and_release_twice_end_the_lease_once(rt: Runtime) -> None:
+    """A lease ends once: a second ``complete`` and a ``release`` after it say ``False``
+    and hand nothing back."""
+    q = queue(rt, ["job-1"])
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        once = yield from step.complete(lease)
+        twice = yield from step.complete(lease, key="twice")
+        released = yield from step.release(lease, key="released")
+        return [once, twice, released]
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [True, False, False]
+    assert state(rt, q) == []
+    assert ClaimLeaseRecord.objects.get().state == "completed"
+
+
+def test_a_release_callback_that_fails_or_returns_no_durable_state_changes_nothing(
+    rt: Runtime,
+) -> None:
+    """``release`` raising, or making a state that is not a durable value, is raised into
+    the workflow at ``step.release`` (as recorded), and the lease stays held, so the
+    expiry hands the value back once the callback works."""
+    mode = ["raise"]
+
+    def release(draft: Any, value: Any) -> Any:
+        if mode[0] == "raise":
+            raise RuntimeError("release is down")
+        if mode[0] == "set":
+            return {"items": {value}}  # a set: not a durable value
+        draft["items"].append(value)
+        return None
+
+    name = rt.name("queue")
+    rt.stores.append(name)
+    q = define_store(name, None, initial=lambda id: {"items": ["job-1"]}, release=release)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        errors = []
+        for attempt in ("a", "b"):
+            try:
+                yield from step.release(lease, key=attempt)
+            except Exception as exc:
+                errors.append(type(exc).__name__)
+            mode[0] = "set"
+        yield from step.sleep(3600)
+        return errors
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert get_execution(eid).status == "sleeping"
+    steps = rt.steps(eid)
+    assert steps["a"].status == steps["b"].status == "failed"
+    assert steps["a"].error["type"] == "builtins:RuntimeError"
+    assert steps["b"].error["type"].endswith("WorkflowValueError")
+    assert ClaimLeaseRecord.objects.get().state == "held"
+    assert state(rt, q) == []
+    mode[0] = "append"
+    assert expire_due(now=later(), client=rt.client) == 1
+    assert state(rt, q) == ["job-1"]
+
+
+def test_a_cancelled_holder_s_lease_is_handed_back_on_expiry(rt: Runtime) -> None:
+    """Cancelling an execution that holds a lease leaves the lease held (its work may be
+    under way elsewhere) and removes its waiters; the expiry hands the value back once."""
+    from yieldstar_django.models import Waiter
+    from yieldstar_django.runtime import cancel_execution
+
+    q = queue(rt, ["job-1"])
+    wf, gate = held_until_the_gate_opens(rt, q)
+    eid = start_workflow(wf)
+    rt.pump()
+    assert cancel_execution(eid)
+    assert not Waiter.objects.filter(execution_id=eid).exists()
+    assert ClaimLeaseRecord.objects.get().state == "held"
+    assert expire_due(now=later(), client=rt.client) == 1
+    assert expire_due(now=later(), client=rt.client) == 0
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    rt.settle()
+    assert get_execution(eid).status == "cancelled"
+    assert state(rt, q) == ["job-1"]
+
+
+def on_postgresql(rt: Runtime) -> None:
+    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
+        pytest.skip("needs the database client on PostgreSQL")
+
+
+def test_a_cancel_racing_a_leased_take_leaves_the_item_or_the_lease(rt: Runtime) -> None:
+    """A run's leased take is under way (its claim computed, not committed) when another
+    connection cancels the execution: the claim's commit is fenced by the execution's
+    lease, so it rolls back whole, and the item stays in the store with no lease."""
+    on_postgresql(rt)
+    from yieldstar_django.runtime import cancel_execution
+    from yieldstar_django.runtime.executions import run_execution
+
+    q = queue(rt, ["job-1"])
+    claiming, cancelled = threading.Event(), threading.Event()
+
+    def slow_pop(draft: Any, selected: Any) -> None:
+        claiming.set()
+        cancelled.wait(10)
+        draft["items"].pop(0)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, slow_pop, lease=30)
+        return lease.value
+
+    eid = start_workflow(wf)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            run_execution(eid)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    assert claiming.wait(10)
+    assert cancel_execution(eid)
+    cancelled.set()
+    runner.join(30)
+    assert not errors, errors
+    assert get_execution(eid).status == "cancelled"
+    assert state(rt, q) == ["job-1"]
+    assert not ClaimLeaseRecord.objects.exists()
+
+
+def test_complete_racing_the_expiry_ends_the_lease_once(rt: Runtime) -> None:
+    """Each holder completes its lease while a sweeper on another PostgreSQL connection
+    expires it, started together (the sweeper a little later each round, so either may
+    win): each lease ends once, and exactly the values whose ``complete`` said ``False``
+    are back in the store, once each."""
+    on_postgresql(rt)
+    from yieldstar_django.models import ClaimLeaseState
+    from yieldstar_django.runtime.executions import run_execution
+
+    jobs = [f"job-{n}" for n in range(8)]
+    q = queue(rt, jobs)
+    wf, gate = held_until_the_gate_opens(rt, q)
+    eids = [start_workflow(wf) for _ in jobs]
+    rt.pump()
+    assert state(rt, q) == []
+    version = rt.client.get_store(q, "q").version
+    leases = {r.execution_id: r.pk for r in ClaimLeaseRecord.objects.all()}
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+    expired: list[int] = []
+
+    def holder() -> None:
+        try:
+            for eid in eids:
+                barrier.wait(10)
+                run_execution(eid)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def sweeper() -> None:
+        try:
+            for n, eid in enumerate(eids):
+                barrier.wait(10)
+                time.sleep(0.001 * n)
+                expired.append(release_now([leases[eid]], state=ClaimLeaseState.EXPIRED))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=sweeper)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    rt.settle(lambda: all(get_execution(e).is_finished for e in eids))
+    results = {e: get_execution(e).result for e in eids}
+    records = {r.execution_id: r for r in ClaimLeaseRecord.objects.all()}
+    for eid, completed in results.items():
+        assert records[eid].state == ("completed" if completed else "expired"), results
+    handed_back = sorted(records[e].value for e, completed in results.items() if not completed)
+    assert sorted(state(rt, q)) == handed_back
+    assert sum(expired) == len(handed_back)
+    assert rt.client.get_store(q, "q").version == version + len(handed_back)
+
+
+def test_leases_whose_release_fails_do_not_hold_back_the_others(rt: Runtime) -> None:
+    """The sweep hands back at most ``limit`` leases a round, the longest due first; one
+    whose release fails stays held and is tried again. As many failing ones as ``limit``,
+    due before a good one, must not keep that one from ever being handed back: each round
+    goes on after the leases the one before tried. Failed before: every round tried the
+    same failing ones, and the good lease stayed held for ever."""
+    broken_name = rt.name("queue")
+    rt.stores.append(broken_name)
+
+    def broken(draft: Any, value: Any) -> None:
+        raise RuntimeError("release is down")
+
+    bad = define_store(
+        broken_name, None, initial=lambda id: {"items": ["b-1", "b-2"]}, release=broken
+    )
+    good = queue(rt, ["job-1"])
+
+    @rt.workflow
+    def wf(step: Step, store: str) -> Any:
+        q = bad if store == "bad" else good
+        lease = yield from step.take(q, "q", first, pop_first, lease=5)
+        yield from step.sleep(3600)
+        return lease.value
+
+    for store in ("bad", "bad", "good"):  # the good lease is due last
+        start_workflow(wf, store)
+        rt.pump()
+    assert state(rt, good) == []
+    for _ in range(3):
+        expire_due(now=later(), client=rt.client, limit=2)
+    assert state(rt, good) == ["job-1"]
+    assert ClaimLeaseRecord.objects.filter(state="held").count() == 2

@@ -12,7 +12,7 @@ from django.db import connection, connections, transaction
 
 from tests.connections import second_connection
 from yieldstar_django.core.definition import StoreDefinition
-from yieldstar_django.models import Waiter
+from yieldstar_django.models import ExecutionStep, Waiter
 from yieldstar_django.runtime import (
     Step,
     executions as executions_module,
@@ -350,3 +350,251 @@ def test_a_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
     assert get_execution(eid).result == [1, "go"]
     assert items(rt, y, "d") == ["noise", "noise"]
     assert not Waiter.objects.filter(execution_id=eid).exists()
+
+
+def long_choices(store: StoreDefinition, last: str) -> list[Any]:
+    """Three choices on ids of 200 characters (store ids can be 255): their fingerprint
+    text is past 512 characters, and ``last`` (the third id's tail) is beyond that."""
+    return [(store, c * 200, first, pop_first) for c in "ab"] + [
+        (store, "c" * 190 + last, first, pop_first)
+    ]
+
+
+def test_a_change_of_the_choices_past_512_characters_is_non_determinism(rt: Runtime) -> None:
+    """The fingerprint of a ``take_any`` names every choice: changing the third of three
+    long ids (past the 512 characters of the fingerprint column) fails the replay with
+    ``NonDeterminismError`` instead of replaying the recorded index against other choices.
+    Failed before: the fingerprint was the text cut at 512 characters, so the change went
+    unnoticed and the execution completed."""
+    q = rt.define(initial=lambda id: {"items": ["x"]})
+    version = {"last": "old-id-tail"}
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        pair = yield from step.take_any(long_choices(q, version["last"]))
+        yield from step.sleep(0.01)
+        return list(pair)
+
+    message = rt.nondeterminism_after(wf, lambda: version.update(last="new-id-tail"))
+    assert "take_any" in message
+
+
+def test_a_take_any_recorded_with_a_cut_fingerprint_still_replays(rt: Runtime) -> None:
+    """A heap row written by 0.1.0.dev0 releases holds the fingerprint text cut at 512
+    characters: the same choices still replay it (no false ``NonDeterminismError``), and
+    the execution completes with the recorded pair."""
+    q = rt.define(initial=lambda id: {"items": ["x"]})
+    choices = long_choices(q, "tail")
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        pair = yield from step.take_any(choices)
+        yield from step.sleep(0.01)
+        return list(pair)
+
+    eid = start_workflow(wf)
+    rt.pump()
+    text = " | ".join(f"{c[0].name}/{c[1]}" for c in choices)
+    assert len(text) > 512
+    ExecutionStep.objects.filter(execution_id=eid, step_key="0").update(fingerprint=text[:512])
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).status == "completed", get_execution(eid).error
+    assert get_execution(eid).result == [0, "x"]
+
+
+def test_a_step_keyed_like_a_choice_of_a_take_any_is_a_step_key_error(rt: Runtime) -> None:
+    """Choice ``i`` of a ``take_any`` keyed "x" records its claim in the ledger under
+    "x#i": a ``take`` keyed "x#0" on the same store would read that entry back as its own
+    and return the item the ``take_any`` claimed, claiming nothing. The execution fails
+    with ``StepKeyError`` at the take instead. Failed before: it completed with the item
+    twice, ``["A", "A"]``."""
+    q = rt.define(initial=lambda id: {"items": ["A", "B"]})
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        _, a = yield from step.take_any([(q, "q", first, pop_first)], key="x")
+        b = yield from step.take(q, "q", first, pop_first, key="x#0")
+        return [a, b]
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    error = get_execution(eid).error
+    assert error is not None and error["type"] == "StepKeyError", get_execution(eid).result
+    assert "x#0" in error["message"]
+    assert items(rt, q, "q") == ["B"]
+
+
+def test_choices_that_read_alike_are_told_apart_on_replay(rt: Runtime) -> None:
+    """Store names and ids may hold " | " (the separator of the fingerprint's text) or a
+    name "/": one choice on the id "a | <store>/b" reads like two choices on "a" and "b".
+    Replaying a step recorded with the one under code that makes the two fails with
+    ``NonDeterminismError``. Failed before: both had the same fingerprint, and the recorded
+    index 0 was replayed as the choice of "a"."""
+    q = rt.define(initial=lambda id: {"items": ["x"]})
+    version = {"v": 1}
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        if version["v"] == 1:
+            choices = [(q, f"a | {q.name}/b", first, pop_first)]
+        else:
+            choices = [(q, "a", first, pop_first), (q, "b", first, pop_first)]
+        pair = yield from step.take_any(choices)
+        yield from step.sleep(0.01)
+        return list(pair)
+
+    rt.nondeterminism_after(wf, lambda: version.update(v=2))
+
+
+def test_a_row_recorded_with_the_plain_text_of_choices_that_read_alike_replays(
+    rt: Runtime,
+) -> None:
+    """Earlier releases recorded the plain text for those choices too: such a row still
+    matches the same choices."""
+    q = rt.define()
+    call = next(Step("e", "w").take_any([(q, f"a | {q.name}/b", first)]))
+    assert call.fingerprint != f"{q.name}/a | {q.name}/b"
+    assert call.matches(f"{q.name}/a | {q.name}/b")
+    assert not call.matches(f"{q.name}/a | {q.name}/c")
+
+
+def test_a_take_any_with_a_key_of_255_characters_claims(rt: Runtime) -> None:
+    """Choice ``i``'s ledger and waiter key is derived from the step's key and must fit
+    the 255 characters a step key may have. Failed before (database client): it was the
+    key plus "#0", which the ledger refuses, and the step failed with ``ValueError``."""
+    q = rt.define(initial=lambda id: {"items": []})
+    r = rt.define(initial=lambda id: {"items": []})
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        choices = [(q, "q", first, pop_first), (r, "r", first, pop_first)]
+        return list((yield from step.take_any(choices, key="k" * 255)))
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert get_execution(eid).status == "waiting", get_execution(eid).error
+    push(rt, r, "r", "B")
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [1, "B"], get_execution(eid).error
+    assert items(rt, r, "r") == []
+
+
+def test_bad_arguments_are_refused_at_the_call(rt: Runtime) -> None:
+    """Bad arguments to ``take_any`` and to a leased ``take`` raise ``TypeError`` or
+    ``ValueError`` at the call, before the step is made: whatever the stores hold, nothing
+    is claimed or written. Failed before for store ids the tables cannot hold (longer
+    than 255 characters, or holding "\\x00") in a choice after the first: the step was
+    made, the first choice claimed what it matched, and the bad id failed only when a run
+    reached it."""
+    from .test_claim_leases import queue
+
+    q = rt.define(initial=lambda id: {"items": ["A"]})
+    leased = queue(rt, ["job-1"])
+    step = Step("e", "w")
+    ok = (q, "q", first, pop_first)
+    bad_choices: list[Any] = [
+        [],
+        (),
+        "abc",
+        iter([ok]),
+        [ok, (q, "x" * 256, first)],
+        [ok, (q, "a\x00b", first)],
+        [ok, (q, 5, first)],
+        [ok, ("not a store", "q", first)],
+        [ok, (q, "q", "not callable")],
+        [ok, (q, "q", first, "not callable")],
+        [ok, (q, "q")],
+    ]
+    for choices in bad_choices:
+        with pytest.raises((TypeError, ValueError)):
+            next(step.take_any(choices))
+    for timeout in (-1, float("nan"), float("inf"), 1e300, True, "5"):
+        with pytest.raises((TypeError, ValueError)):
+            next(step.take_any([ok], timeout=timeout))  # type: ignore[arg-type]
+    for lease in (-1, 0, float("nan"), float("inf"), 1e300, True, "5"):
+        with pytest.raises((TypeError, ValueError)):
+            next(step.take(leased, "q", first, pop_first, lease=lease))  # type: ignore[arg-type]
+    for id in ("x" * 256, "a\x00b"):
+        with pytest.raises(ValueError):
+            next(step.take(leased, id, first, pop_first, lease=5))
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        try:
+            yield from step.take_any([ok, (q, "x" * 256, first)])
+        except ValueError as exc:
+            return str(exc)
+        return "made"
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert "store id" in str(get_execution(eid).result)
+    assert not ExecutionStep.objects.filter(execution_id=eid).exists()
+    assert items(rt, q, "q") == ["A"]
+
+
+def test_a_timeout_racing_an_item_s_arrival_has_one_outcome(rt: Runtime) -> None:
+    """Executions whose ``take_any`` times out just as a writer (its own PostgreSQL
+    connection) adds their item, run over and over by two runner threads: each ends with
+    exactly one outcome, the item claimed once (``[0, item]``, gone from the store) or the
+    timeout (``[None, None]``, the item still there); none is lost or claimed twice."""
+    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
+        pytest.skip("needs the database client on PostgreSQL")
+    from yieldstar_django.wakes import relay_once
+
+    a = rt.define()
+    rounds = 8
+
+    @rt.workflow
+    def wf(step: Step, id: str) -> Any:
+        return list((yield from step.take_any([(a, id, first, pop_first)], timeout=0.3)))
+
+    eids = {f"t{n}": start_workflow(wf, f"t{n}") for n in range(rounds)}
+    rt.pump()
+    assert all(get_execution(e).status == "waiting" for e in eids.values())
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            barrier.wait()
+            time.sleep(0.22)
+            for id in eids:  # around the due time, one every 20 ms
+                push(rt, a, id, f"item-{id}")
+                time.sleep(0.02)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def runner() -> None:
+        try:
+            barrier.wait()
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                relay_once()
+                pending = [e for e in eids.values() if not get_execution(e).is_finished]
+                if not pending:
+                    return
+                for eid in pending:
+                    executions_module.run_execution(eid)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=writer)] + [threading.Thread(target=runner) for _ in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    for id, eid in eids.items():
+        execution = get_execution(eid)
+        assert execution.status == "completed", (id, execution.status, execution.error)
+        left = items(rt, a, id)
+        if execution.result == [None, None]:
+            assert left == [f"item-{id}"], (id, left)
+        else:
+            assert execution.result == [0, f"item-{id}"] and left == [], (id, left)
+        assert not Waiter.objects.filter(execution_id=eid).exists()

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from .. import clock
@@ -34,12 +35,21 @@ from ..models.runtime import ExecutionStep, StepStatus
 from . import store_steps
 from .leases import LeaseLost
 from .outcomes import StepError, StepResult, StepValue
+from .steps import derived_key, foreign_lease
 
 if TYPE_CHECKING:
     from .engine import Engine
     from .steps import StepCall
 
-__all__ = ["ClaimLease", "end_lease", "expire_due", "expire_for_relay", "lease_id", "release_now"]
+__all__ = [
+    "ClaimLease",
+    "end_lease",
+    "expire_due",
+    "expire_for_relay",
+    "lease_id",
+    "release_key",
+    "release_now",
+]
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
@@ -59,6 +69,11 @@ class ClaimLease:
 def lease_id(execution_id: str, step_key: str) -> str:
     """The id of the lease taken by one take step (one per step, ever)."""
     return f"{execution_id}/{step_key}"
+
+
+def release_key(step_key: str) -> str:
+    """The ledger step key of the hand-back of the lease taken by step ``step_key``."""
+    return derived_key(step_key, ":release")
 
 
 def _lease(engine: Engine, call: StepCall, key: str, value: Any) -> ClaimLease:
@@ -114,7 +129,15 @@ def end(
         engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=value_json)
 
     try:
-        ended = end_lease(claim.lease_id, state, engine.client, using=engine.alias, also=record)
+        ended = end_lease(
+            claim.lease_id,
+            state,
+            engine.client,
+            using=engine.alias,
+            also=record,
+            holder=engine.execution.id,
+            action=action,
+        )
     except (LeaseLost, DatabaseError):
         raise
     except Exception as exc:
@@ -134,13 +157,17 @@ def end_lease(
     *,
     using: str | None = None,
     also: Callable[[bool], None] | None = None,
+    holder: str | None = None,
+    action: str = "release",
 ) -> bool:
     """Move lease ``id`` from ``held`` to ``state``; returns whether this call ended it.
 
     For ``released``/``expired`` the definition's ``release(draft, value)`` runs as a
     store update (outside any transaction, in the store client's CAS loop), and the lease's
     conditional update commits with it (a commit hook), so a value is handed back at most
-    once. ``also(ended)`` is more database work committed with the outcome.
+    once. ``also(ended)`` is more database work committed with the outcome. With
+    ``holder`` (an execution id), a lease that execution did not take raises
+    ``ValueError`` before anything is written (``action`` names the step in its message).
     """
     alias = using or yieldstar_settings.DATABASE_ALIAS
 
@@ -152,6 +179,8 @@ def end_lease(
         )
 
     record = ClaimLeaseRecord.objects.using(alias).filter(pk=id).first()
+    if holder is not None and (record is None or record.execution_id != holder):
+        raise ValueError(foreign_lease(action, id))
     if record is None or record.state != ClaimLeaseState.HELD or state == ClaimLeaseState.COMPLETED:
         with transaction.atomic(using=alias):
             ended = record is not None and mark()
@@ -166,7 +195,7 @@ def end_lease(
     def hand_back(draft: Any) -> Any:
         return release(draft, value)
 
-    step_id = StoreStepId(record.execution_id, f"{record.step_key}:release")
+    step_id = StoreStepId(record.execution_id, release_key(record.step_key))
     if not (isinstance(client, DatabaseStoreClient) and client.using == alias):
         # No commit hooks (the in-memory client): end the lease first (so a complete
         # racing it fails), then hand back (the ledger makes a repeated hand-back a no-op);
@@ -242,15 +271,34 @@ def release_now(
     return ended
 
 
+#: Where the sweep's last round stopped, ``(expires_at, id)``: the next goes on after it.
+_sweep_after: list[tuple[datetime, str]] = []
+
+
 def expire_due(
     *, now: datetime | None = None, client: StoreClient | None = None, limit: int = 100
 ) -> int:
     """Hand back the held leases whose ``expires_at`` has passed by ``now`` (by default
     the timers' clock, :mod:`yieldstar_django.clock`) (state ``expired``); returns how many
-    this call ended. Safe to run from several processes at once."""
-    due = list(
-        ClaimLeaseRecord.objects.filter(
-            state=ClaimLeaseState.HELD, expires_at__lte=now or clock.now()
-        ).values_list("pk", flat=True)[:limit]
-    )
-    return release_now(due, client=client, state=ClaimLeaseState.EXPIRED) if due else 0
+    this call ended. Safe to run from several processes at once.
+
+    A round tries at most ``limit`` leases, the longest due first, going on after those
+    the round before tried (and round to the first again): one whose release fails stays
+    held and is tried again later, but never keeps the others from their turn.
+    """
+    due = ClaimLeaseRecord.objects.filter(
+        state=ClaimLeaseState.HELD, expires_at__lte=now or clock.now()
+    ).order_by("expires_at", "pk")
+    picked: list[tuple[datetime, str]] = []
+    if _sweep_after:
+        at, pk = _sweep_after[0]
+        later = due.filter(Q(expires_at__gt=at) | Q(expires_at=at, pk__gt=pk))
+        picked = list(later.values_list("expires_at", "pk")[:limit])
+    if len(picked) < limit:
+        seen = {pk for _, pk in picked}
+        first = [row for row in due.values_list("expires_at", "pk")[:limit] if row[1] not in seen]
+        picked += first[: limit - len(picked)]
+    if not picked:
+        return 0
+    _sweep_after[:] = [picked[-1]]
+    return release_now([pk for _, pk in picked], client=client, state=ClaimLeaseState.EXPIRED)

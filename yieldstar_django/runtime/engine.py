@@ -99,6 +99,9 @@ class Engine:
         #: woken step (handed to the store commits with the steps' ``CommitHook``).
         self.reads = lease.take_reads()
         self.used: set[str] = set()
+        #: The ledger (and waiter) keys this run's store steps use, by store: each names
+        #: the step key that uses it (see ``_reserve``).
+        self.ledger_keys: dict[tuple[str, str, str], str] = {}
         self.position = 0
         #: Keys of takes with a registered waiter whose result is not recorded yet.
         self.open_takes: set[str] = {
@@ -182,9 +185,10 @@ class Engine:
                 "give each step a unique key="
             )
         self.used.add(key)
+        self._reserve(call, key)
         row = self.heap.get(key)
         if row is not None:
-            if row.kind != call.kind or row.fingerprint != call.fingerprint:
+            if row.kind != call.kind or not call.matches(row.fingerprint):
                 raise NonDeterminismError.at(
                     self.execution.id,
                     key,
@@ -210,6 +214,36 @@ class Engine:
             # first run that caught it must not take a branch its replays do not.
             return StepError(error_from_record(decode_durable(encode_error(result.error))))
         return result
+
+    def _reserve(self, call: StepCall, key: str) -> None:
+        """Note the ledger keys a store step uses; raise ``StepKeyError`` if another step
+        of the run uses one on the same store.
+
+        ``take`` and ``update`` use their step key, a leased take also ``<key>:release``
+        (its hand-back), and choice ``i`` of a ``take_any`` ``<key>#<i>``: a step keyed
+        like one of those would read the other's ledger entry back as its own result.
+        """
+        if call.kind == StepKind.TAKE_ANY:
+            uses = [
+                (definition.name, store_id, take_any.choice_key(key, index))
+                for index, (definition, store_id, _, _) in enumerate(call.choices)
+            ]
+        elif call.kind in (StepKind.TAKE, StepKind.TAKE_LEASE, StepKind.UPDATE):
+            assert call.definition is not None
+            name, store_id = call.definition.name, call.store_id
+            uses = [(name, store_id, key)]
+            if call.kind == StepKind.TAKE_LEASE:
+                uses.append((name, store_id, claim_leases.release_key(key)))
+        else:
+            return
+        for use in uses:
+            other = self.ledger_keys.setdefault(use, key)
+            if other != key:
+                raise StepKeyError(
+                    f"step {key!r} of execution {self.execution.id!r} would use the ledger "
+                    f"key {use[2]!r} of store {use[0]}/{use[1]}, which step {other!r} uses; "
+                    "give it another key="
+                )
 
     # -- primitives -----------------------------------------------------------------------
 

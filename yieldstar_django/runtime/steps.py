@@ -9,6 +9,8 @@ error), at the very point the workflow called it. Every primitive takes an optio
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..conf import MAX_SECONDS
+from ..connector.arguments import check_text
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.results import StoreSnapshot, StoreUpdateResult
@@ -31,7 +34,10 @@ R = TypeVar("R")
 #: What every primitive returns: ``yield from`` it inside a workflow.
 StepGenerator = Generator["StepCall", Any, R]
 
+#: The size of the heap's ``fingerprint`` column.
 MAX_FINGERPRINT_LENGTH: Final = 512
+#: What ends a fingerprint that carries a digest of the step's full description.
+DIGEST_MARK: Final = " ~sha256:"
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,6 +58,31 @@ class StepCall:
     updater: Updater | None = None
     choices: tuple[tuple[StoreDefinition, str, Selector, Claim | None], ...] = ()
     timeout: float | None = None
+    #: The fingerprint earlier releases recorded for this step, if it differs (its text
+    #: cut at 512 characters): a heap row holding it still replays as this step.
+    legacy_fingerprint: str = ""
+
+    def matches(self, fingerprint: str) -> bool:
+        """Whether a heap row recorded with ``fingerprint`` is this step's."""
+        return fingerprint == self.fingerprint or (
+            bool(self.legacy_fingerprint) and fingerprint == self.legacy_fingerprint
+        )
+
+
+def fingerprint(text: str, identity: str | None = None) -> tuple[str, str]:
+    """The fingerprint of a step described by ``text``, and its legacy form (or "").
+
+    A text that fits the column is its own fingerprint. A longer one (or one given an
+    ``identity``, an unambiguous description, when ``text`` could describe another step
+    too) keeps its head for people to read and ends with a SHA-256 digest of the whole
+    description, so a change anywhere in it is detected on replay. Its legacy form is the
+    text cut at the column size, what earlier releases recorded.
+    """
+    if identity is None and len(text) <= MAX_FINGERPRINT_LENGTH:
+        return text, ""
+    digest = hashlib.sha256((text if identity is None else identity).encode()).hexdigest()
+    suffix = f"{DIGEST_MARK}{digest}"
+    return text[: MAX_FINGERPRINT_LENGTH - len(suffix)] + suffix, text[:MAX_FINGERPRINT_LENGTH]
 
 
 def callable_name(fn: Callable[..., Any]) -> str:
@@ -62,6 +93,25 @@ def callable_name(fn: Callable[..., Any]) -> str:
     qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
     module = getattr(target, "__module__", None) or type(target).__module__
     return f"{module}.{qualname}"[:MAX_FINGERPRINT_LENGTH]
+
+
+def derived_key(step_key: str, suffix: str) -> str:
+    """``step_key`` + ``suffix``: a key a step uses in the ledger (and for waiters) besides
+    its own, such as a ``take_any`` choice's. One longer than a key may be (the step key
+    itself may have all 255 characters) keeps the step key's head and a digest of it."""
+    key = step_key + suffix
+    if len(key) <= MAX_KEY_LENGTH:
+        return key
+    digest = hashlib.sha256(step_key.encode()).hexdigest()[:32]
+    return f"{step_key[: MAX_KEY_LENGTH - len(suffix) - len(digest) - 1]}~{digest}{suffix}"
+
+
+def foreign_lease(action: str, lease_id: str) -> str:
+    """The message of ``release``/``complete`` given a lease this execution did not take."""
+    return (
+        f"{action}() needs a lease this execution took; {lease_id!r} was taken by another "
+        "execution (or by none)"
+    )
 
 
 def _check_key(key: str | None) -> str | None:
@@ -77,8 +127,9 @@ def _check_key(key: str | None) -> str | None:
 def _check_store(definition: StoreDefinition, id: str) -> str:
     if not isinstance(definition, StoreDefinition):
         raise TypeError(f"expected a StoreDefinition (from define_store), not {definition!r}")
-    if not isinstance(id, str):
-        raise TypeError(f"a store id must be a str, not {type(id).__name__}")
+    # What the tables cannot hold is refused here, before the step is made (a take_any
+    # would otherwise claim from an earlier choice before reaching a bad one).
+    check_text("store id", id)
     return f"{definition.name}/{id}"[:MAX_FINGERPRINT_LENGTH]
 
 
@@ -198,11 +249,15 @@ class Step:
             raise TypeError(
                 f"{action}() needs the ClaimLease a leased take returned, not {lease!r}"
             )
+        if not lease.lease_id.startswith(f"{self.execution_id}/"):
+            raise ValueError(foreign_lease(action, lease.lease_id))
+        printed, legacy = fingerprint(f"{action}:{lease.lease_id}")
         ended: bool = yield StepCall(
             "end_lease",
             _check_key(key),
-            f"{action}:{lease.lease_id}"[:MAX_FINGERPRINT_LENGTH],
+            printed,
             args=(action, lease),
+            legacy_fingerprint=legacy,
         )
         return ended
 
@@ -224,12 +279,14 @@ class Step:
             raise TypeError("take_any() needs a non-empty list of (store, id, selector, claim)")
         checked: list[tuple[StoreDefinition, str, Selector, Claim | None]] = []
         fingerprints: list[str] = []
+        stores: list[list[str]] = []
         for choice in choices:
             if not isinstance(choice, tuple) or len(choice) not in (3, 4):
                 raise TypeError(f"a take_any() choice is (store, id, selector, claim): {choice!r}")
             definition, id, selector = choice[0], choice[1], choice[2]
             claim = choice[3] if len(choice) == 4 else None
             fingerprints.append(_check_store(definition, id))
+            stores.append([definition.name, id])
             if not callable(selector):
                 raise TypeError("a take_any() choice needs a selector callable")
             if claim is not None and not callable(claim):
@@ -237,12 +294,20 @@ class Step:
             checked.append((definition, id, selector, claim))
         if timeout is not None:
             timeout = _seconds(timeout, "take_any()'s timeout")
+        text = " | ".join(fingerprints)
+        # A name holding "/", or a name or id holding " | ", makes a text that other
+        # choices could make too: then the digest is of the exact list.
+        ambiguous = len(text) > MAX_FINGERPRINT_LENGTH or any(
+            "/" in name or " | " in name or " | " in id for name, id in stores
+        )
+        printed, legacy = fingerprint(text, json.dumps(stores) if ambiguous else None)
         result: tuple[int | None, Any] = yield StepCall(
             "take_any",
             _check_key(key),
-            " | ".join(fingerprints)[:MAX_FINGERPRINT_LENGTH],
+            printed,
             choices=tuple(checked),
             timeout=timeout,
+            legacy_fingerprint=legacy,
         )
         return result
 

@@ -38,6 +38,7 @@ from ..models.runtime import ExecutionStatus, ExecutionStep, StepStatus
 from . import store_steps
 from .leases import LeaseLost
 from .outcomes import StepResult, StepValue, Suspend, recorded_result
+from .steps import derived_key
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -57,7 +58,7 @@ LOCK_NOT_AVAILABLE: Final = "55P03"
 
 def choice_key(step_key: str, index: int) -> str:
     """The waiter and ledger step key of choice ``index`` of a ``take_any`` step."""
-    return f"{step_key}#{index}"
+    return derived_key(step_key, f"#{index}")
 
 
 def revive(value_json: str) -> tuple[int | None, Any]:
