@@ -6,6 +6,8 @@ import itertools
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -408,20 +410,14 @@ def test_a_fenced_registration_registers_only_while_the_run_holds_the_lease(
     assert wakes == [Wake("e", "wf")]
 
 
-@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
-@pytest.mark.parametrize("use_functions", [True, False], ids=["function", "statements"])
-def test_a_fenced_registration_waits_for_a_takeover_in_progress(
-    alias: str, wakes: WakeCollector, use_functions: bool
-) -> None:
-    """The fence reads the execution's row under a share lock: a registration that meets
-    a takeover not yet committed waits for it, then registers nothing (a plain read would
-    have seen the lease still held, and registered a waiter the successor, whose
-    acquisition had already read the waiters, would never see)."""
-    d = jobs_store()
-    client = DatabaseStoreClient(alias, use_functions=use_functions)
-    snap = client.get_store(d, "q")
-    waiter = StoreWaiter("wf", "e", "take", d.name, "q", snap.instance_id, 0, [("jobs",)])
-    leased(alias, "run-1")
+@contextmanager
+def registering_behind(
+    alias: str, client: DatabaseStoreClient, waiter: StoreWaiter, *statements: str
+) -> Iterator[tuple[Any, list[BaseException | None]]]:
+    """A transaction on a connection of its own runs ``statements`` and stays open while
+    the run holding lease ``run-1`` registers ``waiter`` in a thread; yields (that
+    connection, the registration's outcome) once the registration waits for one of the
+    transaction's locks. On exit the transaction commits and the outcome is filled in."""
     outcome: list[BaseException | None] = []
     pid: list[int] = []
 
@@ -438,10 +434,11 @@ def test_a_fenced_registration_waits_for_a_takeover_in_progress(
             connections.close_all()
 
     with (
-        second_connection(alias, autocommit=False) as successor,
+        second_connection(alias, autocommit=False) as holder,
         second_connection(alias) as watcher,
     ):
-        successor.execute("UPDATE yieldstar_execution SET lease_owner = 'run-2' WHERE id = 'e'")
+        for statement in statements:
+            holder.execute(statement)
         thread = threading.Thread(target=register)
         thread.start()
         try:
@@ -453,10 +450,30 @@ def test_a_fenced_registration_waits_for_a_takeover_in_progress(
                     break
                 time.sleep(0.01)
             else:
-                raise AssertionError("the registration never waited for the takeover's lock")
+                raise AssertionError("the registration never waited for the transaction's lock")
+            yield holder, outcome
         finally:
-            successor.commit()
+            holder.commit()
             thread.join()
+
+
+@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+@pytest.mark.parametrize("use_functions", [True, False], ids=["function", "statements"])
+def test_a_fenced_registration_waits_for_a_takeover_in_progress(
+    alias: str, wakes: WakeCollector, use_functions: bool
+) -> None:
+    """The fence reads the execution's row under a share lock: a registration that meets
+    a takeover not yet committed waits for it, then registers nothing (a plain read would
+    have seen the lease still held, and registered a waiter the successor, whose
+    acquisition had already read the waiters, would never see)."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias, use_functions=use_functions)
+    snap = client.get_store(d, "q")
+    waiter = StoreWaiter("wf", "e", "take", d.name, "q", snap.instance_id, 0, [("jobs",)])
+    leased(alias, "run-1")
+    takeover = "UPDATE yieldstar_execution SET lease_owner = 'run-2' WHERE id = 'e'"
+    with registering_behind(alias, client, waiter, takeover) as (_, outcome):
+        pass
     assert len(outcome) == 1 and isinstance(outcome[0], LeaseNotHeld), outcome
     assert client.waiters(d, "q") == []
     assert intents(alias) == [] and wakes == []
@@ -477,47 +494,16 @@ def test_a_fenced_registration_does_not_deadlock_a_cancel_then_store_write(
     snap = client.get_store(d, "q")
     waiter = StoreWaiter("wf", "e", "take", d.name, "q", snap.instance_id, 0, [("jobs",)])
     leased(alias, "run-1")
-    outcome: list[BaseException | None] = []
-    pid: list[int] = []
-
-    def register() -> None:
-        try:
-            with connections[alias].cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid()")
-                pid.append(cursor.fetchone()[0])
-            client.register_waiter(waiter, fence=LeaseFence("run-1", FINISHED))
-            outcome.append(None)
-        except BaseException as exc:
-            outcome.append(exc)
-        finally:
-            connections.close_all()
-
-    with (
-        second_connection(alias, autocommit=False) as canceller,
-        second_connection(alias) as watcher,
+    cancel = "UPDATE yieldstar_execution SET status = 'cancelled' WHERE id = 'e'"
+    with registering_behind(alias, client, waiter, "SET LOCAL lock_timeout = '5s'", cancel) as (
+        canceller,
+        outcome,
     ):
-        canceller.execute("SET LOCAL lock_timeout = '5s'")
-        canceller.execute("UPDATE yieldstar_execution SET status = 'cancelled' WHERE id = 'e'")
-        thread = threading.Thread(target=register)
-        thread.start()
-        try:
-            for _ in range(500):
-                row = watcher.execute(
-                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pid[:1] or [0]
-                ).fetchone()
-                if row is not None and row[0] == "Lock":
-                    break
-                time.sleep(0.01)
-            else:
-                raise AssertionError("the registration never waited for the cancel's lock")
-            canceller.execute(
-                "UPDATE yieldstar_storeinstance SET version = version WHERE name = %s "
-                "AND store_id = 'q'",
-                [d.name],
-            )
-        finally:
-            canceller.commit()
-            thread.join()
+        canceller.execute(
+            "UPDATE yieldstar_storeinstance SET version = version WHERE name = %s "
+            "AND store_id = 'q'",
+            [d.name],
+        )
     assert len(outcome) == 1 and isinstance(outcome[0], LeaseNotHeld), outcome
     assert client.waiters(d, "q") == []
 
