@@ -436,3 +436,85 @@ def test_an_id_no_execution_can_have_is_not_found(rt: Runtime) -> None:
             get_execution(bad)
         assert cancel_execution(bad) is False
         assert str(run_execution(bad)) == "gone"
+
+
+def test_stores_whose_names_read_alike_are_told_apart_on_replay(rt: Runtime) -> None:
+    """A store name may hold "/": a take from store "<s>/a", id "b" and one from store
+    "<s>", id "a/b" read alike ("<s>/a/b"). A deploy that swaps one for the other fails the
+    replay with ``NonDeterminismError`` instead of replaying the recorded take as the other's.
+    """
+    from yieldstar_django.core.definition import define_store
+
+    base = rt.name("store")
+    rt.stores.extend([base, f"{base}/a"])
+    initial = {"items": ["x"]}
+    stores = {
+        "nested": (define_store(f"{base}/a", None, initial=lambda id: initial), "b"),
+        "flat": (define_store(base, None, initial=lambda id: initial), "a/b"),
+    }
+    version = {"store": "nested"}
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        definition, id = stores[version["store"]]
+        yield from step.get(definition, id)
+        yield from step.sleep(0.01)
+        return "done"
+
+    message = rt.nondeterminism_after(wf, lambda: version.update(store="flat"))
+    assert "get" in message
+
+
+def test_a_run_of_a_callable_named_past_512_characters_is_told_apart(rt: Runtime) -> None:
+    """A ``run`` step's fingerprint is its callable's qualified name: a change past its
+    512th character fails the replay with ``NonDeterminismError``."""
+
+    def make(tail: str) -> Any:
+        def fn() -> int:
+            return 1
+
+        fn.__qualname__ = "f" * 600 + tail
+        return fn
+
+    version = {"fn": make("old")}
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.run(version["fn"])
+        yield from step.sleep(0.01)
+        return "done"
+
+    message = rt.nondeterminism_after(wf, lambda: version.update(fn=make("new")))
+    assert "run" in message
+
+
+def test_a_step_recorded_with_a_cut_or_plain_fingerprint_still_replays(rt: Runtime) -> None:
+    """Rows of earlier releases hold a run's name cut at 512 characters and a store step's
+    plain "<name>/<id>" text: the same steps still replay them."""
+    from yieldstar_django.core.definition import define_store
+
+    base = rt.name("store")
+    rt.stores.append(f"{base}/a")
+    store = define_store(f"{base}/a", None, initial=lambda id: {"items": []})
+
+    def fn() -> int:
+        return 7
+
+    fn.__qualname__ = "g" * 600
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        value = yield from step.run(fn)
+        yield from step.get(store, "b")
+        yield from step.sleep(0.01)
+        return value
+
+    eid = start_workflow(wf)
+    rt.pump()
+    ExecutionStep.objects.filter(execution_id=eid, step_key="0").update(
+        fingerprint=f"{fn.__module__}.{fn.__qualname__}"[:512]
+    )
+    ExecutionStep.objects.filter(execution_id=eid, step_key="1").update(fingerprint=f"{base}/a/b")
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).status == "completed", get_execution(eid).error
+    assert get_execution(eid).result == 7

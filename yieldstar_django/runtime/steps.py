@@ -92,7 +92,7 @@ def callable_name(fn: Callable[..., Any]) -> str:
         target = target.func
     qualname = getattr(target, "__qualname__", None) or type(target).__qualname__
     module = getattr(target, "__module__", None) or type(target).__module__
-    return f"{module}.{qualname}"[:MAX_FINGERPRINT_LENGTH]
+    return f"{module}.{qualname}"
 
 
 def derived_key(step_key: str, suffix: str) -> str:
@@ -130,7 +130,15 @@ def _check_store(definition: StoreDefinition, id: str) -> str:
     # What the tables cannot hold is refused here, before the step is made (a take_any
     # would otherwise claim from an earlier choice before reaching a bad one).
     check_text("store id", id)
-    return f"{definition.name}/{id}"[:MAX_FINGERPRINT_LENGTH]
+    return f"{definition.name}/{id}"
+
+
+def _store_fingerprint(definition: StoreDefinition, id: str) -> tuple[str, str]:
+    """The fingerprint (and legacy form) of a step on one store: its "<name>/<id>" text, or,
+    when the name holds "/" (so another name and id read alike), that text with a digest of
+    the exact pair."""
+    text = _check_store(definition, id)
+    return fingerprint(text, json.dumps([definition.name, id]) if "/" in definition.name else None)
 
 
 def _seconds(value: float | timedelta, what: str) -> float:
@@ -170,8 +178,15 @@ class Step:
         calls it again. ``RetryableError`` retries it on a durable timer; any other error
         is recorded and raised here, on this and every later replay.
         """
+        printed, legacy = fingerprint(callable_name(fn))
         call = StepCall(
-            "run", _check_key(key), callable_name(fn), fn=fn, args=args, kwargs=dict(kwargs)
+            "run",
+            _check_key(key),
+            printed,
+            fn=fn,
+            args=args,
+            kwargs=dict(kwargs),
+            legacy_fingerprint=legacy,
         )
         result: R = yield call
         return result
@@ -205,7 +220,7 @@ class Step:
         ``step.complete(lease)``, or hand the value back with ``step.release(lease)``;
         if it expires first, the definition's ``release(draft, value)`` hands it back.
         """
-        fingerprint = _check_store(definition, id)
+        printed, legacy = _store_fingerprint(definition, id)
         if not callable(selector):
             raise TypeError("take() needs a selector callable")
         if claim is not None and not callable(claim):
@@ -223,12 +238,13 @@ class Step:
         selected = yield StepCall(
             "take" if lease is None else "take_lease",
             _check_key(key),
-            fingerprint,
+            printed,
             definition=definition,
             store_id=id,
             selector=selector,
             claim=claim,
             seconds=seconds,
+            legacy_fingerprint=legacy,
         )
         return selected
 
@@ -315,16 +331,17 @@ class Step:
         self, definition: StoreDefinition, id: str, updater: Updater, *, key: str | None = None
     ) -> StepGenerator[StoreUpdateResult]:
         """Apply ``updater`` to a store exactly once (through the applied-steps ledger)."""
-        fingerprint = _check_store(definition, id)
+        printed, legacy = _store_fingerprint(definition, id)
         if not callable(updater):
             raise TypeError("update() needs an updater callable")
         result: StoreUpdateResult = yield StepCall(
             "update",
             _check_key(key),
-            fingerprint,
+            printed,
             definition=definition,
             store_id=id,
             updater=updater,
+            legacy_fingerprint=legacy,
         )
         return result
 
@@ -332,9 +349,14 @@ class Step:
         self, definition: StoreDefinition, id: str, *, key: str | None = None
     ) -> StepGenerator[StoreSnapshot]:
         """Read a store; the snapshot is recorded, so every replay sees the same one."""
-        fingerprint = _check_store(definition, id)
+        printed, legacy = _store_fingerprint(definition, id)
         snapshot: StoreSnapshot = yield StepCall(
-            "get", _check_key(key), fingerprint, definition=definition, store_id=id
+            "get",
+            _check_key(key),
+            printed,
+            definition=definition,
+            store_id=id,
+            legacy_fingerprint=legacy,
         )
         return snapshot
 
