@@ -38,7 +38,6 @@ from .definition import StoreDefinition
 from .durable import DEFAULT_LIMITS, DurableLimits, decode_durable
 from .results import (
     DELETE_RECORD,
-    StoreDeleteConflict,
     StoreDeleted,
     StoreDeleteFromResult,
     StoreSnapshot,
@@ -292,17 +291,16 @@ class CasStoreClient(StoreClient):
             return self._conditional_update(call, updater, condition, False)
         step_key = step_id.step_key if step_id else ""
         kind = "update" if condition is None else "update_from"
+        stored: StoredState | None
         if condition is None or condition.missing_only:
             stored, created = self._row_or_initial(definition, id, step_key, row)
-        elif row is None and condition.existing_only:
-            if speculative:
-                return self._conditional_update(call, updater, condition, False)
-            return StoreWrite(condition.update_conflict(None), None)
+        elif condition.existing_only:  # a missing store (None) is a conflict, not created
+            stored, created = row, False
         else:
             stored, created = self._row_or_insert(definition, id, step_key, row), False
         with Retries(self.retry_policy(), self.queue, definition, id) as retry:
             while True:
-                if not _admits(condition, stored, created):
+                if stored is None or not _admits(condition, stored, created):
                     assert condition is not None
                     if speculative:
                         return self._conditional_update(call, updater, condition, False)
@@ -329,17 +327,11 @@ class CasStoreClient(StoreClient):
                 if recorded is not None:
                     assert step_id is not None
                     return StoreWrite(update_from_record(recorded, step_id), None)
-                reread = self._reread(definition, id, step_key, outcome, condition)
-                if reread is None:
-                    return StoreWrite(_missing(condition).update_conflict(None), None)
-                stored, created = reread
-                if not _admits(condition, stored, created):
+                stored, created = self._reread(definition, id, step_key, outcome, condition)
+                if stored is None or not _admits(condition, stored, created):
                     continue
                 if retry.wait():
-                    reread = self._reread(definition, id, step_key, MISSING, condition)
-                    if reread is None:
-                        return StoreWrite(_missing(condition).update_conflict(None), None)
-                    stored, created = reread
+                    stored, created = self._reread(definition, id, step_key, MISSING, condition)
 
     def _reread(
         self,
@@ -348,17 +340,16 @@ class CasStoreClient(StoreClient):
         step_key: str,
         outcome: CommitOutcome,
         condition: VersionCondition | None,
-    ) -> tuple[StoredState, bool] | None:
+    ) -> tuple[StoredState | None, bool]:
         """The row a lost commit reported, else a fresh read. A missing store is started
         from ``initial``: inserted at once for a conditional write, else by the commit;
-        ``None`` for a condition ``existing_only``, which creates nothing."""
+        for a condition ``existing_only`` it is ``None`` (nothing is created)."""
         if outcome.current is not None:
             return outcome.current, False
         if condition is None or condition.missing_only:
             return self._read_or_initialize(definition, id, step_key)
         if condition.existing_only:
-            row = self._read(definition, id)
-            return None if row is None else (row, False)
+            return self._read(definition, id), False
         return self._get_or_insert(definition, id, step_key), False
 
     def _conditional_delete(
@@ -381,17 +372,13 @@ class CasStoreClient(StoreClient):
         if condition.missing_only:  # nothing to delete, or a conflict: read, never create
             existing = row if not speculative else self._read(definition, id)
             return StoreDeleted() if existing is None else condition.delete_conflict(existing)
-        if condition.existing_only:
-            if speculative and row is None:
-                row = self._read(definition, id)
-            found = self._existing_or_conflict(condition, row)
-            if isinstance(found, StoreDeleteConflict):
-                return found
-            current = found
+        current: StoredState | None
+        if condition.existing_only:  # a missing store (None) is a conflict, not created
+            current = self._read(definition, id) if speculative and row is None else row
         else:
             current = self._row_or_insert(definition, id, step_key, row, made)
         with Retries(self.retry_policy(), self.queue, definition, id) as retry:
-            while condition.accepts(current):
+            while current is not None and condition.accepts(current):
                 retry.attempts += 1
                 outcome = self._try_deletion(
                     StoreDeletion(
@@ -406,15 +393,9 @@ class CasStoreClient(StoreClient):
                     for untouched in made:  # still at version 0, else nothing is deleted
                         self._try_deletion(StoreDeletion(definition, id, untouched, None, None))
                     return delete_from_record(recorded, step_id)
-                found = outcome.current or self._found(condition, definition, id, step_key, made)
-                if isinstance(found, StoreDeleteConflict):
-                    return found
-                current = found
-                if condition.accepts(current) and retry.wait():
-                    found = self._found(condition, definition, id, step_key, made)
-                    if isinstance(found, StoreDeleteConflict):
-                        return found
-                    current = found
+                current = outcome.current or self._found(condition, definition, id, step_key, made)
+                if current is not None and condition.accepts(current) and retry.wait():
+                    current = self._found(condition, definition, id, step_key, made)
             return condition.delete_conflict(current)
 
     def _found(
@@ -424,19 +405,13 @@ class CasStoreClient(StoreClient):
         id: str,
         step_key: str,
         made: list[StoredState],
-    ) -> StoredState | StoreDeleteConflict:
+    ) -> StoredState | None:
         """A fresh read for a delete loop: a missing store inserted from ``initial``, or,
-        for a condition ``existing_only``, the conflict that ends the loop."""
+        for a condition ``existing_only``, ``None``."""
         row = self._read(definition, id)
         if condition.existing_only:
-            return self._existing_or_conflict(condition, row)
+            return row
         return self._row_or_insert(definition, id, step_key, row, made)
-
-    @staticmethod
-    def _existing_or_conflict(
-        condition: VersionCondition, row: StoredState | None
-    ) -> StoredState | StoreDeleteConflict:
-        return condition.delete_conflict(None) if row is None else row
 
     def _take(self, call: StoreCall, selector: Selector, claim: Claim | None) -> StoreTakeResult:
         definition, id, step_id = call.definition, call.id, call.step_id
@@ -535,12 +510,6 @@ def _admits(condition: VersionCondition | None, stored: StoredState, created: bo
     if condition.missing_only:
         return created
     return condition.accepts(stored)
-
-
-def _missing(condition: VersionCondition | None) -> VersionCondition:
-    """The condition that found its store missing (only an ``existing_only`` one does)."""
-    assert condition is not None and condition.existing_only
-    return condition
 
 
 def _checked_accepts(condition: VersionCondition, row: StoredState) -> bool:

@@ -186,15 +186,19 @@ class VersionCondition:
 
     def update_conflict(self, stored: StoredState | None) -> StoreUpdateConflict:
         """The conflict over ``stored`` (``None``: a missing store, ``existing_only``)."""
-        instance_id, version = self._expected(stored)
-        actual = (stored.instance_id, stored.version) if stored else (MISSING_INSTANCE, 0)
-        return StoreUpdateConflict(instance_id, actual[0], version, actual[1])
+        return StoreUpdateConflict(*_conflict_fields(self._expected(stored), stored))
 
     def delete_conflict(self, stored: StoredState | None) -> StoreDeleteConflict:
         """The conflict over ``stored`` (``None``: a missing store, ``existing_only``)."""
-        instance_id, version = self._expected(stored)
-        actual = (stored.instance_id, stored.version) if stored else (MISSING_INSTANCE, 0)
-        return StoreDeleteConflict(instance_id, actual[0], version, actual[1])
+        return StoreDeleteConflict(*_conflict_fields(self._expected(stored), stored))
+
+
+def _conflict_fields(
+    expected: tuple[str, StoreVersion], stored: StoredState | None
+) -> tuple[str, str, StoreVersion, StoreVersion]:
+    """(expected instance, actual instance, expected version, actual version)."""
+    actual = (stored.instance_id, stored.version) if stored else (MISSING_INSTANCE, 0)
+    return expected[0], actual[0], expected[1], actual[1]
 
 
 #: The ``actual_instance_id`` of a conflict over a store that does not exist.
