@@ -162,23 +162,22 @@ def check_wake_backend() -> Iterator[CheckMessage]:
     yield checks.Error(problem, hint=hint, id="yieldstar.E002")
 
 
+def _vendor(engine: str) -> str | None:
+    """The vendor of the backend ``engine`` (``"sqlite"`` for SpatiaLite, ``"postgresql"``
+    for PostGIS), ``None`` when it cannot be loaded (Django reports a broken ENGINE or a
+    missing driver itself)."""
+    try:
+        return getattr(load_backend(engine).DatabaseWrapper, "vendor", None)
+    except Exception:
+        return None
+
+
 def _is_sqlite(engine: str) -> bool:
-    """Whether the backend ``engine`` is SQLite (the stock one or a subclass such as SpatiaLite)."""
-    try:
-        wrapper = load_backend(engine).DatabaseWrapper
-    except Exception:  # a broken ENGINE (or missing GDAL) is reported by Django itself
+    """Whether the backend ``engine`` is SQLite (one that cannot be loaded, by its name)."""
+    vendor = _vendor(engine)
+    if vendor is None:
         return "sqlite" in engine or "spatialite" in engine
-    return getattr(wrapper, "vendor", None) == "sqlite"
-
-
-def _is_postgres(engine: str) -> bool:
-    """Whether the backend ``engine`` is PostgreSQL (the stock one or a subclass such as
-    PostGIS)."""
-    try:
-        wrapper = load_backend(engine).DatabaseWrapper
-    except Exception:  # a broken ENGINE (or a missing driver) is reported by Django itself
-        return False
-    return getattr(wrapper, "vendor", None) == "postgresql"
+    return vendor == "sqlite"
 
 
 @system_check
@@ -256,7 +255,7 @@ def check_postgres_isolation_level() -> Iterator[CheckMessage]:
         return  # E004 reports it
     engine = str(config.get("ENGINE", ""))
     level = (config.get("OPTIONS") or {}).get("isolation_level")
-    if level is None or not engine or not _is_postgres(engine):
+    if level is None or not engine or _vendor(engine) != "postgresql":
         return
     try:
         from django.db.backends.postgresql.psycopg_any import IsolationLevel
