@@ -66,7 +66,3 @@ def reset() -> None:
     global _offset
     _offset = timedelta(0)
 
-
-#: Room :func:`advance` keeps between the clock and ``datetime.max``: the longest durable
-#: timer (``MAX_SECONDS``, 100 years) and a day for what is added to a due time.
-_ROOM = timedelta(seconds=MAX_SECONDS, days=1)
