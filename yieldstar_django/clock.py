@@ -65,4 +65,3 @@ def reset() -> None:
     """Put the clock back on wall-clock time."""
     global _offset
     _offset = timedelta(0)
-
