@@ -1,7 +1,8 @@
 """The Django admin of yieldstar_django (autodiscovered as the app's ``admin`` module).
 
 ``stores``: store instances with their versions, waiters and ledger entries, and a state
-editor that compare-and-swaps. ``runtime``: executions with their heap, resume and cancel.
+editor that compare-and-swaps. ``runtime``: executions with their heap, resume and cancel
+(``patches``: their filter by recorded ``step.patched()`` decision).
 ``wakes``: the wake outbox, with "deliver again". ``api``: the API's idempotency keys.
 ``claim_leases``: live leased claims and "release now".
 Everything is read-only unless stated; list pages run a bounded number of queries and

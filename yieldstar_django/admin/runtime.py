@@ -1,4 +1,5 @@
-"""The execution admin: executions with status, error and their heap; resume and cancel."""
+"""The execution admin: executions with status, error and their heap; resume and cancel;
+found by status, workflow and recorded patch decision."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .base import (
 )
 from .display import pretty_block, short_json
 from .pagination import paginate
+from .patches import PatchDecisionFilter
 
 STEPS_PER_PAGE: Final = 50
 
@@ -86,7 +88,7 @@ class ExecutionAdmin(
     cancel. Both need the change permission; nothing else is editable."""
 
     list_display = ["id", "workflow_id", "pretty_status", "runs", "created_at", "finished_at"]
-    list_filter = ["status", WorkflowNameFilter]
+    list_filter = ["status", WorkflowNameFilter, PatchDecisionFilter]
     search_fields = ["id"]
     search_help_text = "Executions whose id starts with the text."
     ordering = ["-created_at"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from ..core.durable import decode_durable
@@ -158,6 +159,15 @@ class ExecutionStep(models.Model):
         db_table = "yieldstar_execution_step"
         ordering = ["execution", "position"]
         constraints = natural_key("yieldstar_step_unique_key", "execution", "step_key")
+        indexes = [
+            # The recorded decisions of ``step.patched()``, by change id and value: the
+            # executions admin's patch decision filter (migration 0012_step_patch_index).
+            models.Index(
+                fields=["step_key", "value_json"],
+                condition=Q(kind=StepKind.PATCH),
+                name="yieldstar_step_patch_idx",
+            ),
+        ]
         verbose_name = "heap entry"
         verbose_name_plural = "heap entries"
 
