@@ -12,7 +12,7 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from yieldstar_django.core.definition import StoreDefinition, define_store
-from yieldstar_django.models import ClaimLeaseRecord
+from yieldstar_django.models import ClaimLeaseRecord, ExecutionStep
 from yieldstar_django.runtime import ClaimLease, Step, get_execution, start_workflow
 from yieldstar_django.runtime.claim_leases import expire_due, release_now
 from yieldstar_django.wakes import run_relay
@@ -531,3 +531,61 @@ def test_leases_whose_release_fails_do_not_hold_back_the_others(rt: Runtime) -> 
         expire_due(now=later(), client=rt.client, limit=2)
     assert state(rt, good) == ["job-1"]
     assert ClaimLeaseRecord.objects.filter(state="held").count() == 2
+
+
+def gated_lease_length(rt: Runtime, q: StoreDefinition, seconds: list[float]) -> tuple[Any, Any]:
+    """A workflow that takes from ``q`` with a lease of ``seconds[0]``, waits on a gate
+    store, then returns the lease's ``seconds`` (what it would plan its work by); and the
+    gate. Changing ``seconds[0]`` while it waits is a deploy that changed ``lease=``."""
+    gate = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=seconds[0], key="t")
+        yield from step.take(gate, "g", first)
+        return lease.seconds
+
+    return wf, gate
+
+
+def test_a_replayed_leased_take_returns_the_lease_it_recorded(rt: Runtime) -> None:
+    """A deploy changes ``lease=30`` to ``lease=600`` while an execution holds a 30 s
+    lease: its replays hand the workflow the lease the database holds, 30 s, as its first
+    run saw. Failed before: the replay built the ``ClaimLease`` from the new code,
+    ``seconds=600``, so a workflow planning by it believed it held the item for ten
+    minutes while the sweep would hand it back after 30 s (and the first run and the
+    replays saw different values)."""
+    q = queue(rt, ["job-1"])
+    seconds = [30.0]
+    wf, gate = gated_lease_length(rt, q, seconds)
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert get_execution(eid).status == "waiting"
+    seconds[0] = 600.0  # the deploy
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == 30.0
+    record = ClaimLeaseRecord.objects.get()
+    taken = rt.steps(eid)["t"]
+    assert taken.recorded_at is not None
+    assert record.expires_at - taken.recorded_at == timedelta(seconds=30)
+    assert taken.wake_at == record.expires_at  # the heap row carries the lease's expiry
+
+
+def test_a_leased_take_recorded_by_the_previous_release_still_replays(rt: Runtime) -> None:
+    """A heap row of a leased take written by the previous release holds only the
+    selected value (no ``wake_at``): it replays, with the lease length of the code (the
+    only one known), as that release did."""
+    q = queue(rt, ["job-1"])
+    seconds = [30.0]
+    wf, gate = gated_lease_length(rt, q, seconds)
+
+    eid = start_workflow(wf)
+    rt.pump()
+    ExecutionStep.objects.filter(execution_id=eid, step_key="t").update(wake_at=None)
+    seconds[0] = 45.0
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).status == "completed"
+    assert get_execution(eid).result == 45.0
