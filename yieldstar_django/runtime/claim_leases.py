@@ -53,11 +53,15 @@ __all__ = [
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
+_SECOND = timedelta(seconds=1)
+
 
 @dataclass(frozen=True)
 class ClaimLease:
     """What a leased ``step.take`` returns: the claimed ``value`` and the lease to pass to
-    ``step.release`` or ``step.complete``."""
+    ``step.release`` or ``step.complete``. ``seconds`` is the length of the lease the take
+    recorded (to the microsecond), on its first run and on every replay, whatever
+    ``lease=`` the code replaying it passes."""
 
     lease_id: str
     store_name: str
@@ -76,10 +80,10 @@ def release_key(step_key: str) -> str:
     return derived_key(step_key, ":release")
 
 
-def _lease(engine: Engine, call: StepCall, key: str, value: Any) -> ClaimLease:
+def _lease(engine: Engine, call: StepCall, key: str, value: Any, seconds: float) -> ClaimLease:
     assert call.definition is not None
     return ClaimLease(
-        lease_id(engine.execution.id, key), call.definition.name, call.store_id, value, call.seconds
+        lease_id(engine.execution.id, key), call.definition.name, call.store_id, value, seconds
     )
 
 
@@ -87,12 +91,14 @@ def take(
     engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
 ) -> StepResult:
     """Engine step ``take_lease``: ``take``, with the lease row written in the transaction
-    that commits the claim and its heap row."""
+    that commits the claim and its heap row. The heap row records the lease: its
+    ``wake_at`` is the lease's ``expires_at``, its ``recorded_at`` when it was taken."""
     assert call.definition is not None
     definition = call.definition
+    length = timedelta(seconds=call.seconds)
 
-    def create_lease(selected_json: str) -> None:
-        ClaimLeaseRecord.objects.using(engine.alias).get_or_create(
+    def create_lease(selected_json: str, now: datetime) -> datetime:
+        record, _ = ClaimLeaseRecord.objects.using(engine.alias).get_or_create(
             id=lease_id(engine.execution.id, key),
             defaults={
                 "execution_id": engine.execution.id,
@@ -100,19 +106,26 @@ def take(
                 "store_name": definition.name,
                 "store_id": call.store_id,
                 "value_json": selected_json,
-                "expires_at": clock.now() + timedelta(seconds=call.seconds),
+                "expires_at": now + length,
             },
         )
+        return record.expires_at
 
     result = store_steps.take(engine, call, key, position, row, also=create_lease)
     if isinstance(result, StepValue):
-        return StepValue(_lease(engine, call, key, result.value))
+        return StepValue(_lease(engine, call, key, result.value, length / _SECOND))
     return result
 
 
 def replayed(engine: Engine, call: StepCall, key: str, row: ExecutionStep) -> ClaimLease:
-    """The ``ClaimLease`` of a recorded leased take."""
-    return _lease(engine, call, key, decode_durable(row.value_json))
+    """The ``ClaimLease`` of a recorded leased take: the lease its heap row recorded
+    (``wake_at`` - ``recorded_at``), not the one the replaying code asks for. A row written
+    before leases were recorded there (no ``wake_at``) replays with the code's length."""
+    if row.wake_at is not None and row.recorded_at is not None:
+        seconds = (row.wake_at - row.recorded_at) / _SECOND
+    else:
+        seconds = call.seconds
+    return _lease(engine, call, key, decode_durable(row.value_json), seconds)
 
 
 def end(
