@@ -12,9 +12,9 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from yieldstar_django.core.definition import StoreDefinition, define_store
-from yieldstar_django.models import ClaimLeaseRecord, ExecutionStep
+from yieldstar_django.models import ClaimLeaseRecord, ClaimLeaseState, ExecutionStep
 from yieldstar_django.runtime import ClaimLease, Step, get_execution, start_workflow
-from yieldstar_django.runtime.claim_leases import expire_due, release_now
+from yieldstar_django.runtime.claim_leases import end_lease, expire_due, release_now
 from yieldstar_django.wakes import run_relay
 
 from .conftest import Runtime
@@ -589,3 +589,75 @@ def test_a_leased_take_recorded_by_the_previous_release_still_replays(rt: Runtim
     rt.settle(lambda: get_execution(eid).is_finished)
     assert get_execution(eid).status == "completed"
     assert get_execution(eid).result == 45.0
+
+
+def held_lease(rt: Runtime, q: StoreDefinition) -> str:
+    """Start a workflow that takes from ``q`` with a 30 s lease and sleeps an hour; the
+    id of its held lease."""
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        yield from step.sleep(3600)
+        return lease.value
+
+    start_workflow(wf)
+    rt.pump()
+    record = ClaimLeaseRecord.objects.get()
+    assert record.state == "held"
+    return record.id
+
+
+def test_a_release_whose_record_fails_ends_nothing_and_hands_nothing_back(rt: Runtime) -> None:
+    """A release is one commit: the lease's end, the hand-back and the step's record
+    (``also``) commit together or not at all, with either client. Failed before on the
+    in-memory client, which ended the lease, then handed the value back, then recorded
+    the step, each on its own: a record that failed left the lease released and the value
+    back with no step saying so, and the step's retry answered ``False`` ("had already
+    ended") for the release it made itself."""
+    q = queue(rt, ["job-1"])
+    lease = held_lease(rt, q)
+
+    def fails(ended: bool) -> None:
+        raise RuntimeError("the step's record failed")
+
+    with pytest.raises(RuntimeError, match="record failed"):
+        end_lease(lease, ClaimLeaseState.RELEASED, rt.client, also=fails)
+    assert ClaimLeaseRecord.objects.get().state == "held"
+    assert state(rt, q) == []
+    recorded: list[bool] = []
+    assert end_lease(lease, ClaimLeaseState.RELEASED, rt.client, also=recorded.append) is True
+    assert recorded == [True]
+    assert ClaimLeaseRecord.objects.get().state == "released"
+    assert state(rt, q) == ["job-1"]
+
+
+def test_a_complete_while_a_release_runs_its_callback_wins_with_either_client(
+    rt: Runtime,
+) -> None:
+    """The lease leaves ``held`` in the commit of the hand-back, not before the release's
+    callback runs: a ``complete`` made while it runs (by another process, say) ends the
+    lease and keeps the claim, and the release then hands nothing back and answers
+    ``False``. Failed before on the in-memory client, which ended the lease before the
+    callback: the ``complete`` answered ``False`` ("expired and handed back") while the
+    value was still out, so with a callback that then failed the lease went back to
+    ``held``, leaving it twice."""
+    completes: list[bool] = []
+    lease_ids: list[str] = []
+
+    def put_back_after_a_complete(draft: Any, value: Any) -> None:
+        if not completes:
+            completes.append(end_lease(lease_ids[0], ClaimLeaseState.COMPLETED, rt.client))
+        draft["items"].append(value)
+
+    name = rt.name("queue")
+    rt.stores.append(name)
+    q = define_store(
+        name, None, initial=lambda id: {"items": ["job-1"]}, release=put_back_after_a_complete
+    )
+    lease_ids.append(held_lease(rt, q))
+
+    assert end_lease(lease_ids[0], ClaimLeaseState.RELEASED, rt.client) is False
+    assert completes == [True]
+    assert ClaimLeaseRecord.objects.get().state == "completed"
+    assert state(rt, q) == []
