@@ -190,8 +190,7 @@ def test_a_hand_back_whose_release_fails_leaves_the_lease_held(
     rt: Runtime, request: pytest.FixtureRequest
 ) -> None:
     """``release_now``: "one whose release fails is logged and stays held", so a later
-    round hands the value back (with the in-memory client too, which has no commit
-    hooks and ends the lease before its hand-back)."""
+    round hands the value back (with the in-memory client too)."""
     failing = [True]
 
     def flaky_put_back(draft: Any, value: Any) -> None:

@@ -6,7 +6,8 @@ A lease leaves ``held`` exactly once, by a conditional update: ``complete`` ends
 ``release``, the sweeper (:func:`expire_due`, run by the relay) and the admin's "release
 now" hand the value back by running the definition's ``release(draft, value)`` as a store
 update with its own step id, ``StoreStepId(<holder execution>, "<take key>:release")``;
-the lease's update commits with that store update, so the item is handed back at most
+the lease's update commits with that store update (on the in-memory client, in a
+transaction of its own inside the store's commit), so the item is handed back at most
 once. User code (selectors, claims, ``release``) never runs inside a transaction.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -25,9 +27,9 @@ from django.utils import timezone
 from .. import clock
 from ..conf import yieldstar_settings
 from ..connector import CommitHook, DatabaseStoreClient, get_store_client
-from ..core.commits import StoreMutation
 from ..core.definition import get_definition
 from ..core.durable import decode_durable
+from ..core.memory import MemoryStoreClient
 from ..core.results import StoreStepId
 from ..core.store import StoreClient
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
@@ -209,8 +211,18 @@ def end_lease(
         return release(draft, value)
 
     step_id = StoreStepId(record.execution_id, release_key(record.step_key))
-    if not (isinstance(client, DatabaseStoreClient) and client.using == alias):
-        # No commit hooks (the in-memory client): end the lease first (so a complete
+    ran: list[bool] = []
+
+    def work() -> None:
+        if not mark():
+            raise _AlreadyEnded(id)
+        if also is not None:
+            also(True)
+        ran.append(True)
+
+    hook = _in_the_commit(client, alias, work)
+    if hook is None:
+        # A database client of another database: end the lease first (so a complete
         # racing it fails), then hand back (the ledger makes a repeated hand-back a no-op);
         # a hand-back that fails puts the lease back to held, and ``also`` runs after.
         with transaction.atomic(using=alias):
@@ -227,20 +239,8 @@ def end_lease(
             with transaction.atomic(using=alias):
                 also(ended)
         return ended
-    ran: list[bool] = []
-
-    def prepare(mutation: StoreMutation) -> Callable[[], None]:
-        def work() -> None:
-            if not mark():
-                raise _AlreadyEnded(id)
-            if also is not None:
-                also(True)
-            ran.append(True)
-
-        return work
-
     try:
-        with client.commit_hook(CommitHook(prepare)):
+        with hook:
             client.update_store(definition, record.store_id, updater=hand_back, step_id=step_id)
     except _AlreadyEnded:
         pass
@@ -251,6 +251,28 @@ def end_lease(
         if also is not None:
             also(False)
     return False
+
+
+def _in_the_commit(
+    client: StoreClient, alias: str, work: Callable[[], None]
+) -> AbstractContextManager[None] | None:
+    """A context in which ``client``'s next store commit does ``work`` (the lease's end
+    and the step's record, on ``alias``) and applies only if it returns: in the commit's
+    transaction on the database client of ``alias``, in a transaction of its own inside
+    the commit on the in-memory client; ``None`` for a client that cannot (a database
+    client of another database)."""
+    if isinstance(client, DatabaseStoreClient):
+        if client.using != alias:
+            return None
+        return client.commit_hook(CommitHook(lambda mutation: work))
+    if isinstance(client, MemoryStoreClient):
+
+        def atomic_work() -> None:
+            with transaction.atomic(using=alias):
+                work()
+
+        return client.commit_hook(lambda mutation: atomic_work)
+    return None
 
 
 def _client(client: StoreClient | None) -> StoreClient:

@@ -130,7 +130,7 @@ def take(
         if result.matched and hooked:
             encoded = hooked[-1]
         elif result.matched:
-            # Committed by an earlier run, or by a client without commit hooks.
+            # Committed by an earlier run, or by a client not handed the hook.
             encoded = selected_json(engine, key, result)
             with transaction.atomic(using=engine.alias):
                 drop_waiter()
@@ -238,7 +238,7 @@ def update(
         if hooked:
             encoded = hooked[-1]
         else:
-            # Committed by an earlier run, or by a client without commit hooks.
+            # Committed by an earlier run, or by a client not handed the hook.
             encoded = update_json(engine, key, result)
             engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
     except (LeaseLost, DatabaseError):
