@@ -405,7 +405,7 @@ def test_run_until_idle_names_executions_whose_workflow_is_not_registered(
     assert caught.value.executions == {orphan: name}
     assert orphan in str(caught.value)
     assert get_execution(fine).status == "completed"
-    assert get_execution(orphan).status == "pending"
+    assert not get_execution(orphan).is_finished
     with pytest.raises(testing.UnregisteredWorkflowError, match=orphan):  # still stranded
         yieldstar.run_until_idle()
 
@@ -424,4 +424,8 @@ def test_run_until_idle_cuts_off_a_run_that_never_suspends_at_a_step(
     with pytest.raises(TimeoutError, match=execution_id):
         yieldstar.run_until_idle(timeout=0.5)
     assert time.monotonic() - started < 3
-    assert not get_execution(execution_id).is_finished
+    execution = get_execution(execution_id)
+    assert not execution.is_finished
+    assert execution.steps.filter(status="completed").exists()  # what it recorded stays
+    assert execution.lease_owner == ""  # let go, and due again at once:
+    assert WakeIntent.objects.filter(execution_id=execution_id, delivered_at=None).exists()

@@ -23,13 +23,14 @@ from ..lazy import lazy_exports
 if TYPE_CHECKING:  # pragma: no cover
     from ..wakes.guard import BrokerInTestsError
     from .cases import INLINE, YieldstarTestMixin, inline_settings
-    from .runner import advance_time, inline, run_until_idle
+    from .runner import UnregisteredWorkflowError, advance_time, inline, run_until_idle
 
 _LAZY: dict[str, str] = {
     "INLINE": ".cases",
     "YieldstarTestMixin": ".cases",
     "inline_settings": ".cases",
     "BrokerInTestsError": "..wakes.guard",
+    "UnregisteredWorkflowError": ".runner",
     "advance_time": ".runner",
     "inline": ".runner",
     "run_until_idle": ".runner",
@@ -38,6 +39,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "INLINE",
     "BrokerInTestsError",
+    "UnregisteredWorkflowError",
     "YieldstarTestMixin",
     "advance_time",
     "inline",
