@@ -3,7 +3,8 @@
 - :func:`inline`: a ``WAKE_BACKEND`` that runs a woken execution in this process once the
   waking transaction commits, with no broker;
 - :func:`run_until_idle`: runs every execution that is due (wakes and timers) until none
-  is, and returns how many runs it made;
+  is, and returns how many runs it made (``UnregisteredWorkflowError`` when only
+  executions whose workflow is not registered here are left);
 - :func:`advance_time`: moves the clock that durable timers, ``step.sleep`` and
   ``RetryableError`` delays read;
 - :class:`YieldstarTestMixin` for Django test cases, and the pytest fixture ``yieldstar``
