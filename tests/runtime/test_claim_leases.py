@@ -12,9 +12,9 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from yieldstar_django.core.definition import StoreDefinition, define_store
-from yieldstar_django.models import ClaimLeaseRecord
+from yieldstar_django.models import ClaimLeaseRecord, ClaimLeaseState, ExecutionStep
 from yieldstar_django.runtime import ClaimLease, Step, get_execution, start_workflow
-from yieldstar_django.runtime.claim_leases import expire_due, release_now
+from yieldstar_django.runtime.claim_leases import end_lease, expire_due, release_now
 from yieldstar_django.wakes import run_relay
 
 from .conftest import Runtime
@@ -190,8 +190,7 @@ def test_a_hand_back_whose_release_fails_leaves_the_lease_held(
     rt: Runtime, request: pytest.FixtureRequest
 ) -> None:
     """``release_now``: "one whose release fails is logged and stays held", so a later
-    round hands the value back (with the in-memory client too, which has no commit
-    hooks and ends the lease before its hand-back)."""
+    round hands the value back (with the in-memory client too)."""
     failing = [True]
 
     def flaky_put_back(draft: Any, value: Any) -> None:
@@ -531,3 +530,133 @@ def test_leases_whose_release_fails_do_not_hold_back_the_others(rt: Runtime) -> 
         expire_due(now=later(), client=rt.client, limit=2)
     assert state(rt, good) == ["job-1"]
     assert ClaimLeaseRecord.objects.filter(state="held").count() == 2
+
+
+def gated_lease_length(rt: Runtime, q: StoreDefinition, seconds: list[float]) -> tuple[Any, Any]:
+    """A workflow that takes from ``q`` with a lease of ``seconds[0]``, waits on a gate
+    store, then returns the lease's ``seconds`` (what it would plan its work by); and the
+    gate. Changing ``seconds[0]`` while it waits is a deploy that changed ``lease=``."""
+    gate = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=seconds[0], key="t")
+        yield from step.take(gate, "g", first)
+        return lease.seconds
+
+    return wf, gate
+
+
+def test_a_replayed_leased_take_returns_the_lease_it_recorded(rt: Runtime) -> None:
+    """A deploy changes ``lease=30`` to ``lease=600`` while an execution holds a 30 s
+    lease: its replays hand the workflow the lease the database holds, 30 s, as its first
+    run saw. Failed before: the replay built the ``ClaimLease`` from the new code,
+    ``seconds=600``, so a workflow planning by it believed it held the item for ten
+    minutes while the sweep would hand it back after 30 s (and the first run and the
+    replays saw different values)."""
+    q = queue(rt, ["job-1"])
+    seconds = [30.0]
+    wf, gate = gated_lease_length(rt, q, seconds)
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert get_execution(eid).status == "waiting"
+    seconds[0] = 600.0  # the deploy
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == 30.0
+    record = ClaimLeaseRecord.objects.get()
+    taken = rt.steps(eid)["t"]
+    assert taken.recorded_at is not None
+    assert record.expires_at - taken.recorded_at == timedelta(seconds=30)
+    assert taken.wake_at == record.expires_at  # the heap row carries the lease's expiry
+
+
+def test_a_leased_take_recorded_by_the_previous_release_still_replays(rt: Runtime) -> None:
+    """A heap row of a leased take written by the previous release holds only the
+    selected value (no ``wake_at``): it replays, with the lease length of the code (the
+    only one known), as that release did."""
+    q = queue(rt, ["job-1"])
+    seconds = [30.0]
+    wf, gate = gated_lease_length(rt, q, seconds)
+
+    eid = start_workflow(wf)
+    rt.pump()
+    ExecutionStep.objects.filter(execution_id=eid, step_key="t").update(wake_at=None)
+    seconds[0] = 45.0
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).status == "completed"
+    assert get_execution(eid).result == 45.0
+
+
+def held_lease(rt: Runtime, q: StoreDefinition) -> str:
+    """Start a workflow that takes from ``q`` with a 30 s lease and sleeps an hour; the
+    id of its held lease."""
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        yield from step.sleep(3600)
+        return lease.value
+
+    start_workflow(wf)
+    rt.pump()
+    record = ClaimLeaseRecord.objects.get()
+    assert record.state == "held"
+    return record.id
+
+
+def test_a_release_whose_record_fails_ends_nothing_and_hands_nothing_back(rt: Runtime) -> None:
+    """A release is one commit: the lease's end, the hand-back and the step's record
+    (``also``) commit together or not at all, with either client. Failed before on the
+    in-memory client, which ended the lease, then handed the value back, then recorded
+    the step, each on its own: a record that failed left the lease released and the value
+    back with no step saying so, and the step's retry answered ``False`` ("had already
+    ended") for the release it made itself."""
+    q = queue(rt, ["job-1"])
+    lease = held_lease(rt, q)
+
+    def fails(ended: bool) -> None:
+        raise RuntimeError("the step's record failed")
+
+    with pytest.raises(RuntimeError, match="record failed"):
+        end_lease(lease, ClaimLeaseState.RELEASED, rt.client, also=fails)
+    assert ClaimLeaseRecord.objects.get().state == "held"
+    assert state(rt, q) == []
+    recorded: list[bool] = []
+    assert end_lease(lease, ClaimLeaseState.RELEASED, rt.client, also=recorded.append) is True
+    assert recorded == [True]
+    assert ClaimLeaseRecord.objects.get().state == "released"
+    assert state(rt, q) == ["job-1"]
+
+
+def test_a_complete_while_a_release_runs_its_callback_wins_with_either_client(
+    rt: Runtime,
+) -> None:
+    """The lease leaves ``held`` in the commit of the hand-back, not before the release's
+    callback runs: a ``complete`` made while it runs (by another process, say) ends the
+    lease and keeps the claim, and the release then hands nothing back and answers
+    ``False``. Failed before on the in-memory client, which ended the lease before the
+    callback: the ``complete`` answered ``False`` ("expired and handed back") while the
+    value was still out, so with a callback that then failed the lease went back to
+    ``held``, leaving it twice."""
+    completes: list[bool] = []
+    lease_ids: list[str] = []
+
+    def put_back_after_a_complete(draft: Any, value: Any) -> None:
+        if not completes:
+            completes.append(end_lease(lease_ids[0], ClaimLeaseState.COMPLETED, rt.client))
+        draft["items"].append(value)
+
+    name = rt.name("queue")
+    rt.stores.append(name)
+    q = define_store(
+        name, None, initial=lambda id: {"items": ["job-1"]}, release=put_back_after_a_complete
+    )
+    lease_ids.append(held_lease(rt, q))
+
+    assert end_lease(lease_ids[0], ClaimLeaseState.RELEASED, rt.client) is False
+    assert completes == [True]
+    assert ClaimLeaseRecord.objects.get().state == "completed"
+    assert state(rt, q) == []

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import math
+import time
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from celery import Celery, _state
@@ -18,10 +20,12 @@ from django.conf import settings
 from django.test import TestCase, override_settings
 from django.utils import timezone
 
-from yieldstar_django import clock, get_execution, get_store_client, start_workflow
+from yieldstar_django import clock, get_execution, get_store_client, start_workflow, testing
 from yieldstar_django.conf import MAX_SECONDS, yieldstar_settings
 from yieldstar_django.core.results import Wake
 from yieldstar_django.models import ClaimLeaseRecord, WakeIntent
+from yieldstar_django.runtime import workflow
+from yieldstar_django.runtime.registry import unregister_workflow
 from yieldstar_django.testing import (
     INLINE,
     BrokerInTestsError,
@@ -38,6 +42,7 @@ from . import workflows
 from .example.workflows import remind_tomorrow
 from .workflows import (
     answer_within_an_hour,
+    busy_until,
     consumer,
     flaky_hour,
     hold_and_stall,
@@ -375,3 +380,52 @@ def test_run_until_idle_runs_a_committed_wake_that_its_backend_refused(
     assert get_execution(execution_id).status == "pending"
     assert run_until_idle() == 1
     assert get_execution(execution_id).status == "completed"
+
+
+def _unregistered() -> Any:
+    yield from ()
+    return "never run here"
+
+
+def test_run_until_idle_names_executions_whose_workflow_is_not_registered(
+    db: None, yieldstar: YieldstarHelper
+) -> None:
+    """An execution whose workflow this process does not know cannot run here: each run
+    is deferred (``run_execution`` answers ``deferred`` and sets a timer). run_until_idle
+    runs what it can, then raises ``UnregisteredWorkflowError`` naming the execution and
+    its workflow. Failed before: it counted the deferral as a run and returned as if
+    idle (``1`` here for a run that ran nothing), leaving the execution pending."""
+    name = "ys-testing-not-registered-here"
+    orphan = start_workflow(workflow(name)(_unregistered))
+    unregister_workflow(name)
+    fine = start_workflow(producer, "box-7")
+    with pytest.raises(LookupError, match=name) as caught:
+        yieldstar.run_until_idle()
+    assert isinstance(caught.value, testing.UnregisteredWorkflowError)
+    assert caught.value.executions == {orphan: name}
+    assert orphan in str(caught.value)
+    assert get_execution(fine).status == "completed"
+    assert not get_execution(orphan).is_finished
+    with pytest.raises(testing.UnregisteredWorkflowError, match=orphan):  # still stranded
+        yieldstar.run_until_idle()
+
+
+def test_run_until_idle_cuts_off_a_run_that_never_suspends_at_a_step(
+    transactional_db: None, yieldstar: YieldstarHelper
+) -> None:
+    """A run that goes on from step to step without suspending is cut off at a step once
+    the timeout has passed (everything it recorded stays recorded; the execution is not
+    finished), and run_until_idle raises ``TimeoutError`` naming it. Failed before: the
+    timeout was looked at only between runs, so it waited for the run to end (here after
+    5 s; never, had it been endless) and returned."""
+    with override_settings(YIELDSTAR={"WAKE_BACKEND": "tests.testing.workflows.deliver_nothing"}):
+        execution_id = start_workflow(busy_until, time.time() + 5)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=execution_id):
+        yieldstar.run_until_idle(timeout=0.5)
+    assert time.monotonic() - started < 3
+    execution = get_execution(execution_id)
+    assert not execution.is_finished
+    assert execution.steps.filter(status="completed").exists()  # what it recorded stays
+    assert execution.lease_owner == ""  # let go, and due again at once:
+    assert WakeIntent.objects.filter(execution_id=execution_id, delivered_at=None).exists()

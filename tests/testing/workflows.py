@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from yieldstar_django import define_store, workflow
@@ -113,3 +114,18 @@ def ping_pong(step: Any, mine: str, other: str, rounds: int) -> Any:
             relay_box, other, lambda draft: draft["items"].append("ball"), key=f"put-{i}"
         )
     return rounds
+
+
+def _tick(i: int) -> int:
+    return i
+
+
+@workflow("ys-testing-busy-until")
+def busy_until(step: Any, until: float) -> Any:
+    """Runs step after step, never suspending, until ``time.time()`` passes ``until``: one
+    run that lasts that long (a loop a test forgot to put a sleep in)."""
+    i = 0
+    while time.time() < until:
+        yield from step.run(_tick, i, key=f"tick-{i}")
+        i += 1
+    return i

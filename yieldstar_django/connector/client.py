@@ -23,12 +23,12 @@ from ..core.commits import CommitOutcome, RetryPolicy, StoreDeletion, StoredStat
 from ..core.constants import MAX_INSTANCE_ID_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.durable import DurableLimits
+from ..core.keys import check_step, check_store, check_text
 from ..core.results import StoreStepId, StoreWaiter
 from ..wakes.backends import is_enqueue_only
 from ..wakes.delivery import deliver_on_commit, publish_during_commit
 from ..wakes.outbox import PendingWake
 from . import functions, overlap, portable, statements as sql, waiters as waiter_rows
-from .arguments import check_step, check_store, check_text
 from .cursors import fetchone
 from .hooks import CommitHook, NotCommitted, current_hook
 from .portable import Committed

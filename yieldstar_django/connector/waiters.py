@@ -9,12 +9,12 @@ from typing import Any
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from ..core.constants import MAX_INSTANCE_ID_LENGTH
+from ..core.keys import check_removal, check_store, check_waiter
 from ..core.results import StoreWaiter, Wake
 from ..core.waiter_index import waiter_path_rows
 from ..wakes.outbox import PendingWake, write_intents
 from . import statements as sql
-from .arguments import check_store, check_text, paths_json
+from .arguments import paths_json
 from .portable import delete_waiters, lock, now
 
 __all__ = [
@@ -149,11 +149,7 @@ def _lease_held(
 def checked_paths(w: StoreWaiter) -> list[tuple[Any, ...]]:
     """Check a waiter's identifying texts (``ValueError``/``TypeError`` before any
     statement); return its read paths as tuples."""
-    check_store(w.store_name, w.store_id)
-    check_text("workflow id", w.workflow_id)
-    check_text("execution id", w.execution_id)
-    check_text("step key", w.step_key)
-    check_text("instance id", w.instance_id, MAX_INSTANCE_ID_LENGTH)
+    check_waiter(w)
     return [tuple(p) for p in w.read_paths]
 
 
@@ -164,9 +160,7 @@ def remove_waiters(
 
     Joins a caller's ``transaction.atomic()`` without a savepoint, as ``register_waiter``
     does."""
-    check_text("execution id", execution_id)
-    if step_key is not None:
-        check_text("step key", step_key)
+    check_removal(execution_id, step_key)
     keys = None if step_key is None else [step_key]
     with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
         delete_waiters(cursor, execution_id, keys)

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Unpack
 
 from . import commits
 from .cas import CasOptions, CasStoreClient
 from .commits import CommitOutcome, StoreDeletion, StoredState, StoreMutation
+from .constants import MAX_INSTANCE_ID_LENGTH
 from .definition import StoreDefinition
+from .keys import check_removal, check_step, check_store, check_text, check_waiter
 from .paths import wakes_waiter
 from .results import LedgerOperation, StoreStepId, StoreWaiter, Wake
 from .types import StorePath
@@ -19,6 +23,14 @@ from .types import StorePath
 logger = logging.getLogger("yieldstar_django.memory")
 
 _Key = tuple[str, str]
+
+#: ``prepare(mutation)``: the work to do in a mutation's commit (see ``commit_hook``).
+Prepare = Callable[[StoreMutation], Callable[[], None]]
+
+#: The hook of the current context and the client it applies to.
+_current_hook: ContextVar[tuple[MemoryStoreClient, Prepare] | None] = ContextVar(
+    "yieldstar_memory_commit_hook", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -38,7 +50,8 @@ class MemoryStoreClient(CasStoreClient):
 
     ``on_wake(wakes)`` is called after each commit that wakes executions, outside the lock;
     an exception it raises is logged, never raised into the committed write. The other
-    options are ``CasStoreClient``'s.
+    options are ``CasStoreClient``'s. It refuses the keys the database clients refuse
+    (:mod:`.keys`), with the same errors, before anything runs.
     """
 
     def __init__(
@@ -62,12 +75,15 @@ class MemoryStoreClient(CasStoreClient):
     # primitives
 
     def read_store(self, definition: StoreDefinition, id: str) -> StoredState | None:
+        check_store(definition.name, id)
         with self._lock:
             return self._stores.get((definition.name, id))
 
     def insert_store(
         self, definition: StoreDefinition, id: str, stored: StoredState
     ) -> StoredState:
+        check_store(definition.name, id)
+        check_text("instance id", stored.instance_id, MAX_INSTANCE_ID_LENGTH)
         with self._lock:
             existing = self._stores.get((definition.name, id))
             if existing is not None:
@@ -79,14 +95,43 @@ class MemoryStoreClient(CasStoreClient):
     def get_applied_step(
         self, definition: StoreDefinition, id: str, step_id: StoreStepId
     ) -> str | None:
+        check_store(definition.name, id)
+        check_step(step_id)
         with self._lock:
             entry = self._ledger.get((definition.name, id, step_id.execution_id, step_id.step_key))
             return None if entry is None else entry[1]
 
+    @contextmanager
+    def commit_hook(self, prepare: Prepare) -> Iterator[None]:
+        """Do ``prepare(m)()`` in the commit of every mutation ``m`` made on this client in
+        this context (this thread or task): the database client's ``CommitHook``, here.
+
+        ``prepare(m)`` runs before the commit (it must not write) and returns the work.
+        The work runs under the client's lock once ``m`` compares, before it is applied:
+        ``m`` applies only if the work returns, and an exception it raises propagates with
+        the store unchanged. A step the ledger holds, or a conflict, runs no work. Work
+        that writes a database in a transaction of its own commits with ``m`` (that
+        transaction's commit is the one that decides); it must not wait for anything that
+        waits for this client's lock. Nests: the innermost hook applies."""
+        token = _current_hook.set((self, prepare))
+        try:
+            yield
+        finally:
+            _current_hook.reset(token)
+
     def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
-        return self._commit(mutation, lambda key, current: self._write(mutation, key, current))
+        check_store(mutation.definition.name, mutation.id)
+        check_step(mutation.step_id)
+        check_text("instance id", mutation.expected.instance_id, MAX_INSTANCE_ID_LENGTH)
+        hooked = _current_hook.get()
+        work = hooked[1](mutation) if hooked is not None and hooked[0] is self else None
+        return self._commit(
+            mutation, lambda key, current: self._write(mutation, key, current, work)
+        )
 
     def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
+        check_store(deletion.definition.name, deletion.id)
+        check_step(deletion.step_id)
         return self._commit(deletion, lambda key, current: self._delete(deletion, key, current))
 
     def _commit(
@@ -117,18 +162,26 @@ class MemoryStoreClient(CasStoreClient):
         return commits.COMMITTED
 
     def _write(
-        self, mutation: StoreMutation, key: _Key, current: StoredState | None
+        self,
+        mutation: StoreMutation,
+        key: _Key,
+        current: StoredState | None,
+        work: Callable[[], None] | None,
     ) -> CommitOutcome | list[Wake]:
-        """``apply`` of a mutation: compare, write, log the version; the wakes it causes."""
+        """``apply`` of a mutation: compare, do the hook's ``work``, write, log the
+        version; the wakes it causes."""
         expected = mutation.expected
         if mutation.created:
             if current is not None:
                 return commits.conflict(current)
-            self._log_version(*key, expected, (), None)
         elif current is None:
             return commits.MISSING
         elif (current.instance_id, current.version) != (expected.instance_id, expected.version):
             return commits.conflict(current)
+        if work is not None:
+            work()
+        if mutation.created:
+            self._log_version(*key, expected, (), None)
         written = StoredState(expected.instance_id, expected.version + 1, mutation.encoded_state)
         self._stores[key] = written
         self._log_version(*key, written, tuple(mutation.changed_paths), mutation.step_id)
@@ -152,6 +205,7 @@ class MemoryStoreClient(CasStoreClient):
     # waiters and the rest of the client
 
     def register_waiter(self, waiter: StoreWaiter) -> None:
+        check_waiter(waiter)
         key = (waiter.store_name, waiter.store_id)
         with self._lock:
             current = self._stores.get(key)
@@ -172,6 +226,7 @@ class MemoryStoreClient(CasStoreClient):
         self._deliver(wakes)
 
     def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
+        check_removal(execution_id, step_key)
         with self._lock:
             for key, waiters in self._waiters.items():
                 for owner in [k for k in waiters if k[0] == execution_id]:
@@ -181,10 +236,12 @@ class MemoryStoreClient(CasStoreClient):
 
     def waiters(self, definition: StoreDefinition, id: str) -> list[StoreWaiter]:
         """Registered waiters of one store (for tests)."""
+        check_store(definition.name, id)
         with self._lock:
             return list(self._waiters.get((definition.name, id), {}).values())
 
     def list_stores(self, definition: StoreDefinition) -> list[str]:
+        check_text("store name", definition.name)
         with self._lock:
             return sorted(id for name, id in self._stores if name == definition.name)
 

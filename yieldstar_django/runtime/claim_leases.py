@@ -6,7 +6,8 @@ A lease leaves ``held`` exactly once, by a conditional update: ``complete`` ends
 ``release``, the sweeper (:func:`expire_due`, run by the relay) and the admin's "release
 now" hand the value back by running the definition's ``release(draft, value)`` as a store
 update with its own step id, ``StoreStepId(<holder execution>, "<take key>:release")``;
-the lease's update commits with that store update, so the item is handed back at most
+the lease's update commits with that store update (on the in-memory client, in a
+transaction of its own inside the store's commit), so the item is handed back at most
 once. User code (selectors, claims, ``release``) never runs inside a transaction.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -25,9 +27,9 @@ from django.utils import timezone
 from .. import clock
 from ..conf import yieldstar_settings
 from ..connector import CommitHook, DatabaseStoreClient, get_store_client
-from ..core.commits import StoreMutation
 from ..core.definition import get_definition
 from ..core.durable import decode_durable
+from ..core.memory import MemoryStoreClient
 from ..core.results import StoreStepId
 from ..core.store import StoreClient
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
@@ -53,11 +55,15 @@ __all__ = [
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
+_SECOND = timedelta(seconds=1)
+
 
 @dataclass(frozen=True)
 class ClaimLease:
     """What a leased ``step.take`` returns: the claimed ``value`` and the lease to pass to
-    ``step.release`` or ``step.complete``."""
+    ``step.release`` or ``step.complete``. ``seconds`` is the length of the lease the take
+    recorded (to the microsecond), on its first run and on every replay, whatever
+    ``lease=`` the code replaying it passes."""
 
     lease_id: str
     store_name: str
@@ -76,10 +82,10 @@ def release_key(step_key: str) -> str:
     return derived_key(step_key, ":release")
 
 
-def _lease(engine: Engine, call: StepCall, key: str, value: Any) -> ClaimLease:
+def _lease(engine: Engine, call: StepCall, key: str, value: Any, seconds: float) -> ClaimLease:
     assert call.definition is not None
     return ClaimLease(
-        lease_id(engine.execution.id, key), call.definition.name, call.store_id, value, call.seconds
+        lease_id(engine.execution.id, key), call.definition.name, call.store_id, value, seconds
     )
 
 
@@ -87,12 +93,14 @@ def take(
     engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
 ) -> StepResult:
     """Engine step ``take_lease``: ``take``, with the lease row written in the transaction
-    that commits the claim and its heap row."""
+    that commits the claim and its heap row. The heap row records the lease: its
+    ``wake_at`` is the lease's ``expires_at``, its ``recorded_at`` when it was taken."""
     assert call.definition is not None
     definition = call.definition
+    length = timedelta(seconds=call.seconds)
 
-    def create_lease(selected_json: str) -> None:
-        ClaimLeaseRecord.objects.using(engine.alias).get_or_create(
+    def create_lease(selected_json: str, now: datetime) -> datetime:
+        record, _ = ClaimLeaseRecord.objects.using(engine.alias).get_or_create(
             id=lease_id(engine.execution.id, key),
             defaults={
                 "execution_id": engine.execution.id,
@@ -100,19 +108,26 @@ def take(
                 "store_name": definition.name,
                 "store_id": call.store_id,
                 "value_json": selected_json,
-                "expires_at": clock.now() + timedelta(seconds=call.seconds),
+                "expires_at": now + length,
             },
         )
+        return record.expires_at
 
     result = store_steps.take(engine, call, key, position, row, also=create_lease)
     if isinstance(result, StepValue):
-        return StepValue(_lease(engine, call, key, result.value))
+        return StepValue(_lease(engine, call, key, result.value, length / _SECOND))
     return result
 
 
 def replayed(engine: Engine, call: StepCall, key: str, row: ExecutionStep) -> ClaimLease:
-    """The ``ClaimLease`` of a recorded leased take."""
-    return _lease(engine, call, key, decode_durable(row.value_json))
+    """The ``ClaimLease`` of a recorded leased take: the lease its heap row recorded
+    (``wake_at`` - ``recorded_at``), not the one the replaying code asks for. A row written
+    before leases were recorded there (no ``wake_at``) replays with the code's length."""
+    if row.wake_at is not None and row.recorded_at is not None:
+        seconds = (row.wake_at - row.recorded_at) / _SECOND
+    else:
+        seconds = call.seconds
+    return _lease(engine, call, key, decode_durable(row.value_json), seconds)
 
 
 def end(
@@ -196,8 +211,18 @@ def end_lease(
         return release(draft, value)
 
     step_id = StoreStepId(record.execution_id, release_key(record.step_key))
-    if not (isinstance(client, DatabaseStoreClient) and client.using == alias):
-        # No commit hooks (the in-memory client): end the lease first (so a complete
+    ran: list[bool] = []
+
+    def work() -> None:
+        if not mark():
+            raise _AlreadyEnded(id)
+        if also is not None:
+            also(True)
+        ran.append(True)
+
+    hook = _in_the_commit(client, alias, work)
+    if hook is None:
+        # A database client of another database: end the lease first (so a complete
         # racing it fails), then hand back (the ledger makes a repeated hand-back a no-op);
         # a hand-back that fails puts the lease back to held, and ``also`` runs after.
         with transaction.atomic(using=alias):
@@ -214,20 +239,8 @@ def end_lease(
             with transaction.atomic(using=alias):
                 also(ended)
         return ended
-    ran: list[bool] = []
-
-    def prepare(mutation: StoreMutation) -> Callable[[], None]:
-        def work() -> None:
-            if not mark():
-                raise _AlreadyEnded(id)
-            if also is not None:
-                also(True)
-            ran.append(True)
-
-        return work
-
     try:
-        with client.commit_hook(CommitHook(prepare)):
+        with hook:
             client.update_store(definition, record.store_id, updater=hand_back, step_id=step_id)
     except _AlreadyEnded:
         pass
@@ -238,6 +251,28 @@ def end_lease(
         if also is not None:
             also(False)
     return False
+
+
+def _in_the_commit(
+    client: StoreClient, alias: str, work: Callable[[], None]
+) -> AbstractContextManager[None] | None:
+    """A context in which ``client``'s next store commit does ``work`` (the lease's end
+    and the step's record, on ``alias``) and applies only if it returns: in the commit's
+    transaction on the database client of ``alias``, in a transaction of its own inside
+    the commit on the in-memory client; ``None`` for a client that cannot (a database
+    client of another database)."""
+    if isinstance(client, DatabaseStoreClient):
+        if client.using != alias:
+            return None
+        return client.commit_hook(CommitHook(lambda mutation: work))
+    if isinstance(client, MemoryStoreClient):
+
+        def atomic_work() -> None:
+            with transaction.atomic(using=alias):
+                work()
+
+        return client.commit_hook(lambda mutation: atomic_work)
+    return None
 
 
 def _client(client: StoreClient | None) -> StoreClient:

@@ -24,7 +24,9 @@ from __future__ import annotations
 import inspect
 import logging
 import reprlib
+import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
 
@@ -68,7 +70,7 @@ from .steps import Step, StepCall
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
-__all__ = ["Engine", "RunOutcome", "durable_limits", "encode_error"]
+__all__ = ["Engine", "RunCutOff", "RunOutcome", "durable_limits", "encode_error", "run_deadline"]
 
 #: Seconds before a step that lost a compare-and-swap race too often is tried again.
 CONTENTION_RETRY_SECONDS: Final = 1.0
@@ -76,12 +78,24 @@ CONTENTION_RETRY_SECONDS: Final = 1.0
 #: the run and the execution resumes later.
 _NOT_RECORDED: tuple[type[BaseException], ...] = (SoftTimeLimitExceeded, Terminated)
 
+#: A ``time.monotonic()`` time past which a run stops before its next step (``RunCutOff``).
+#: Set by ``yieldstar_django.testing`` around the runs it makes, so its time limit holds
+#: for a run that goes on from step to step without suspending; never in production.
+run_deadline: ContextVar[float | None] = ContextVar("yieldstar_run_deadline", default=None)
+
+
+class RunCutOff(Exception):
+    """A run stopped between two steps because ``run_deadline`` passed. What it recorded
+    stays recorded; ``run_execution`` lets the lease go with a run requested at once (the
+    execution stays due) and raises it on."""
+
 
 class Engine:
     """Replays one execution once. Create one per run; ``run()`` returns how it ended.
 
-    ``LeaseLost`` propagates (nothing more may be recorded); so does any error of the
-    runtime itself (a database error, say), which leaves the execution for a later run.
+    ``LeaseLost`` propagates (nothing more may be recorded); so do ``RunCutOff`` and any
+    error of the runtime itself (a database error, say), which leave the execution for a
+    later run.
     """
 
     def __init__(self, workflow: Workflow[Any, Any], lease: Lease, client: StoreClient) -> None:
@@ -127,6 +141,10 @@ class Engine:
         throw: BaseException | None = None
         while True:
             self.lease.check()
+            deadline = run_deadline.get()
+            if deadline is not None and time.monotonic() > deadline:
+                _close(gen)
+                raise RunCutOff(self.execution.id)
             try:
                 call = gen.send(send) if throw is None else gen.throw(throw)
             except StopIteration as stop:

@@ -26,7 +26,7 @@ from ..core.durable import encode_durable
 from ..core.store import StoreClient
 from ..models.runtime import Execution, ExecutionStatus
 from . import timers
-from .engine import Engine
+from .engine import Engine, RunCutOff
 from .leases import Lease, LeaseLost, acquire_lease, lease_seconds, live, mark_wake_pending
 from .outcomes import RunOutcome, durable_limits
 from .registry import Workflow, get_workflow, registered_workflows
@@ -186,7 +186,9 @@ def run_execution(execution_id: str) -> ResumeResult:
     returns ``BUSY``), replays the workflow until it finishes or suspends, runs it again
     while wakes arrived during the run, and releases the lease. Errors of the runtime
     itself (a database outage) propagate after a best-effort release; the execution then
-    resumes on its next wake or at its lease timer.
+    resumes on its next wake or at its lease timer. A run stopped by ``engine.run_deadline``
+    (the testing helpers' time limit) releases the lease with a run requested at once and
+    raises ``RunCutOff``.
     """
     if not _nameable(execution_id):
         return ResumeResult.GONE
@@ -219,6 +221,9 @@ def run_execution(execution_id: str) -> ResumeResult:
     except LeaseLost:
         _forget_waiters_if_finished(execution_id)
         return ResumeResult.LOST
+    except RunCutOff:
+        _release_later(lease, 0.0)  # due again at once, for whoever set the deadline
+        raise
     except BaseException:
         _abandon(lease)
         raise

@@ -18,9 +18,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..conf import MAX_SECONDS
-from ..connector.arguments import check_text
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import StoreDefinition
+from ..core.keys import check_text
 from ..core.results import StoreSnapshot, StoreUpdateResult
 from ..core.store import Claim, Selector, Updater
 

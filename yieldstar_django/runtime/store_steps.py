@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, transaction
 
+from .. import clock
 from ..connector import CommitHook, DatabaseStoreClient, LeaseNotHeld
 from ..core.commits import StoreMutation
 from ..core.definition import StoreDefinition
@@ -70,9 +72,13 @@ def take(
     key: str,
     position: int,
     row: ExecutionStep | None,
-    also: Callable[[str], None] | None = None,
+    also: Callable[[str, datetime], datetime | None] | None = None,
 ) -> StepResult:
     """Take, and record a match in the same transaction as the store's commit.
+
+    ``also(selected_json, now)`` is more database work of the step, in the transaction of
+    its heap row (a claim lease); it returns the row's ``wake_at`` (or ``None``), and
+    ``now`` is the row's ``recorded_at``.
 
     The selector and claim run outside any transaction (the store client's CAS loop);
     the commit itself drops the step's waiter (so the claim does not wake this very
@@ -92,12 +98,24 @@ def take(
         encoded = selected_json(engine, key, recorded_result(mutation))
 
         def write() -> None:
-            engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
-            if also is not None:  # more database work of the step (a claim lease)
-                also(encoded)
+            complete(encoded)
             hooked.append(encoded)
 
         return write
+
+    def complete(encoded: str) -> None:
+        now = clock.now()
+        wake_at = also(encoded, now) if also is not None else None
+        engine._write(
+            call,
+            key,
+            position,
+            row,
+            status=StepStatus.COMPLETED,
+            value_json=encoded,
+            wake_at=wake_at,
+            now=now,
+        )
 
     try:
         unwait = (key,) if row is not None else ()
@@ -112,15 +130,11 @@ def take(
         if result.matched and hooked:
             encoded = hooked[-1]
         elif result.matched:
-            # Committed by an earlier run, or by a client without commit hooks.
+            # Committed by an earlier run, or by a client not handed the hook.
             encoded = selected_json(engine, key, result)
             with transaction.atomic(using=engine.alias):
                 drop_waiter()
-                engine._write(
-                    call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
-                )
-                if also is not None:
-                    also(encoded)
+                complete(encoded)
         elif row is None:
             with transaction.atomic(using=engine.alias):
                 engine._write(call, key, position, None, status=StepStatus.PENDING)
@@ -224,7 +238,7 @@ def update(
         if hooked:
             encoded = hooked[-1]
         else:
-            # Committed by an earlier run, or by a client without commit hooks.
+            # Committed by an earlier run, or by a client not handed the hook.
             encoded = update_json(engine, key, result)
             engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
     except (LeaseLost, DatabaseError):

@@ -117,7 +117,7 @@ def execute(
             if result.matched:
                 if hooked:
                     encoded = hooked[-1]
-                else:  # a client without commit hooks, or committed by an earlier run
+                else:  # a client not handed the hook, or committed by an earlier run
                     encoded = encode_durable(
                         [index, result.selected], limits=engine.limits, step_key=key
                     )

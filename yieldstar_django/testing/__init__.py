@@ -3,7 +3,8 @@
 - :func:`inline`: a ``WAKE_BACKEND`` that runs a woken execution in this process once the
   waking transaction commits, with no broker;
 - :func:`run_until_idle`: runs every execution that is due (wakes and timers) until none
-  is, and returns how many runs it made;
+  is, and returns how many runs it made (``UnregisteredWorkflowError`` when only
+  executions whose workflow is not registered here are left);
 - :func:`advance_time`: moves the clock that durable timers, ``step.sleep`` and
   ``RetryableError`` delays read;
 - :class:`YieldstarTestMixin` for Django test cases, and the pytest fixture ``yieldstar``
@@ -23,13 +24,14 @@ from ..lazy import lazy_exports
 if TYPE_CHECKING:  # pragma: no cover
     from ..wakes.guard import BrokerInTestsError
     from .cases import INLINE, YieldstarTestMixin, inline_settings
-    from .runner import advance_time, inline, run_until_idle
+    from .runner import UnregisteredWorkflowError, advance_time, inline, run_until_idle
 
 _LAZY: dict[str, str] = {
     "INLINE": ".cases",
     "YieldstarTestMixin": ".cases",
     "inline_settings": ".cases",
     "BrokerInTestsError": "..wakes.guard",
+    "UnregisteredWorkflowError": ".runner",
     "advance_time": ".runner",
     "inline": ".runner",
     "run_until_idle": ".runner",
@@ -38,6 +40,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "INLINE",
     "BrokerInTestsError",
+    "UnregisteredWorkflowError",
     "YieldstarTestMixin",
     "advance_time",
     "inline",

@@ -5,7 +5,14 @@ Both hand executions to one per-thread queue that runs them one after another wi
 ``run_execution`` (what the Celery task does), so a run that wakes another execution
 never runs it nested inside its own step: the woken one runs right after. The queue runs
 for a limited wall time (``run_until_idle``'s ``timeout``, or :data:`INLINE_TIMEOUT` for
-what a commit woke): executions that keep waking each other never empty it.
+what a commit woke): executions that keep waking each other never empty it, and a run
+still going when it is over stops before its next step (``engine.run_deadline``). Plain
+Python code that never reaches a step (a loop in the workflow between steps, or in a
+step's function) cannot be stopped: nothing interrupts a running Python function safely.
+
+A run whose workflow is not registered in the process runs nothing (``run_execution``
+answers ``deferred`` and sets a timer): it is not counted, and ``run_until_idle`` raises
+``UnregisteredWorkflowError`` once only such executions are left.
 """
 
 from __future__ import annotations
@@ -23,15 +30,36 @@ from django.db.models import Q
 from .. import clock
 from ..conf import yieldstar_settings
 from ..core.results import Wake
+from ..models.runtime import Execution
 from ..models.stores import WakeIntent
 from ..runtime.claim_leases import expire_for_relay
-from ..runtime.executions import run_execution
+from ..runtime.engine import RunCutOff, run_deadline
+from ..runtime.executions import ResumeResult, run_execution
+from ..runtime.leases import live
+from ..runtime.registry import get_workflow
 from ..wakes import OnCommitDelivery, PendingWake
 
-__all__ = ["advance_time", "inline", "run_until_idle"]
+__all__ = ["UnregisteredWorkflowError", "advance_time", "inline", "run_until_idle"]
 
-#: What ``run_execution`` answers when it ran the execution (not ``gone``/``busy``).
+#: What ``run_execution`` answers when it ran the execution (not ``gone``/``busy``);
+#: ``deferred`` only when its workflow is registered (it made its most runs in a row).
 _RAN = frozenset({"finished", "suspended", "deferred", "lost"})
+
+
+class UnregisteredWorkflowError(LookupError):
+    """``run_until_idle`` left executions it cannot run: their workflow is not registered
+    in this process (its module was not imported, say), so each of their runs is deferred.
+    ``executions`` maps each execution id to its workflow's name."""
+
+    def __init__(self, executions: dict[str, str]) -> None:
+        self.executions = executions
+        listed = ", ".join(f"{e} (workflow {w!r})" for e, w in sorted(executions.items())[:10])
+        super().__init__(
+            f"run_until_idle: executions whose workflow is not registered in this process "
+            f"cannot run here (each run is deferred): {listed}; import the module that "
+            "defines the workflow before running them"
+        )
+
 
 #: Seconds of wall time the inline backend runs what one commit woke (and what those runs
 #: woke, and so on) before it gives up, raising ``TimeoutError``: the executions still due
@@ -53,21 +81,61 @@ _queue = _Queue()
 
 def _drain(deadline: float) -> list[str]:
     """Run every queued execution (and what those runs wake) unless already draining;
-    return the ones still queued when the ``time.monotonic()`` ``deadline`` passed (they
-    are not run: their wake intents stay unacknowledged, so they stay due)."""
+    return the ones still queued when the ``time.monotonic()`` ``deadline`` passed, a run
+    cut off then first (they are not run: their wake intents stay unacknowledged, so they
+    stay due)."""
     if _queue.draining:
         return []  # the drain under way runs them, within its own deadline
     _queue.draining = True
+    token = run_deadline.set(deadline)
     try:
         while _queue.ids:
             if time.monotonic() > deadline:
                 return list(_queue.ids)
-            if str(run_execution(_queue.ids.popleft())) in _RAN:
+            execution_id = _queue.ids.popleft()
+            try:
+                result = run_execution(execution_id)
+            except RunCutOff:
+                return [execution_id, *_queue.ids]
+            if str(result) in _RAN and not (
+                result == ResumeResult.DEFERRED and _unregistered(execution_id)
+            ):
                 _queue.runs += 1
         return []
     finally:
+        run_deadline.reset(token)
         _queue.draining = False
         _queue.ids.clear()
+
+
+def _registered(workflow_id: str) -> bool:
+    try:
+        get_workflow(workflow_id)
+    except LookupError:
+        return False
+    return True
+
+
+def _unregistered(execution_id: str) -> bool:
+    """Whether the execution's workflow is not registered here (a deferral that ran
+    nothing)."""
+    workflow_id = Execution.objects.filter(pk=execution_id).values_list("workflow_id").first()
+    return workflow_id is not None and not _registered(workflow_id[0])
+
+
+def _stranded(alias: str) -> dict[str, str]:
+    """Live executions with a wake to come whose workflow is not registered here: what
+    is left when only deferred runs remain (execution id -> workflow)."""
+    rows = WakeIntent.objects.using(alias).filter(delivered_at__isnull=True)
+    found = {
+        execution_id: workflow_id
+        for execution_id, workflow_id in rows.values_list("execution_id", "workflow_id").distinct()
+        if not _registered(workflow_id)
+    }
+    if not found:
+        return {}
+    alive = Execution.objects.using(alias).filter(live(), pk__in=list(found))
+    return {pk: found[pk] for pk in alive.values_list("pk", flat=True)}
 
 
 def _still_due(who: str, timeout: float, execution_ids: Iterable[str]) -> TimeoutError:
@@ -169,7 +237,12 @@ def run_until_idle(timeout: float = 10.0) -> int:
 
     Raises ``TimeoutError`` if executions are still due after ``timeout`` seconds of wall
     time (a workflow that keeps waking itself, say), also while the inline backend runs
-    what its runs wake.
+    what its runs wake; a run still going then stops before its next step (what it
+    recorded stays). A run that never reaches a step (plain Python looping) cannot be
+    stopped, and the limit waits for it.
+
+    Raises ``UnregisteredWorkflowError`` naming them when only executions whose workflow
+    is not registered in this process are left: their runs are deferred (and not counted).
     """
     alias = _alias()
     deadline = time.monotonic() + timeout
@@ -178,6 +251,9 @@ def run_until_idle(timeout: float = 10.0) -> int:
         expire_for_relay(alias)  # leased claims past their expiry go back, as the relay does
         pending = _held_back(alias) + _due(alias, clock.now())
         if not pending:
+            stranded = _stranded(alias)
+            if stranded:
+                raise UnregisteredWorkflowError(stranded)
             return _queue.runs - runs_before
         if time.monotonic() > deadline:
             raise _still_due("run_until_idle", timeout, (p.wake.execution_id for p in pending))

@@ -1,0 +1,155 @@
+"""Keys a store call is given: what the tables cannot hold (a store name or id, an
+execution id, a step key or a workflow id past ``MAX_KEY_LENGTH`` characters, holding
+``"\\x00"`` or a lone surrogate, or not a ``str``) is refused by every client alike, with
+the same ``ValueError``/``TypeError``, before any user code runs, and nothing is written.
+A key of exactly ``MAX_KEY_LENGTH`` characters is accepted.
+
+Failed before on the in-memory client, which accepted every one of them: unit tests on
+it passed where the database clients refuse the call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from yieldstar_django.core.constants import MAX_KEY_LENGTH
+from yieldstar_django.core.definition import define_store, unregister_store
+from yieldstar_django.core.results import StoreStepId, StoreWaiter
+
+LONG = "k" * (MAX_KEY_LENGTH + 1)
+FULL = "k" * MAX_KEY_LENGTH
+UNSTORABLE = 'cannot hold "\\x00" or lone surrogates'
+
+#: (label, bad key, the exception, what its message says).
+BAD_KEYS: list[tuple[str, Any, type[Exception], str]] = [
+    ("too long", LONG, ValueError, f"is longer than {MAX_KEY_LENGTH} characters"),
+    ("nul", "a\x00b", ValueError, UNSTORABLE),
+    ("surrogate", "a\ud800", ValueError, UNSTORABLE),
+    ("not a str", 7, TypeError, "must be a str, not int"),
+]
+BAD_IDS = [pytest.param(*bad, id=bad[0]) for bad in BAD_KEYS]
+#: A store name that is not a ``str`` is ``define_store``'s to refuse.
+BAD_NAMES = [pytest.param(*bad, id=bad[0]) for bad in BAD_KEYS if isinstance(bad[1], str)]
+
+
+def never(*args: Any) -> Any:
+    raise AssertionError("user code ran for a call that must be refused first")
+
+
+@pytest.mark.parametrize(("label", "bad", "error", "message"), BAD_IDS)
+def test_a_bad_store_id_is_refused_and_creates_nothing(
+    harness: Any, define: Any, label: str, bad: Any, error: type[Exception], message: str
+) -> None:
+    d = define()
+    c = harness.client
+    calls: list[Callable[[], Any]] = [
+        lambda: c.get_store(d, bad),
+        lambda: c.update_store(d, bad, updater=never),
+        lambda: c.update_store(d, bad, updater=never, step_id=StoreStepId("e", "s")),
+        lambda: c.take_from_store(d, bad, selector=never, claim=None),
+        lambda: c.delete_store(d, bad),
+    ]
+    for call in calls:
+        with pytest.raises(error, match=re.escape(f"store id {message}")):
+            call()
+    assert c.list_stores(d) == []
+
+
+@pytest.mark.parametrize(("label", "bad", "error", "message"), BAD_NAMES)
+def test_a_bad_store_name_is_refused_and_creates_nothing(
+    harness: Any, label: str, bad: str, error: type[Exception], message: str
+) -> None:
+    d = define_store(bad, None, initial=never)
+    try:
+        with pytest.raises(error, match=re.escape(f"store name {message}")):
+            harness.client.get_store(d, "a")
+        with pytest.raises(error, match=re.escape(f"store name {message}")):
+            harness.client.list_stores(d)
+    finally:
+        unregister_store(bad)
+
+
+@pytest.mark.parametrize(("label", "bad", "error", "message"), BAD_IDS)
+@pytest.mark.parametrize("part", ["step execution id", "step key"])
+def test_a_bad_step_id_is_refused_before_user_code_and_changes_nothing(
+    harness: Any,
+    define: Any,
+    part: str,
+    label: str,
+    bad: Any,
+    error: type[Exception],
+    message: str,
+) -> None:
+    d = define(initial=lambda id: {"items": [1], "count": 0})
+    c = harness.client
+    before = c.get_store(d, "a")
+    step = StoreStepId(bad, "s") if part == "step execution id" else StoreStepId("e", bad)
+    with pytest.raises(error, match=re.escape(f"{part} {message}")):
+        c.update_store(d, "a", updater=never, step_id=step)
+    with pytest.raises(error, match=re.escape(f"{part} {message}")):
+        c.take_from_store(d, "a", selector=never, claim=None, step_id=step)
+    assert c.get_store(d, "a") == before
+    assert len(harness.changed_paths(d, "a")) == 0
+
+
+@pytest.mark.parametrize(("label", "bad", "error", "message"), BAD_IDS)
+@pytest.mark.parametrize("part", ["workflow id", "execution id", "step key"])
+def test_a_waiter_with_a_bad_key_is_refused_and_not_registered(
+    harness: Any,
+    define: Any,
+    part: str,
+    label: str,
+    bad: Any,
+    error: type[Exception],
+    message: str,
+) -> None:
+    d = define()
+    c = harness.client
+    missed = c.take_from_store(d, "q", selector=lambda s: None, claim=None)
+    keys = {"workflow id": "wf", "execution id": "e", "step key": "s"} | {part: bad}
+    waiter = StoreWaiter(
+        keys["workflow id"],
+        keys["execution id"],
+        keys["step key"],
+        d.name,
+        "q",
+        missed.instance_id,
+        missed.version,
+        missed.read_paths,
+    )
+    with pytest.raises(error, match=re.escape(f"{part} {message}")):
+        c.register_waiter(waiter)
+    assert harness.waiters(d, "q") == []
+    assert harness.wakes == []
+    if part != "workflow id":
+        removal = {"execution id": (bad, None), "step key": ("e", bad)}[part]
+        with pytest.raises(error, match=re.escape(f"{part} {message}")):
+            c.remove_waiters(*removal)
+
+
+def test_keys_of_exactly_the_limit_are_accepted(harness: Any) -> None:
+    d = define_store(FULL, None, initial=lambda id: {"items": [1]})
+    try:
+        c = harness.client
+        step = StoreStepId(FULL, FULL)
+        taken = c.take_from_store(
+            d, FULL, selector=lambda s: s["items"][0], claim=None, step_id=step
+        )
+        again = c.take_from_store(d, FULL, selector=never, claim=None, step_id=step)
+        assert taken.matched and again == taken  # replayed from the ledger
+        assert c.list_stores(d) == [FULL]
+        missed = c.take_from_store(d, FULL, selector=lambda s: None, claim=None)
+        c.register_waiter(
+            StoreWaiter(FULL, FULL, FULL, d.name, FULL, missed.instance_id, missed.version, ())
+        )
+        assert [w.step_key for w in harness.waiters(d, FULL)] == [FULL]
+        c.remove_waiters(FULL, FULL)
+        assert harness.waiters(d, FULL) == []
+        c.delete_store(d, FULL)
+        assert c.list_stores(d) == []
+    finally:
+        unregister_store(FULL)
