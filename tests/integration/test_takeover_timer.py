@@ -15,20 +15,29 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from yieldstar_django.core.definition import define_store, unregister_store
+from yieldstar_django.core.results import Wake
 from yieldstar_django.models import Execution, WakeIntent
 from yieldstar_django.runtime import executions
 from yieldstar_django.runtime.executions import ResumeResult
-from yieldstar_django.runtime.leases import TAKEOVER_MARGIN, Lease, mark_wake_pending
+from yieldstar_django.runtime.leases import (
+    TAKEOVER_MARGIN,
+    Lease,
+    acquire_lease,
+    mark_wake_pending,
+)
 from yieldstar_django.runtime.registry import unregister_workflow, workflow
 from yieldstar_django.runtime.steps import Step
-from yieldstar_django.wakes import relay_once
+from yieldstar_django.wakes import relay_once, write_intents
 
 from . import outside
 from .conftest import WakeCollector, configure
@@ -148,3 +157,32 @@ def test_a_run_again_under_a_lease_keeps_its_takeover_timer(
         assert Execution.objects.get(pk="e1").lease_expires_at < timezone.now()
         assert executions.run_execution("e1") == ResumeResult.SUSPENDED
     assert len(held) == 2 and runs == [0, 1, 2]
+
+
+def test_running_again_acknowledges_the_due_intents_but_the_takeover_timer(routed: str) -> None:
+    alias = routed
+    outside.start(alias, "wf", "e2")
+    lease = acquire_lease("e2")
+    assert lease is not None and lease.timer is not None
+    # The renewal came late: the takeover timer fell due; a wake arrived meanwhile.
+    past = timezone.now() - timedelta(seconds=1)
+    WakeIntent.objects.filter(pk=lease.timer).update(due_at=past, available_at=past)
+    (wake,) = write_intents([Wake("e2", "wf")], reason="test", using=alias)
+    assert mark_wake_pending("e2")
+    with CaptureQueriesContext(connections[alias]) as queries:
+        assert lease.run_again()
+    if connections[alias].vendor == "postgresql":
+        assert len(queries) == 1, [q["sql"] for q in queries.captured_queries]
+    timer = WakeIntent.objects.get(pk=lease.timer)
+    assert timer.delivered_at is None and timer.due_at > lease.expires_at
+    assert WakeIntent.objects.get(pk=wake.intent_id).delivered_at is not None
+    execution = Execution.objects.get(pk="e2")
+    assert not execution.wake_pending and execution.lease_expires_at == lease.expires_at
+
+    # A lease taken over meanwhile: nothing changes, and the run stops.
+    Execution.objects.filter(pk="e2").update(lease_owner="successor", wake_pending=True)
+    (other,) = write_intents([Wake("e2", "wf")], reason="test", using=alias)
+    assert not lease.run_again()
+    assert lease.lost.is_set()
+    assert Execution.objects.get(pk="e2").wake_pending
+    assert WakeIntent.objects.get(pk=other.intent_id).delivered_at is None
