@@ -27,7 +27,7 @@ from ..core.store import StoreClient
 from ..models.runtime import Execution, ExecutionStatus
 from . import timers
 from .engine import Engine, RunCutOff
-from .leases import Lease, LeaseLost, acquire_lease, lease_seconds, live, mark_wake_pending
+from .leases import Lease, LeaseLost, acquire_lease, live, mark_wake_pending
 from .outcomes import RunOutcome, durable_limits
 from .registry import Workflow, get_workflow, registered_workflows
 
@@ -242,13 +242,9 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
         if _release_suspended(lease, outcome):
             return ResumeResult.SUSPENDED
         # A wake arrived during the run: clear it and run again under the same lease; the
-        # run about to start satisfies the intents due now.
-        if not Execution.objects.filter(lease.owned()).update(
-            wake_pending=False,
-            lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds()),
-        ):
+        # run about to start satisfies the intents due now (not the lease's takeover timer).
+        if not lease.run_again():
             raise LeaseLost(lease.execution_id)
-        wakes.acknowledge(lease.execution_id, using=_alias())
     _release_later(lease, 0.0)
     return ResumeResult.DEFERRED
 

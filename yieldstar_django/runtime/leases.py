@@ -8,10 +8,15 @@ of ``LEASE_SECONDS`` if that is shorter) and moves its takeover timer, a durable
 after the expiry, in the same statement. A worker that dies stops extending it, and the
 timer resumes the execution in another worker within ``LEASE_SECONDS`` plus a relay
 interval. A wake that finds the lease held sets ``wake_pending``, and the holder runs the
-workflow again before it lets the lease go, so no wake is lost.
+workflow again before it lets the lease go, so no wake is lost; starting that run
+(``Lease.run_again``) extends the lease and moves the timer like a renewal, and
+acknowledges the due intents but the timer.
 
 The invariant: an execution that is not finished always has a live lease holder, or an
-unacknowledged wake intent that the relay will deliver, or waiters and no due wake.
+unacknowledged wake intent that the relay will deliver, or waiters and no due wake. A held
+lease's takeover timer is never acknowledged (a takeover or the release ends it), so a
+holder that dies at any moment leaves it pending, and retention, which deletes only
+acknowledged intents, never deletes it.
 """
 
 from __future__ import annotations
@@ -123,6 +128,18 @@ class Lease:
         """Extend the lease by ``LEASE_SECONDS`` and move its takeover timer just after the
         new expiry (re-armed if it fired meanwhile); ``False`` (and ``lost`` set) if the
         lease is gone. One statement on PostgreSQL, a short transaction elsewhere."""
+        return self._extend(run_again=False)
+
+    def run_again(self) -> bool:
+        """``renew``, for another run under the lease (a wake arrived during the run): also
+        clear ``wake_pending`` and acknowledge the execution's due wake intents, which the
+        run about to start satisfies, but not the takeover timer. The timer guards the
+        lease, not a run: acknowledged, it would not fire if this worker died before its
+        next renewal, and retention could delete it (``yieldstar_prune --intents-age``),
+        leaving that renewal nothing to move. One statement on PostgreSQL."""
+        return self._extend(run_again=True)
+
+    def _extend(self, *, run_again: bool) -> bool:
         expires = timezone.now() + timedelta(seconds=lease_seconds())
         takeover = expires + timedelta(seconds=TAKEOVER_MARGIN)
         alias = yieldstar_settings.DATABASE_ALIAS
@@ -131,17 +148,23 @@ class Lease:
             adapt = connection.ops.adapt_datetimefield_value
             _, fence_params = self.fence(connection)
             params = [adapt(expires), *fence_params, adapt(takeover), adapt(takeover), self.timer]
+            if run_again:
+                now = adapt(clock.now())  # intents are due by the timers' clock
+                params += [now, self.execution.id, now, self.timer]
             with connection.cursor() as cursor:
-                cursor.execute(sql.renew_lease_sql(connection), params)
+                cursor.execute(sql.renew_lease_sql(connection, run_again=run_again), params)
                 row = cursor.fetchone()
             renewed = bool(row and row[0])
         else:
+            changes: dict[str, Any] = {"lease_expires_at": expires}
+            if run_again:
+                changes["wake_pending"] = False
             with transaction.atomic(using=alias):
-                renewed = bool(
-                    Execution.objects.filter(self.owned()).update(lease_expires_at=expires)
-                )
+                renewed = bool(Execution.objects.filter(self.owned()).update(**changes))
                 if renewed and self.timer is not None:
                     timers.rearm_timer(self.timer, takeover)
+                if renewed and run_again:
+                    wakes.acknowledge(self.execution.id, keep=self.timer, using=alias)
         if renewed:
             self.expires_at = expires
         else:

@@ -89,16 +89,32 @@ def lease_fence_sql(connection: BaseDatabaseWrapper) -> str:
     return f"{e('id')} = %s AND {e('lease_owner')} = %s AND {e('status')} NOT IN ({terminal})"
 
 
-def renew_lease_sql(connection: BaseDatabaseWrapper) -> str:
+def renew_lease_sql(connection: BaseDatabaseWrapper, *, run_again: bool = False) -> str:
     """Extend the lease (``lease_expires_at`` = ``%s``, then the fence's parameters) and
     move its takeover timer (``rearm_timer_sql``'s parameters) if it was extended; returns
-    one row: how many leases were extended (0 or 1)."""
+    one row: how many leases were extended (0 or 1).
+
+    With ``run_again`` (the holder runs the workflow again for a wake that arrived during
+    its run) it also clears ``wake_pending`` and acknowledges the execution's due intents
+    but the takeover timer (four more ``%s``: the time, then the ``ACK_CONDITION``'s
+    execution id and time, then the timer's id): the run about to start satisfies them,
+    while the timer guards the lease until it is released, so it never becomes an
+    acknowledged row that retention may delete under a held lease."""
+    e = _columns(connection, Execution)
+    w = _columns(connection, WakeIntent)
+    assignments = f"{e('lease_expires_at')} = %s"
+    acked = ""
+    if run_again:
+        assignments += f", {e('wake_pending')} = false"
+        acked = (
+            f", acked AS (UPDATE {_table(connection, WakeIntent)} SET {w('delivered_at')} = %s "
+            f"WHERE {ACK_CONDITION} AND {w('id')} <> %s AND EXISTS (SELECT 1 FROM renewed))"
+        )
     return (
-        f"WITH renewed AS (UPDATE {_table(connection, Execution)} SET "
-        f"{column(connection, Execution, 'lease_expires_at')} = %s "
+        f"WITH renewed AS (UPDATE {_table(connection, Execution)} SET {assignments} "
         f"WHERE {lease_fence_sql(connection)} RETURNING 1), "
         f"moved AS ({rearm_timer_sql(connection)} AND EXISTS "
-        "(SELECT 1 FROM renewed) RETURNING 1) SELECT count(*) FROM renewed"
+        f"(SELECT 1 FROM renewed) RETURNING 1){acked} SELECT count(*) FROM renewed"
     )
 
 

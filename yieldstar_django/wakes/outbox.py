@@ -7,9 +7,11 @@ the transaction that requires it, so once that transaction is durable the wake i
 too. An intent is *acknowledged* (``delivered_at`` set) when the wake took effect, not when
 a broker accepted it: when a run of the execution starts (takes the lease, or runs again
 under it) after the intent was due, or the execution finished (``acknowledge``; the runtime
-acknowledges in the statement that takes the lease, with ``ACK_CONDITION``). Until then the
-relay (:mod:`.relay`) delivers it again at its ``available_at``, which every delivery pushes
-back (``push_back``).
+acknowledges in the statement that takes the lease, with ``ACK_CONDITION``). A held lease's
+takeover timer is the exception: a run under that lease leaves it pending (``keep``), so
+``prune_delivered`` never deletes it while the lease is held. Until an intent is
+acknowledged, the relay (:mod:`.relay`) delivers it again at its ``available_at``, which
+every delivery pushes back (``push_back``).
 
 This module does not import the models, so it can be imported before the app registry is
 ready; it writes the ``yieldstar_wakeintent`` table with SQL.
@@ -108,24 +110,31 @@ def in_clause(count: int) -> str:
     return ", ".join(["%s"] * count)
 
 
-def acknowledge(execution_id: str, *, everything: bool = False, using: str | None = None) -> int:
+def acknowledge(
+    execution_id: str,
+    *,
+    everything: bool = False,
+    keep: int | None = None,
+    using: str | None = None,
+) -> int:
     """Mark the execution's due intents done (all of them with ``everything``, for an
-    execution that finished); return how many. Call it when a run starts, after the
-    lease is held, or when the execution is finished: those intents took effect."""
+    execution that finished), but the intent ``keep`` (a held lease's takeover timer);
+    return how many. Call it when a run starts, after the lease is held, or when the
+    execution is finished: those intents took effect."""
     using = database_alias(using)
     now = _adapt(using, _now())
+    if everything:
+        sql = f"UPDATE {INTENT_TABLE} SET delivered_at = %s WHERE execution_id = %s "
+        sql += "AND delivered_at IS NULL"
+        params: list[Any] = [now, execution_id]
+    else:
+        sql = f"UPDATE {INTENT_TABLE} SET delivered_at = %s WHERE {ACK_CONDITION}"
+        params = [now, execution_id, now]
+    if keep is not None:
+        sql += " AND id <> %s"
+        params.append(keep)
     with connections[using].cursor() as cursor:
-        if everything:
-            cursor.execute(
-                f"UPDATE {INTENT_TABLE} SET delivered_at = %s "
-                "WHERE execution_id = %s AND delivered_at IS NULL",
-                [now, execution_id],
-            )
-        else:
-            cursor.execute(
-                f"UPDATE {INTENT_TABLE} SET delivered_at = %s WHERE {ACK_CONDITION}",
-                [now, execution_id, now],
-            )
+        cursor.execute(sql, params)
         return int(cursor.rowcount)
 
 
