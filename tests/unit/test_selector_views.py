@@ -35,7 +35,12 @@ from yieldstar_django.core.selectors import (
     unwrap_view,
 )
 
-STATE: dict[str, Any] = {"jobs": [{"id": 1, "tags": ["a"]}], "config": {"mode": "x"}, "n": 3, "s": "text"}
+STATE: dict[str, Any] = {
+    "jobs": [{"id": 1, "tags": ["a"]}],
+    "config": {"mode": "x"},
+    "n": 3,
+    "s": "text",
+}
 
 
 def fresh() -> Any:
@@ -253,7 +258,7 @@ def test_equality_and_comparisons() -> None:
         _ = first < (1, 2)
     with pytest.raises(TypeError):
         _ = root < root  # dicts do not order
-    _, reads = track_selector({"a": [1, {"x": 2}], "b": [1, {"x": 3}]}, lambda s: s["a"] < s["b"])
+    _, reads = track_selector({"a": [1, [2]], "b": [1, [3]]}, lambda s: s["a"] < s["b"])
     assert sorted(reads) == [("a",), ("b",)]
 
 
