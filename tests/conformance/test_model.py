@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -78,15 +78,18 @@ UPDATERS = {
 }
 
 
-# A selector sees a read-only view (a ``Mapping``, not a ``dict``) of a dict state.
+# A selector sees a read-only view of the state, a ``dict`` for ``isinstance`` (the model's
+# states are a dict or a list).
 
 
 def _first_job(s: Any) -> Any:
-    return s["jobs"][0] if isinstance(s, Mapping) and s["jobs"] else None
+    return (
+        s["jobs"][0] if isinstance(s, dict) and isinstance(s["jobs"], list) and s["jobs"] else None
+    )
 
 
 def _n_at_least_2(s: Any) -> Any:
-    return isinstance(s, Mapping) and s["n"] >= 2 and s["n"]
+    return isinstance(s, dict) and s["n"] >= 2 and s["n"]
 
 
 def _nothing(s: Any) -> Any:

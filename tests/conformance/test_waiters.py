@@ -242,3 +242,37 @@ def test_a_selector_comparing_two_parts_wakes_on_a_change_to_either(
     harness.client.update_store(d, "q", updater=lambda s: s["b"].update(v=1))
     assert harness.client.take_from_store(d, "q", selector=same, claim=None).matched
     assert harness.wakes == [Wake("exec", "wf")], "the change made the selector match"
+
+
+def first_job_by_type(state: Any) -> Any:
+    """The usual idiom: test the types, then index. A selector sees read-only views; they
+    must pass ``isinstance(..., dict)`` and ``isinstance(..., list)`` as what they stand for."""
+    if not isinstance(state, dict):
+        return None
+    jobs = state["jobs"]
+    if isinstance(jobs, list) and jobs and isinstance(jobs[0], dict):
+        return jobs[0]
+    return None
+
+
+def pop_job(draft: Any, selected: Any) -> None:
+    assert isinstance(draft, dict) and isinstance(draft["jobs"], list)
+    assert isinstance(selected, dict)
+    draft["jobs"].pop(0)
+
+
+def test_a_selector_testing_isinstance_gets_the_job_it_waited_for(
+    harness: Any, define: Any
+) -> None:
+    """Before, such a selector said "nothing" however many jobs arrived: the waiter was
+    woken and the take ran again, and never matched (a lost wake, with no error)."""
+    d = define(initial=lambda id: {"jobs": [], "other": 0})
+    wait_on(harness, d, "q", first_job_by_type)
+    harness.client.update_store(d, "q", updater=lambda s: s.update(other=1))
+    assert harness.wakes == [], "a disjoint change wakes nobody"
+    harness.client.update_store(d, "q", updater=lambda s: s["jobs"].append({"id": 7}))
+    assert harness.wakes == [Wake("exec", "wf")]
+    result = harness.client.take_from_store(d, "q", selector=first_job_by_type, claim=pop_job)
+    assert result.matched is True
+    assert result.selected == {"id": 7}
+    assert harness.client.get_store(d, "q").state == {"jobs": [], "other": 1}

@@ -319,6 +319,47 @@ def test_sleep_completes_after_its_time_and_not_before(rt: Runtime) -> None:
     assert get_execution(eid).result == "awake"
 
 
+def test_takes_whose_selectors_test_isinstance_get_what_arrives(rt: Runtime) -> None:
+    """The usual idiom, ``isinstance(x, list)`` / ``isinstance(x, dict)`` before indexing,
+    in a take and a take_any that wait for an item: each gets it when it arrives. Before,
+    the selector's views were no ``list`` or ``dict``, so the executions were woken and
+    went back to waiting for ever."""
+    jobs, orders = rt.define(), rt.define()
+
+    def first_job(s: Any) -> Any:
+        items = s["items"] if isinstance(s, dict) else None
+        return items[0] if isinstance(items, list) and items else None
+
+    def first_order(s: Any) -> Any:
+        return next((o for o in s["items"] if isinstance(o, dict) and o.get("paid")), None)
+
+    def pop(draft: Any, selected: Any) -> None:
+        draft["items"].remove(selected)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        job = yield from step.take(jobs, "q", first_job, pop)
+        index, order = yield from step.take_any([(orders, "q", first_order, pop)])
+        return [job, index, order]
+
+    eid = start_workflow(wf)
+    rt.settle()
+    assert get_execution(eid).status == "waiting"
+    rt.client.update_store(jobs, "q", updater=lambda d: d["items"].append("job-1"))
+    rt.settle()
+    assert get_execution(eid).status == "waiting", "now on the take_any"
+    assert rt.client.get_store(jobs, "q").state == {"items": []}
+    rt.client.update_store(orders, "q", updater=lambda d: d["items"].append({"paid": False}))
+    rt.settle()
+    assert get_execution(eid).status == "waiting"
+    rt.client.update_store(orders, "q", updater=lambda d: d["items"].append({"paid": True}))
+    rt.settle(lambda: get_execution(eid).is_finished)
+    execution = get_execution(eid)
+    assert execution.status == "completed", execution.error
+    assert execution.result == ["job-1", 0, {"paid": True}]
+    assert rt.client.get_store(orders, "q").state == {"items": [{"paid": False}]}
+
+
 def start_taking_items(rt: Runtime) -> tuple[StoreDefinition, str]:
     """A new store (``rt.define()``) and the id of a started execution that takes the
     items of its instance ``q`` once there are any, and returns them."""

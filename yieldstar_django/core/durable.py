@@ -158,7 +158,7 @@ def check_durable(
         elif kind is float:
             if not math.isfinite(current):
                 raise _fail(label, step_key, node, f"{current!r} is not a finite number")
-        elif isinstance(current, (dict, list, tuple)):
+        elif issubclass(kind, (dict, list, tuple)):  # a selector's view only passes isinstance
             if depth >= limits.max_depth:
                 raise _fail(
                     label, step_key, node, f"nesting is deeper than {limits.max_depth} levels"
@@ -168,7 +168,7 @@ def check_durable(
                 raise _fail(label, step_key, node, "it contains a reference cycle")
             on_path.add(ident)
             stack.append(_Exit(ident))
-            if isinstance(current, dict):
+            if issubclass(kind, dict):
                 for key, child in _pairs(current, kind, label, step_key, node):
                     if type(key) is not str:
                         raise _fail(

@@ -4,13 +4,20 @@
 (indexing, ``get``, iteration, ``len``, comparisons) records its path, and any attempt to
 change the state raises ``SelectorMutationError``. The recorded paths are what a waiter
 registers: a later change that touches one of them wakes it (:mod:`.paths`).
+
+A view passes ``isinstance(view, dict)`` (``list``) as the container it stands for, while
+``type(view)`` stays ``DictView`` (``ListView``): its ``__class__`` is a ``dict`` (``list``)
+subclass that bears the view's name, as ``unittest.mock`` answers for a spec. Code that
+must tell a view from a plain container looks at ``type()`` (the views' wrapping, the
+durability check) or tests for a ``ReadView`` first (unwrapping), never ``isinstance(x,
+dict)`` alone.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NoReturn, SupportsIndex, TypeVar
+from typing import Any, ClassVar, NoReturn, SupportsIndex, TypeVar
 
 from .paths import collapse_paths
 from .types import StorePath
@@ -55,16 +62,17 @@ class _ReadLog:
 
     def child(self, value: Any, path: StorePath) -> Any:
         """Record reading ``value`` at ``path`` and return what the selector sees."""
-        if isinstance(value, (dict, list)):
+        if issubclass(type(value), (dict, list)):
             self.accessed.append(path)
             return self.wrap(value, path)
         self.paths.append(path)
         return value
 
     def wrap(self, value: Any, path: StorePath) -> Any:
-        if isinstance(value, dict):
+        kind = type(value)  # not isinstance: a view passes for what it stands for
+        if issubclass(kind, dict):
             view_type: type[ReadView] = DictView
-        elif isinstance(value, list):
+        elif issubclass(kind, list):
             view_type = ListView
         else:
             return value
@@ -85,11 +93,42 @@ class _ReadLog:
         return collapse_paths([*self.paths, *kept])
 
 
+def _reported_class(base: type, view_name: str) -> type:
+    """The ``__class__`` a view of a ``base`` reports: a subclass of ``base`` named like the
+    view (so ``json``'s refusal still names the view), whose call makes a plain ``base``."""
+
+    def new(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return base(*args, **kwargs)
+
+    return type(
+        view_name,
+        (base,),
+        {
+            "__slots__": (),
+            "__new__": new,
+            "__module__": __name__,
+            "__qualname__": f"{view_name}._ys_class",
+            "__doc__": f"What ``isinstance`` sees of a ``{view_name}``: a ``{base.__name__}``.",
+        },
+    )
+
+
 class ReadView:
     """Base of the read-only, read-recording views a selector sees."""
 
     __slots__ = ("_ys_log", "_ys_path", "_ys_target")
     _ys_target: Any
+    #: The class ``view.__class__`` answers: a subclass of the builtin the view stands for.
+    _ys_class: ClassVar[type]
+
+    def _reported(self) -> type:
+        return type(self)._ys_class
+
+    # ``isinstance(view, dict)`` consults ``__class__`` when ``type(view)`` is no ``dict``;
+    # ``type(view)``, ``copy`` and ``pickle`` keep seeing the view's own class. Reading it
+    # records nothing: stepping into the container recorded its path already, and only a
+    # write there or above can change its type.
+    __class__ = property(_reported)
 
     def __init__(self, target: Any, path: StorePath, log: _ReadLog) -> None:
         self._ys_target = target
@@ -111,6 +150,9 @@ class ReadView:
         if name not in self.__setattr_allowed__:
             _refuse()
         object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> NoReturn:
+        _refuse()
 
     def __eq__(self, other: object) -> bool:
         self._read_self()
@@ -188,6 +230,9 @@ class DictView(ReadView, Mapping[str, Any]):
     pop = popitem = setdefault = update = clear = _refuse
 
 
+DictView._ys_class = _reported_class(dict, "DictView")
+
+
 class ListView(ReadView, Sequence[Any]):
     """Read-only view of a ``list`` that records each path read."""
 
@@ -234,7 +279,28 @@ class ListView(ReadView, Sequence[Any]):
         self._read_self()
         return int(self._ys_target.count(_read_whole(value)))
 
+    # Lists order element by element (a ``list``'s comparison, reading both whole).
+
+    def __lt__(self, other: object) -> Any:
+        self._read_self()
+        return self._ys_target.__lt__(_read_whole(other))
+
+    def __le__(self, other: object) -> Any:
+        self._read_self()
+        return self._ys_target.__le__(_read_whole(other))
+
+    def __gt__(self, other: object) -> Any:
+        self._read_self()
+        return self._ys_target.__gt__(_read_whole(other))
+
+    def __ge__(self, other: object) -> Any:
+        self._read_self()
+        return self._ys_target.__ge__(_read_whole(other))
+
     append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+
+ListView._ys_class = _reported_class(list, "ListView")
 
 
 def _read_whole(value: Any) -> Any:
@@ -284,7 +350,7 @@ def unwrap_selected(value: Any, *, max_depth: int = 256) -> Any:
 def track_selector(state: Any, selector: Callable[[Any], T]) -> tuple[T, list[StorePath]]:
     """Run ``selector`` over a read-recording view of ``state``; return its result and reads."""
     log = _ReadLog()
-    if not isinstance(state, (dict, list)):
+    if not issubclass(type(state), (dict, list)):
         log.paths.append(())  # a scalar state is read whole
     result = selector(log.wrap(state, ()))
     return result, log.read_paths()
