@@ -230,3 +230,46 @@ def test_execution_page(
     page.click("input[type=submit]")
     expect(page.locator("#steps")).to_contain_text("inventory/warehouse-1")
     page.screenshot(path=str(screenshots / "admin-execution.png"), full_page=True)
+
+
+def test_patch_decision_filter(live_server: Any, admin_user: Any, browser_page: Any) -> None:
+    """The executions list's patch decision form, as the versioning how-to has an operator
+    use it: type the change id, choose ``false``, submit; only the execution kept on the
+    old branch is listed, and the other filters' parameters survive the submit."""
+    from playwright.sync_api import expect
+
+    from yieldstar_django.models import Execution, ExecutionStep
+
+    for execution_id, decision in [("order-old", "false"), ("order-new", "true")]:
+        execution = Execution.objects.create(
+            id=execution_id, workflow_id="shop.fulfil", status="sleeping", input_json="{}"
+        )
+        ExecutionStep.objects.create(
+            execution=execution,
+            step_key="patch:confirmation-mail",
+            position=1,
+            kind="patch",
+            status="completed",
+            value_json=decision,
+            fingerprint="patch",
+        )
+    Execution.objects.create(
+        id="order-plain", workflow_id="shop.fulfil", status="sleeping", input_json="{}"
+    )
+    page = browser_page
+    page.goto(
+        f"{live_server.url}/admin/login/?next=/admin/yieldstar/execution/%3Fstatus__exact%3Dsleeping"
+    )
+    page.fill("#id_username", admin_user.username)
+    page.fill("#id_password", "password")
+    page.click("input[type=submit]")
+    expect(page.locator("#result_list")).to_contain_text("order-plain")
+
+    page.fill("#yieldstar-patch-id", "confirmation-mail")
+    page.select_option("#yieldstar-patch-decision", "false")
+    page.click("form.yieldstar-patch-filter input[type=submit]")
+    expect(page.locator("#result_list")).to_contain_text("order-old")
+    rows = page.locator("#result_list tbody tr")
+    expect(rows).to_have_count(1)
+    assert "status__exact=sleeping" in page.url
+    assert "patched=false" in page.url
