@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
 
@@ -20,42 +20,16 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from yieldstar_django.core.results import Wake
 from yieldstar_django.models import Execution, WakeIntent
 from yieldstar_django.runtime.leases import acquire_lease
 from yieldstar_django.wakes import acknowledge, relay_once, schedule_wake
 
-from .conftest import POSTGRES, configure
+from .conftest import POSTGRES, BlockingBackend, configure
 
 T = TypeVar("T")
 
-#: How long the blocking backend waits at most (the test releases it sooner).
-BLOCK_SECONDS = 5.0
 #: How long an update of an intent in the relay's batch may take while the backend blocks.
 PROMPT = 1.0
-
-
-class BlockingBackend:
-    """A ``WAKE_BACKEND`` that records its wakes, then blocks until ``release`` is set (at
-    most ``BLOCK_SECONDS``), then raises ``fail`` if it is set: a broker that is slow to
-    answer. ``entered`` is set once it blocks, ``returned`` once it is done."""
-
-    def __init__(self, fail: BaseException | None = None) -> None:
-        self.fail = fail
-        self.wakes: list[Wake] = []
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.returned = threading.Event()
-
-    def __call__(self, wakes: Sequence[Wake]) -> None:
-        self.wakes.extend(wakes)
-        self.entered.set()
-        try:
-            self.release.wait(BLOCK_SECONDS)
-        finally:
-            self.returned.set()
-        if self.fail is not None:
-            raise self.fail
 
 
 def timed(took: dict[str, float], name: str, call: Callable[[], T]) -> T:
@@ -91,7 +65,7 @@ def test_a_relay_waiting_on_its_backend_holds_no_row_lock(alias: str, refused: b
             connections.close_all()
 
     took: dict[str, float] = {}
-    with configure(WAKE_BACKEND=backend, RELAY_INTERVAL=1):
+    with configure(WAKE_BACKEND=backend, RELAY_INTERVAL=30):
         thread = threading.Thread(target=relay)
         thread.start()
         try:
