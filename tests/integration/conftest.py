@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -53,6 +54,35 @@ class WakeCollector(list[Wake]):
         if self.fail is not None:
             raise self.fail
         self.extend(Wake(w.execution_id, w.workflow_id) for w in wakes)
+
+
+#: How long a ``BlockingBackend`` blocks at most (tests release it sooner).
+BLOCK_SECONDS = 5.0
+
+
+class BlockingBackend:
+    """A ``WAKE_BACKEND`` that records its wakes, then blocks until ``release`` is set (at
+    most ``BLOCK_SECONDS``), then raises ``fail`` if it is set: a broker slow to answer.
+    ``entered`` is set once it blocks, ``returned`` once it is done; ``calls`` counts."""
+
+    def __init__(self, fail: BaseException | None = None) -> None:
+        self.fail = fail
+        self.calls = 0
+        self.wakes: list[Wake] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.returned = threading.Event()
+
+    def __call__(self, wakes: Sequence[Wake]) -> None:
+        self.calls += 1
+        self.wakes.extend(wakes)
+        self.entered.set()
+        try:
+            self.release.wait(BLOCK_SECONDS)
+        finally:
+            self.returned.set()
+        if self.fail is not None:
+            raise self.fail
 
 
 @pytest.fixture

@@ -117,7 +117,8 @@ def test_large_backlogs_go_in_batches(alias: str, wakes: WakeCollector) -> None:
 
 @pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
 def test_concurrent_relays_skip_claimed_intents(alias: str, wakes: WakeCollector) -> None:
-    """A batch claimed by one relay (``FOR UPDATE SKIP LOCKED``) is invisible to another."""
+    """A batch claimed by one relay (``FOR UPDATE SKIP LOCKED``) is invisible to another,
+    and once the claim commits it is not due again before the time the claim set."""
     schedule_wake("claimed", "wf", timezone.now() - timedelta(seconds=1), using=alias)
     other: list[int] = []
 
@@ -134,6 +135,8 @@ def test_concurrent_relays_skip_claimed_intents(alias: str, wakes: WakeCollector
         thread.join(timeout=60)
     assert other == [0]
     assert wakes == []
+    assert relay_once(using=alias) == 0, "pushed back by the claim"
+    make_due(alias)
     assert relay_once(using=alias) == 1
 
 

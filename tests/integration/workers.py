@@ -308,6 +308,20 @@ def commit_then_die(alias: str, name: str) -> None:
     raise AssertionError("on_commit did not run")  # pragma: no cover
 
 
+def die_in_backend(wakes: Any) -> None:
+    """A ``WAKE_BACKEND`` whose process dies while it publishes (exit code 19)."""
+    os._exit(19)
+
+
+def relay_then_die(alias: str) -> None:
+    """One relay round whose backend is :func:`die_in_backend`: the relay process dies
+    between its claim and its publish."""
+    from yieldstar_django.wakes import relay_once
+
+    relay_once(using=alias)
+    raise AssertionError("the backend did not kill the relay")  # pragma: no cover
+
+
 # --- retention ------------------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
-"""Handing wakes to the ``WAKE_BACKEND``: after a commit (``deliver_on_commit``), while a
-commit is acknowledged (``publish_during_commit``) and from the relay, with one failure rule
-(``hand_over`` is ``publish`` then ``settle``).
+"""Handing wakes to the ``WAKE_BACKEND``: after a commit (``deliver_on_commit``) and while
+a commit is acknowledged (``publish_during_commit``), each ``publish`` then ``settle``
+(``hand_over``); and the relay's claimed batches (``deliver_claimed``), published with no
+row of the batch locked.
 
 Delivery is at least once: a wake may be delivered twice (the relay and a slow worker
 racing), and several wakes of one execution are coalesced into one; a wake is never lost,
@@ -19,10 +20,17 @@ from django.db import transaction
 from ..conf import database_alias, yieldstar_settings
 from ..core.results import Wake
 from . import relay_log
-from .outbox import PendingWake, push_back, record_failure, write_intents
+from .outbox import (
+    ClaimedWake,
+    PendingWake,
+    record_claim_failure,
+    record_failure,
+    write_intents,
+)
 
 __all__ = [
     "OnCommitDelivery",
+    "deliver_claimed",
     "deliver_on_commit",
     "deliver_wakes",
     "hand_over",
@@ -42,19 +50,37 @@ def _coalesce(wakes: Iterable[Wake]) -> list[Wake]:
     return list(seen.values())
 
 
-def hand_over(pending: Sequence[PendingWake], *, using: str, relay: bool = False) -> bool:
+def hand_over(pending: Sequence[PendingWake], *, using: str) -> bool:
     """Hand ``pending`` wakes (their intents committed) to the ``WAKE_BACKEND``; return
     whether it accepted them.
 
-    A refusal is logged and recorded on the intents (a failed delivery, retried by the relay
-    ``RELAY_INTERVAL`` later, doubling). With ``relay`` (the relay's batches) an accepted
-    delivery pushes the intents' ``available_at`` back, and a failure to record a refusal
-    raises (the relay's round fails and is retried); otherwise nothing is written when the
-    backend accepts, and recording a refusal is best effort: this never raises.
+    Nothing is written when the backend accepts. A refusal is logged and recorded on the
+    intents (a failed delivery, retried by the relay ``RELAY_INTERVAL`` later, doubling),
+    best effort: this never raises.
     """
     if not pending:
         return True
-    return settle(pending, publish(pending), using=using, relay=relay)
+    return settle(pending, publish(pending), using=using)
+
+
+def deliver_claimed(claimed: Sequence[ClaimedWake], *, using: str) -> bool:
+    """Publish a batch the relay claimed (``outbox.claim_due``, committed: no lock is held
+    while the backend works); return whether the backend accepted it.
+
+    The claim counted the delivery and pushed the intents back, so an accepted batch needs
+    no more writes. A refusal is counted in the relay's log and recorded on the intents not
+    acknowledged meanwhile (``record_claim_failure``: retried ``RELAY_INTERVAL`` later,
+    doubling); a failure to record it raises (the relay's round fails; the intents are
+    delivered again at the time their claim set).
+    """
+    if not claimed:
+        return True
+    failure = publish(claimed)
+    if failure is None:
+        return True
+    relay_log.counts.add(failed=len(claimed))
+    record_claim_failure(using, claimed, failure)
+    return False
 
 
 def publish(pending: Sequence[PendingWake]) -> BaseException | None:
@@ -72,29 +98,16 @@ def publish(pending: Sequence[PendingWake]) -> BaseException | None:
     return None
 
 
-def settle(
-    pending: Sequence[PendingWake],
-    failure: BaseException | None,
-    *,
-    using: str,
-    relay: bool = False,
-) -> bool:
+def settle(pending: Sequence[PendingWake], failure: BaseException | None, *, using: str) -> bool:
     """Record the outcome of :func:`publish` on the intents, as :func:`hand_over` says;
-    return whether the backend accepted them."""
-    ids = [p.intent_id for p in pending]
-    if failure is not None:
-        if relay:
-            relay_log.counts.add(failed=len(pending))
-            record_failure(using, ids, failure)
-            return False
-        try:
-            record_failure(using, ids, failure)
-        except Exception:
-            logger.warning("could not record the failed delivery", exc_info=True)
-        return False
-    if relay:
-        push_back(using, ids)
-    return True
+    return whether the backend accepted them. Never raises."""
+    if failure is None:
+        return True
+    try:
+        record_failure(using, [p.intent_id for p in pending], failure)
+    except Exception:
+        logger.warning("could not record the failed delivery", exc_info=True)
+    return False
 
 
 def publish_during_commit(pending: Sequence[PendingWake], *, using: str) -> Callable[[], None]:

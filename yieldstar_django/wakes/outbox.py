@@ -11,7 +11,7 @@ acknowledges in the statement that takes the lease, with ``ACK_CONDITION``). A h
 takeover timer is the exception: a run under that lease leaves it pending (``keep``), so
 ``prune_delivered`` never deletes it while the lease is held. Until an intent is
 acknowledged, the relay (:mod:`.relay`) delivers it again at its ``available_at``, which
-every delivery pushes back (``push_back``).
+its claim (``claim_due``) pushes back before it publishes, holding no lock while it does.
 
 This module does not import the models, so it can be imported before the app registry is
 ready; it writes the ``yieldstar_wakeintent`` table with SQL.
@@ -38,6 +38,7 @@ __all__ = [
     "INTENT_COLUMNS",
     "INTENT_TABLE",
     "MAX_RETRY_DELAY",
+    "ClaimedWake",
     "PendingWake",
     "acknowledge",
     "claim_due",
@@ -47,6 +48,7 @@ __all__ = [
     "in_clause",
     "prune_delivered",
     "push_back",
+    "record_claim_failure",
     "record_failure",
     "redelivery_delay",
     "schedule_wake",
@@ -96,6 +98,14 @@ class PendingWake:
     wake: Wake
 
 
+@dataclass(frozen=True)
+class ClaimedWake(PendingWake):
+    """An intent claimed by the relay (``claim_due``), with the deliveries counted on it
+    before this one (its ``attempts`` before the claim)."""
+
+    deliveries: int
+
+
 def _now() -> datetime:
     """When intents are due: the timers' clock (:mod:`yieldstar_django.clock`)."""
     return clock.now()
@@ -142,41 +152,76 @@ def redelivery_delay(deliveries: int, *, failed: bool) -> float:
     """Seconds before an intent delivered ``deliveries`` times before is delivered again:
     ``RELAY_DELAY`` (``RELAY_INTERVAL`` after a failed delivery) doubled per earlier
     delivery, at most ``MAX_RETRY_DELAY``."""
+    return float(min(MAX_RETRY_DELAY, _retry_base(failed) * 2 ** min(deliveries, 20)))
+
+
+def _retry_base(failed: bool) -> float:
+    """``redelivery_delay`` of a first delivery, before the cap."""
     interval = float(yieldstar_settings.RELAY_INTERVAL)
-    base = interval if failed else max(float(yieldstar_settings.RELAY_DELAY), interval)
-    return float(min(MAX_RETRY_DELAY, base * 2 ** min(deliveries, 20)))
+    return interval if failed else max(float(yieldstar_settings.RELAY_DELAY), interval)
 
 
 def push_back(using: str, intent_ids: Sequence[int], error: str | None = None) -> None:
     """Count a delivery on each intent and move its ``available_at`` to when the relay
     should deliver it again if it has not been acknowledged by then (and record
-    ``error``, for a failed delivery). One statement per distinct delivery count."""
+    ``error``, for a failed delivery). A read, then one statement per distinct delay."""
     if not intent_ids:
         return
-    now = _now()
     with connections[using].cursor() as cursor:
         cursor.execute(
             f"SELECT id, attempts FROM {INTENT_TABLE} WHERE id IN ({in_clause(len(intent_ids))})",
             list(intent_ids),
         )
-        by_attempts: dict[int, list[int]] = {}
-        for intent_id, attempts in cursor.fetchall():
-            by_attempts.setdefault(int(attempts), []).append(int(intent_id))
-        for attempts, ids in by_attempts.items():
-            delay = redelivery_delay(attempts, failed=error is not None)
-            at = _adapt(using, now + timedelta(seconds=delay))
-            error_sql = ", last_error = %s" if error is not None else ""
-            params: list[Any] = [at, *([error] if error is not None else []), *ids]
-            cursor.execute(
-                f"UPDATE {INTENT_TABLE} SET attempts = attempts + 1, available_at = %s"
-                f"{error_sql} WHERE id IN ({in_clause(len(ids))}) AND delivered_at IS NULL",
-                params,
-            )
+        deliveries = {int(i): int(attempts) for i, attempts in cursor.fetchall()}
+        _reschedule(cursor, using, deliveries, count=True, error=error)
 
 
 def record_failure(using: str, intent_ids: Sequence[int], error: BaseException) -> None:
     """Count a failed delivery on each intent and push its ``available_at`` back."""
-    push_back(using, intent_ids, f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH])
+    push_back(using, intent_ids, _error_text(error))
+
+
+def record_claim_failure(using: str, claimed: Sequence[ClaimedWake], error: BaseException) -> None:
+    """The backend refused intents the relay claimed (their delivery already counted by
+    ``claim_due``): record ``error`` and move ``available_at`` to the retry after a failed
+    delivery, on those not acknowledged meanwhile. One statement per distinct delay."""
+    if claimed:
+        deliveries = {c.intent_id: c.deliveries for c in claimed}
+        with connections[using].cursor() as cursor:
+            _reschedule(cursor, using, deliveries, count=False, error=_error_text(error))
+
+
+def _error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH]
+
+
+def _reschedule(
+    cursor: CursorWrapper,
+    using: str,
+    deliveries: dict[int, int],
+    *,
+    count: bool,
+    error: str | None,
+) -> None:
+    """Move each unacknowledged intent of ``deliveries`` (id: deliveries counted before)
+    to ``redelivery_delay`` from now (a failed delivery's, with ``error``, recorded), and
+    with ``count`` count one more delivery on it. One UPDATE per distinct delay: a few at
+    most, since the delay doubles up to ``MAX_RETRY_DELAY``."""
+    now = _now()
+    by_delay: dict[float, list[int]] = {}
+    for intent_id, before in deliveries.items():
+        delay = redelivery_delay(before, failed=error is not None)
+        by_delay.setdefault(delay, []).append(intent_id)
+    count_sql = "attempts = attempts + 1, " if count else ""
+    error_sql = ", last_error = %s" if error is not None else ""
+    for delay, ids in by_delay.items():
+        at = _adapt(using, now + timedelta(seconds=delay))
+        params: list[Any] = [at, *([error] if error is not None else []), *ids]
+        cursor.execute(
+            f"UPDATE {INTENT_TABLE} SET {count_sql}available_at = %s{error_sql} "
+            f"WHERE id IN ({in_clause(len(ids))}) AND delivered_at IS NULL",
+            params,
+        )
 
 
 def _insert_intents(
@@ -251,18 +296,54 @@ def ensure_wake(
     return None if row is None else int(row[0])
 
 
-def claim_due(using: str, limit: int) -> list[PendingWake]:
-    """Up to ``limit`` due, unacknowledged intents, oldest first; on PostgreSQL locked
-    (``FOR UPDATE SKIP LOCKED``) until the caller's transaction ends."""
-    lock = " FOR UPDATE SKIP LOCKED" if connections[using].vendor == "postgresql" else ""
-    with connections[using].cursor() as cursor:
+#: ``claim_due`` on PostgreSQL: lock the due intents no other transaction holds, count a
+#: delivery on each and push it back by ``redelivery_delay`` (its formula in SQL).
+#: Parameters: now, limit; now, ``MAX_RETRY_DELAY``, ``_retry_base``.
+_CLAIM_POSTGRES: Final = (
+    f"WITH due AS (SELECT id, available_at FROM {INTENT_TABLE} "
+    "WHERE delivered_at IS NULL AND available_at <= %s "
+    "ORDER BY available_at, id LIMIT %s FOR UPDATE SKIP LOCKED) "
+    f"UPDATE {INTENT_TABLE} AS i SET attempts = i.attempts + 1, "
+    "available_at = CAST(%s AS timestamptz) + make_interval(secs => LEAST(CAST(%s AS float8), "
+    "CAST(%s AS float8) * power(2, LEAST(i.attempts, 20)))) "
+    "FROM due WHERE i.id = due.id "
+    "RETURNING i.id, i.execution_id, i.workflow_id, i.attempts - 1, due.available_at"
+)
+
+
+def claim_due(using: str, limit: int) -> list[ClaimedWake]:
+    """Claim up to ``limit`` due, unacknowledged intents, oldest first, for the relay to
+    publish: count a delivery on each and push its ``available_at`` back by
+    ``redelivery_delay`` (as an accepted delivery), in a transaction of its own (or the
+    caller's) that holds no lock once this returns.
+
+    A claimed intent is not claimed again before that time: several relays never deliver
+    one batch together, and a relay that dies between its claim and its publish leaves
+    the intents to be delivered then. On PostgreSQL one statement (``UPDATE ... FROM
+    (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING``): relays claim disjoint batches without
+    waiting for each other. On SQLite a read and an UPDATE per distinct delay in one
+    ``BEGIN IMMEDIATE`` transaction.
+    """
+    now = _now()
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        at = _adapt(using, now)
+        params = [at, limit, at, MAX_RETRY_DELAY, _retry_base(failed=False)]
+        with connection.cursor() as cursor:
+            cursor.execute(_CLAIM_POSTGRES, params)
+            rows = sorted(cursor.fetchall(), key=lambda row: (row[4], row[0]))
+        return [ClaimedWake(int(i), Wake(e, w), int(d)) for i, e, w, d, _ in rows]
+    with transaction.atomic(using=using), connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id, execution_id, workflow_id FROM {INTENT_TABLE} "
+            f"SELECT id, execution_id, workflow_id, attempts FROM {INTENT_TABLE} "
             "WHERE delivered_at IS NULL AND available_at <= %s "
-            f"ORDER BY available_at, id LIMIT %s{lock}",
-            [_adapt(using, _now()), limit],
+            "ORDER BY available_at, id LIMIT %s",
+            [_adapt(using, now), limit],
         )
-        return [PendingWake(int(i), Wake(e, w)) for i, e, w in cursor.fetchall()]
+        claimed = [ClaimedWake(int(i), Wake(e, w), int(d)) for i, e, w, d in cursor.fetchall()]
+        deliveries = {c.intent_id: c.deliveries for c in claimed}
+        _reschedule(cursor, using, deliveries, count=True, error=None)
+    return claimed
 
 
 def count_overdue(seconds: float, *, using: str | None = None) -> int:

@@ -5,10 +5,11 @@ It runs as ``python manage.py yieldstar_relay`` (``run_relay``) or as the Celery
 ``available_at``: ``RELAY_DELAY`` after the commit for an immediate wake that has not taken
 effect by then (broker down, process killed after the commit, a worker killed with the
 message prefetched), the due time for a durable timer. Each delivery pushes
-``available_at`` back (``outbox.redelivery_delay``), so an intent is delivered again only
-if no run acknowledged it meanwhile. Each round then runs the upkeep registered with
-``every_round`` (the runtime hands back expired leased claims; tables that outgrew their
-planner statistics are analyzed).
+``available_at`` back (``outbox.redelivery_delay``) when the relay claims the intent, before
+it publishes, so an intent is delivered again only if no run acknowledged it meanwhile, and
+no row stays locked while the broker is called. Each round then runs the upkeep registered
+with ``every_round`` (the runtime hands back expired leased claims; tables that outgrew
+their planner statistics are analyzed).
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from contextlib import nullcontext
 from types import FrameType
 
-from django.db import connections, transaction
+from django.db import connections
 
 from ..conf import database_alias, yieldstar_settings
 from . import relay_log
-from .delivery import hand_over
+from .delivery import deliver_claimed
 from .outbox import claim_due
 
 __all__ = ["every_round", "relay_once", "run_relay", "run_round_tasks", "stop_on_signals"]
@@ -35,21 +35,20 @@ logger = logging.getLogger("yieldstar_django.wakes")
 def relay_once(*, using: str | None = None, batch_size: int = 100) -> int:
     """Deliver every due, unacknowledged wake intent; return how many were delivered.
 
-    On PostgreSQL each batch is claimed with ``FOR UPDATE SKIP LOCKED`` and held until it
-    is pushed back, so several relays share the work without delivering a batch twice. On
-    SQLite the batch is read and delivered outside a transaction (holding SQLite's write
-    lock during a broker call would stall every writer); two relays may then deliver an
-    intent twice, which is a spurious wake. A batch the backend refuses is recorded as
-    failed, pushed back, and retried later.
+    Batch by batch: claim (``outbox.claim_due``: count the delivery and push the intents
+    back, committed at once; on PostgreSQL ``FOR UPDATE SKIP LOCKED``, so several relays
+    share the work and never deliver one batch together), then publish with no
+    transaction open, so no row lock is held while the broker answers (``deliver_claimed``).
+    A batch the backend refuses is recorded as failed and retried sooner, with backoff; a
+    relay that dies after its claim leaves the batch to be delivered again at the time the
+    claim set. Call it outside a transaction (as the command and the beat task do): inside
+    one, the claim's locks last until that transaction ends.
     """
     using = database_alias(using)
     delivered = 0
-    postgres = connections[using].vendor == "postgresql"
     while True:
-        with transaction.atomic(using=using) if postgres else nullcontext():
-            batch = claim_due(using, batch_size)
-            ok = bool(batch) and hand_over(batch, using=using, relay=True)
-        if ok:
+        batch = claim_due(using, batch_size)
+        if batch and deliver_claimed(batch, using=using):
             delivered += len(batch)
             logger.debug("relay: delivered %d wake(s)", len(batch))
         if len(batch) < batch_size:
