@@ -187,9 +187,7 @@ def test_the_patch_index_answers_the_filter(alias: str) -> None:
 def test_in_flight_or_finished(admin_client: Client, deployed: dict[str, str]) -> None:
     """The how-to's step 4 as one filter: the old branch's executions still in flight."""
     Execution.objects.filter(pk=deployed["old"]).update(status="sleeping", finished_at=None)
-    assert listed(admin_client, patch=CHANGE, patched="false", finished="no") == {
-        deployed["old"]
-    }
+    assert listed(admin_client, patch=CHANGE, patched="false", finished="no") == {deployed["old"]}
     assert listed(admin_client, patch=CHANGE, patched="false", finished="yes") == set()
     assert listed(admin_client, finished="yes") == {deployed["new"], deployed["other"]}
     assert listed(admin_client, finished="no") == {deployed["old"]}

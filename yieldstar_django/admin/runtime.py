@@ -1,5 +1,5 @@
 """The execution admin: executions with status, error and their heap; resume and cancel;
-found by status, workflow and recorded patch decision."""
+found by status (or in flight / finished), workflow and recorded patch decision."""
 
 from __future__ import annotations
 
@@ -54,6 +54,25 @@ class WorkflowNameFilter(admin.SimpleListFilter):
         return queryset.filter(workflow_id=value) if value else queryset
 
 
+class FinishedFilter(admin.SimpleListFilter):
+    """In flight (``no``: not in a terminal status) or finished (``yes``: completed, failed
+    or cancelled); another value filters nothing."""
+
+    title = "finished"
+    parameter_name = "finished"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("no", "in flight"), ("yes", "finished, failed or cancelled")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value == "no":
+            return queryset.exclude(status__in=TERMINAL_STATUSES)
+        if value == "yes":
+            return queryset.filter(status__in=TERMINAL_STATUSES)
+        return queryset
+
+
 #: The fields of the (read-only) change page.
 FIELDS: tuple[str, ...] = (
     "id",
@@ -88,7 +107,7 @@ class ExecutionAdmin(
     cancel. Both need the change permission; nothing else is editable."""
 
     list_display = ["id", "workflow_id", "pretty_status", "runs", "created_at", "finished_at"]
-    list_filter = ["status", WorkflowNameFilter, PatchDecisionFilter]
+    list_filter = ["status", FinishedFilter, WorkflowNameFilter, PatchDecisionFilter]
     search_fields = ["id"]
     search_help_text = "Executions whose id starts with the text."
     ordering = ["-created_at"]
