@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
+from django.utils import timezone
+
 from yieldstar_django import define_store, workflow
+from yieldstar_django.models import Execution
 from yieldstar_django.runtime import RetryableError
 
 #: Attempts made by ``flaky_hour`` (a step.run side effect the test reads).
@@ -129,3 +133,35 @@ def busy_until(step: Any, until: float) -> Any:
         yield from step.run(_tick, i, key=f"tick-{i}")
         i += 1
     return i
+
+
+#: Set by ``_pause`` as it starts (for a test that acts while the step runs).
+PAUSING = threading.Event()
+
+
+def _pause(seconds: float) -> float:
+    PAUSING.set()
+    time.sleep(seconds)
+    return seconds
+
+
+@workflow("ys-testing-slow-step")
+def slow_step(step: Any, seconds: float) -> Any:
+    """One step that takes ``seconds`` (a slow computation or call), then a quick one."""
+    slept = yield from step.run(_pause, seconds)
+    yield from step.run(_tick, 1, key="after")
+    return slept
+
+
+def _lease_left(execution_id: str) -> float:
+    """Seconds the execution's lease has left, as the run's own connection sees it."""
+    expires = Execution.objects.values_list("lease_expires_at", flat=True).get(pk=execution_id)
+    assert expires is not None
+    return (expires - timezone.now()).total_seconds()
+
+
+@workflow("ys-testing-lease-left-after-a-slow-step")
+def lease_left_after(step: Any, seconds: float) -> Any:
+    """A step that takes ``seconds``, then how long the lease has left when the next starts."""
+    yield from step.run(_pause, seconds)
+    return (yield from step.run(_lease_left, step.execution_id))

@@ -12,6 +12,13 @@ workflow again before it lets the lease go, so no wake is lost; starting that ru
 (``Lease.run_again``) extends the lease and moves the timer like a renewal, and
 acknowledges the due intents but the timer.
 
+A lease taken inside a transaction (a caller's ``transaction.atomic``, a Django
+``TestCase``'s) is kept by the run itself instead, on its own connection, between steps:
+no other connection sees it until that transaction commits, so the keeper would find
+nothing to renew; and none can take it over meanwhile (the row is locked, or not yet
+visible), so a step that outlasts ``LEASE_SECONDS`` costs it nothing. By the time the
+transaction commits, the run has released it.
+
 The invariant: an execution that is not finished always has a live lease holder, or an
 unacknowledged wake intent that the relay will deliver, or waiters and no due wake. A held
 lease's takeover timer is never acknowledged (a takeover or the release ends it), so a
@@ -88,6 +95,11 @@ class Lease:
     #: name, store id, execution id, step key): ``(ledger result, row)``, each for the
     #: first read of its step in the first run (a ``CommitHook``'s ``reads``).
     reads: KnownReads | None = None
+    #: Taken inside a transaction of the caller's: renewed by ``check()``, on the run's own
+    #: connection, rather than by the process's lease keeper (see ``start_heartbeat``).
+    in_transaction: bool = False
+    #: When ``check()`` renews next (``time.monotonic()``), while it keeps the lease.
+    renew_due: float | None = None
 
     @property
     def execution_id(self) -> str:
@@ -121,6 +133,11 @@ class Lease:
         return reads if reads is not None else {}
 
     def check(self) -> None:
+        """Raise ``LeaseLost`` if the lease is gone. Called by the run before each step; for
+        a lease kept by the run itself (``in_transaction``), first renews it if that is due,
+        on the run's connection."""
+        if self.renew_due is not None and time.monotonic() >= self.renew_due:
+            self.renew()  # sets ``lost`` if the lease is gone
         if self.lost.is_set():
             raise LeaseLost(self.execution.id)
 
@@ -167,6 +184,8 @@ class Lease:
                     wakes.acknowledge(self.execution.id, keep=self.timer, using=alias)
         if renewed:
             self.expires_at = expires
+            if self.renew_due is not None:
+                self.renew_due = time.monotonic() + _renew_interval()
         else:
             self.lost.set()
         return renewed
@@ -215,16 +234,25 @@ class Lease:
         return bool(row and row[0])
 
     def start_heartbeat(self) -> None:
-        """Have the process's lease keeper renew this lease while the run lasts."""
-        _keeper.add(self)
+        """Keep this lease renewed while the run lasts: by the process's lease keeper, on a
+        connection of its own; or, for a lease taken inside a transaction
+        (``in_transaction``), by ``check()`` between steps, on the run's connection, which
+        is the only one that sees it (a step that outlasts ``LEASE_SECONDS`` then leaves
+        it expired in that transaction, which no other connection can take over)."""
+        if self.in_transaction:
+            self.renew_due = time.monotonic() + _renew_interval()
+        else:
+            _keeper.add(self)
 
     def stop_heartbeat(self) -> None:
+        self.renew_due = None
         _keeper.remove(self)
 
 
 class _LeaseKeeper:
     """One daemon thread per process that renews every lease held in the process every
-    third of ``LEASE_SECONDS`` (a run shorter than that costs no thread and no query).
+    third of ``LEASE_SECONDS`` (a run shorter than that costs no thread and no query); not
+    a lease taken inside a transaction, which its connection alone sees (``in_transaction``).
 
     It opens a database connection only to renew, and closes it after each round. A lease
     added while it sleeps wakes it, so the first renewal is never later than its interval
@@ -301,15 +329,21 @@ def acquire_lease(execution_id: str) -> Lease | None:
     durable timer just after the lease's expiry, so the execution is resumed elsewhere if
     this worker dies. Returns ``None`` if the lease is
     held by another run, or the execution is finished or missing. On PostgreSQL this is
-    one statement; elsewhere a short transaction.
+    one statement; elsewhere a short transaction. A lease taken inside a transaction of
+    the caller's (``transaction.atomic``, or autocommit off) is ``in_transaction``.
     """
     token = uuid.uuid4().hex
     now = timezone.now()
     expires = now + timedelta(seconds=lease_seconds())
     takeover = expires + timedelta(seconds=TAKEOVER_MARGIN)
     alias = yieldstar_settings.DATABASE_ALIAS
-    if connections[alias].vendor == "postgresql":
-        return _acquire_postgres(alias, execution_id, token, now, expires, takeover)
+    connection = connections[alias]
+    in_transaction = connection.in_atomic_block or not connection.get_autocommit()
+    if connection.vendor == "postgresql":
+        lease = _acquire_postgres(alias, execution_id, token, now, expires, takeover)
+        if lease is not None:
+            lease.in_transaction = in_transaction
+        return lease
     with transaction.atomic(using=alias):
         taken = (
             Execution.objects.filter(live(), pk=execution_id)
@@ -328,7 +362,7 @@ def acquire_lease(execution_id: str) -> Lease | None:
         wakes.acknowledge(execution_id, using=alias)
         execution = Execution.objects.get(pk=execution_id)
         timer = timers.schedule_timer(execution.id, execution.workflow_id, takeover, reason="lease")
-    return Lease(execution, token, expires, timer)
+    return Lease(execution, token, expires, timer, in_transaction=in_transaction)
 
 
 def _acquire_postgres(
