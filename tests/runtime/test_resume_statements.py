@@ -277,6 +277,30 @@ def test_only_the_lease_commit_skips_the_flush(pg: Runtime) -> None:
         assert setting() == configured
 
 
+def test_with_autocommit_off_the_acquisition_leaves_the_flush_alone(pg: Runtime) -> None:
+    """A caller that turned autocommit off (``transaction.set_autocommit(False)``) is in a
+    transaction of its own outside any ``atomic`` block: relaxing the flush there would make
+    the caller's whole transaction commit without waiting for the WAL."""
+
+    @pg.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.sleep(3600))
+
+    execution_id = start_workflow(wf)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        configured = str(cursor.fetchone()[0])
+    transaction.set_autocommit(False)
+    try:
+        assert acquire_lease(execution_id) is not None
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            assert str(cursor.fetchone()[0]) == configured
+    finally:
+        transaction.rollback()
+        transaction.set_autocommit(True)
+
+
 def test_a_store_changed_since_the_lease_was_taken_is_read_again(
     pg: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
