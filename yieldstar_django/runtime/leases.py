@@ -340,7 +340,9 @@ def acquire_lease(execution_id: str) -> Lease | None:
     connection = connections[alias]
     in_transaction = connection.in_atomic_block or not connection.get_autocommit()
     if connection.vendor == "postgresql":
-        lease = _acquire_postgres(alias, execution_id, token, now, expires, takeover)
+        lease = _acquire_postgres(
+            alias, execution_id, token, now, expires, takeover, in_transaction=in_transaction
+        )
         if lease is not None:
             lease.in_transaction = in_transaction
         return lease
@@ -372,14 +374,15 @@ def _acquire_postgres(
     now: datetime,
     expires: datetime,
     takeover: datetime,
+    *,
+    in_transaction: bool,
 ) -> Lease | None:
     """``acquire_lease`` in one round trip: UPDATE ... RETURNING, acknowledge the due
-    intents, INSERT the timer."""
+    intents, INSERT the timer. Its commit skips the WAL flush only when it is a transaction
+    of its own (autocommit): inside the caller's, that would last until the caller's commit."""
     connection = connections[alias]
     fields = [f for f in Execution._meta.concrete_fields]
-    statement = sql.acquire_lease_sql(
-        connection, fields, HEAP_FIELDS, relaxed=not connection.in_atomic_block
-    )
+    statement = sql.acquire_lease_sql(connection, fields, HEAP_FIELDS, relaxed=not in_transaction)
     adapt = connection.ops.adapt_datetimefield_value
     params: list[Any] = [
         token,
