@@ -35,7 +35,7 @@ from .portable import Committed
 from .store_queue import store_queue
 from .waiters import LeaseFence, LeaseNotHeld
 
-__all__ = ["DatabaseStoreClient", "get_store_client"]
+__all__ = ["DatabaseStoreClient", "get_store_client", "in_callers_transaction"]
 
 
 class DatabaseStoreClient(CasStoreClient):
@@ -112,11 +112,8 @@ class DatabaseStoreClient(CasStoreClient):
 
     def in_transaction(self) -> bool:
         """Whether a primitive called now joins a transaction of the caller's, which a
-        rollback could undo: ``transaction.atomic``, or a connection with autocommit off
-        (``set_autocommit(False)``, ``AUTOCOMMIT: False``), in a transaction outside any
-        ``atomic`` block."""
-        connection = self.connection
-        return connection.in_atomic_block or not connection.get_autocommit()
+        rollback could undo (:func:`in_callers_transaction`)."""
+        return in_callers_transaction(self.connection)
 
     @property
     def connection(self) -> BaseDatabaseWrapper:
@@ -353,3 +350,10 @@ def get_store_client(using: str | None = None) -> DatabaseStoreClient:
         with _clients_lock:
             client = _clients.setdefault(using, DatabaseStoreClient(using))
     return client
+
+
+def in_callers_transaction(connection: BaseDatabaseWrapper) -> bool:
+    """Whether a statement run now on ``connection`` joins a transaction of the caller's:
+    ``transaction.atomic``, or autocommit off (``set_autocommit(False)``, ``AUTOCOMMIT:
+    False``), in a transaction outside any ``atomic`` block."""
+    return connection.in_atomic_block or not connection.get_autocommit()

@@ -43,6 +43,7 @@ from django.utils import timezone
 
 from .. import clock, wakes
 from ..conf import yieldstar_settings
+from ..connector.client import in_callers_transaction
 from ..connector.cursors import fetchone
 from ..connector.hooks import KnownReads
 from ..connector.waiters import LeaseFence
@@ -338,7 +339,7 @@ def acquire_lease(execution_id: str) -> Lease | None:
     takeover = expires + timedelta(seconds=TAKEOVER_MARGIN)
     alias = yieldstar_settings.DATABASE_ALIAS
     connection = connections[alias]
-    in_transaction = connection.in_atomic_block or not connection.get_autocommit()
+    in_transaction = in_callers_transaction(connection)
     if connection.vendor == "postgresql":
         lease = _acquire_postgres(
             alias, execution_id, token, now, expires, takeover, in_transaction=in_transaction
