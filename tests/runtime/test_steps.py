@@ -607,3 +607,15 @@ def test_an_error_whose_str_raises_is_recorded(rt: Runtime) -> None:
     assert get_execution(second).status == "failed"
     assert error is not None and error["type"] == f"{__name__}:BadStr"
     assert "str() failed" in error["message"]
+
+
+def test_a_step_key_the_heap_cannot_hold_is_refused_at_the_call() -> None:
+    """A key holding NUL or a lone surrogate is refused where the workflow names it (as a
+    store id is), not by the database when the heap row is written."""
+    step = Step("e", "wf")
+    for key in ("a\x00b", "a\ud800b", "k" * 256):
+        with pytest.raises(ValueError):
+            next(step.run(len, "x", key=key))
+    for key in ("", 5):
+        with pytest.raises(TypeError):
+            next(step.run(len, "x", key=key))  # type: ignore[arg-type]
