@@ -119,8 +119,7 @@ def _check_key(key: str | None) -> str | None:
         return None
     if not isinstance(key, str) or not key:
         raise TypeError(f"a step key must be a non-empty str, not {key!r}")
-    if len(key) > MAX_KEY_LENGTH:
-        raise ValueError(f"a step key is at most {MAX_KEY_LENGTH} characters: {key[:40]!r}...")
+    check_text("step key", key)  # what the heap and the ledger cannot hold, as every client
     return key
 
 
