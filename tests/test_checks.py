@@ -1,19 +1,23 @@
-"""The system checks ``yieldstar.E001`` ... ``yieldstar.E005``, ``W001``, ``W002``, ``W004``."""
+"""The system checks ``yieldstar.E001`` ... ``yieldstar.E005``, ``W001``, ``W002``, ``W004``,
+``W005``."""
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib.util import find_spec
 from typing import Any
 
 import pytest
+from celery import Celery
 from django.core import checks
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
+from yieldstar_django.celery_app import current_app
 from yieldstar_django.checks import (
+    check_broker_timeouts,
     check_database_alias,
     check_settings,
     check_sqlite_transaction_mode,
@@ -288,3 +292,71 @@ def test_database_alias_without_a_router_that_sends_the_models_there() -> None:
     assert messages and set(ids(messages)) == {"yieldstar.E005"}
     assert any("yieldstar.Execution" in str(m.obj) for m in messages)
     assert "'default' (write)" in messages[0].msg
+
+
+# -- W005: a broker publish with no socket timeout --------------------------------------------
+
+CELERY_BACKEND = {"WAKE_BACKEND": "yieldstar_django.wakes.celery_backend"}
+BOUNDED = {"socket_timeout": 2, "socket_connect_timeout": 2}
+UNBOUNDED = {"visibility_timeout": 60}  # an option, but not the socket timeout
+
+
+@pytest.fixture
+def celery_app() -> Iterator[Callable[..., Celery]]:
+    """Make a Celery app of the given configuration the current one (as a project's
+    ``celery.py`` does), restoring the previous current app afterwards."""
+    previous = current_app()
+
+    def make(broker: str | None, **conf: Any) -> Celery:
+        app = Celery("project", broker=broker, set_as_current=False)
+        app.conf.update(conf)
+        app.set_current()
+        return app
+
+    yield make
+    previous.set_current()
+
+
+@pytest.mark.parametrize(
+    ("broker", "conf", "warned"),
+    [
+        ("redis://127.0.0.1:6379/0", {}, True),
+        ("rediss://cache.example:6380/0", {"broker_transport_options": {}}, True),
+        ("sentinel://10.0.0.1:26379;sentinel://10.0.0.2:26379", {}, True),
+        ("redis://127.0.0.1:6379/0", {"broker_transport_options": UNBOUNDED}, True),
+        ("redis://127.0.0.1:6379/0", {"broker_transport_options": BOUNDED}, False),
+        ("amqp://guest:guest@127.0.0.1:5672//", {}, False),
+        (None, {}, False),  # Celery's default broker is RabbitMQ's amqp://
+        ("memory://", {"broker_transport": "redis"}, True),  # broker_transport wins
+        ("filesystem://", {}, False),
+    ],
+)
+def test_w005_redis_broker_without_a_socket_timeout(
+    celery_app: Callable[..., Celery], broker: str | None, conf: dict[str, Any], warned: bool
+) -> None:
+    """A Redis publish waits for the broker's reply on a socket with no timeout unless the
+    transport options set one: ``tests/integration/test_celery_config.py`` shows such a
+    write hanging while the broker does not answer, and bounded with the documented
+    options."""
+    celery_app(broker, **conf)
+    with override_settings(YIELDSTAR=CELERY_BACKEND):
+        found = check_broker_timeouts()
+    assert ids(found) == (["yieldstar.W005"] if warned else [])
+    if warned:
+        assert "socket_timeout" in (found[0].hint or "")
+
+
+def test_w005_only_for_the_celery_wake_backend(celery_app: Callable[..., Celery]) -> None:
+    celery_app("redis://127.0.0.1:6379/0")
+    with override_settings(YIELDSTAR={"WAKE_BACKEND": GOOD_BACKEND}):
+        assert check_broker_timeouts() == []
+    with override_settings(YIELDSTAR=CELERY_BACKEND):
+        assert ids(check_broker_timeouts()) == ["yieldstar.W005"]
+
+
+def test_w005_is_registered(celery_app: Callable[..., Celery]) -> None:
+    celery_app("redis://127.0.0.1:6379/0")
+    with override_settings(YIELDSTAR=CELERY_BACKEND):
+        out = io.StringIO()
+        call_command("check", tags=["yieldstar"], stdout=out, stderr=out)
+    assert "yieldstar.W005" in out.getvalue()
