@@ -53,6 +53,11 @@ SPECTACULAR_SETTINGS = {"TITLE": "yieldstar demo", "VERSION": "0.1.0"}
 # demo_project/shared_settings.py.
 if os.environ.get("CELERY_BROKER_URL"):
     CELERY_BROKER_URL = os.environ["CELERY_BROKER_URL"]
+    # A broker that stops answering costs a write seconds, not for ever (yieldstar.W005).
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {
+        "socket_timeout": 2,
+        "socket_connect_timeout": 2,
+    }
 else:
     BROKER_DIR = VAR_DIR / "broker"
     _queue_dir = BROKER_DIR / "queue"

@@ -302,9 +302,12 @@ UNBOUNDED = {"visibility_timeout": 60}  # an option, but not the socket timeout
 
 
 @pytest.fixture
-def celery_app() -> Iterator[Callable[..., Celery]]:
+def celery_app(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Celery]]:
     """Make a Celery app of the given configuration the current one (as a project's
-    ``celery.py`` does), restoring the previous current app afterwards."""
+    ``celery.py`` does), restoring the previous current app afterwards. Celery's
+    ``CELERY_BROKER_URL`` environment variable overrides an app's broker, so it is unset."""
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
+    monkeypatch.delenv("CELERY_BROKER_WRITE_URL", raising=False)
     previous = current_app()
 
     def make(broker: str | None, **conf: Any) -> Celery:
@@ -344,6 +347,16 @@ def test_w005_redis_broker_without_a_socket_timeout(
     assert ids(found) == (["yieldstar.W005"] if warned else [])
     if warned:
         assert "socket_timeout" in (found[0].hint or "")
+
+
+def test_w005_reads_the_broker_celery_uses(
+    celery_app: Callable[..., Celery], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``CELERY_BROKER_URL`` in the environment overrides the app's configured broker."""
+    celery_app("amqp://guest:guest@127.0.0.1:5672//")
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+    with override_settings(YIELDSTAR=CELERY_BACKEND):
+        assert ids(check_broker_timeouts()) == ["yieldstar.W005"]
 
 
 def test_w005_only_for_the_celery_wake_backend(celery_app: Callable[..., Celery]) -> None:

@@ -12,6 +12,7 @@
 | ``yieldstar.E006`` | PostgreSQL with ``OPTIONS["isolation_level"]`` above READ COMMITTED |
 | ``yieldstar.W003`` | the Celery wake backend with no Celery app created (see ``celery_app``) |
 | ``yieldstar.W004`` | a SQLite database whose ``OPTIONS["timeout"]`` is missing or under 10 s |
+| ``yieldstar.W005`` | the Celery wake backend on a Redis broker with no ``socket_timeout`` |
 
 The checks only read settings; none connects to a database. They are
 registered by :meth:`yieldstar_django.apps.YieldstarConfig.ready`.
@@ -24,6 +25,7 @@ import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from celery import Celery
 from django.apps import AppConfig, apps
 from django.conf import settings
 from django.core import checks
@@ -37,6 +39,7 @@ from .conf import DEFAULTS, SETTING_NAME, SETTINGS, yieldstar_settings
 from .wakes.backends import celery_backend
 
 __all__ = [
+    "check_broker_timeouts",
     "check_celery_app",
     "check_database_alias",
     "check_postgres_isolation_level",
@@ -55,6 +58,10 @@ SQLITE_LOCKING_MODES = frozenset({"IMMEDIATE", "EXCLUSIVE"})
 #: default, which applies when ``OPTIONS`` sets none.
 SQLITE_MIN_TIMEOUT = 10.0
 SQLITE_DEFAULT_TIMEOUT = 5.0
+
+#: Kombu transports whose publish waits for the broker's reply on a socket that has no
+#: timeout unless ``broker_transport_options`` sets ``socket_timeout``.
+UNBOUNDED_TRANSPORTS = frozenset({"redis", "rediss", "sentinel"})
 
 
 def system_check(
@@ -328,6 +335,44 @@ def check_celery_app() -> Iterator[CheckMessage]:
     )
 
 
+def broker_transport(app: Celery) -> str:
+    """The kombu transport ``app`` publishes with: ``broker_transport`` if set, else the
+    scheme of its (first) write broker URL; Celery's default broker is ``amqp``."""
+    conf = app.conf
+    if conf.broker_transport:
+        return str(conf.broker_transport)
+    url = conf.broker_write_url or conf.broker_url or "amqp://"
+    first = url[0] if isinstance(url, list | tuple) else str(url).split(";")[0]
+    return first.split("://", 1)[0].strip().lower()
+
+
+@system_check
+def check_broker_timeouts() -> Iterator[CheckMessage]:
+    """W005 when the Celery wake backend publishes through a Redis broker whose socket has
+    no timeout: a broker that stops answering then blocks every write that wakes a waiter,
+    and the request that made it, for ever."""
+    try:
+        backend = yieldstar_settings.import_setting("WAKE_BACKEND")
+    except Exception:  # E002 reports it
+        return
+    app = current_app()
+    if backend is not celery_backend or is_default_app(app):  # W003 covers the default app
+        return
+    transport = broker_transport(app)
+    options = app.conf.broker_transport_options or {}
+    if transport not in UNBOUNDED_TRANSPORTS or options.get("socket_timeout") is not None:
+        return
+    yield checks.Warning(
+        f"WAKE_BACKEND publishes wakes through a {transport} broker with no socket "
+        "timeout: if the broker stops answering (a hung server, a failover, a dropped "
+        "idle connection), every write that wakes a waiter waits for it for ever.",
+        hint='Set CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": 2, '
+        '"socket_connect_timeout": 2} (docs/howto/run-workers.md): such a write then '
+        "gives up in seconds and the relay delivers its wake once the broker is back.",
+        id="yieldstar.W005",
+    )
+
+
 def register() -> None:
     """Register every check under the ``yieldstar`` tag (idempotent)."""
     for check in (
@@ -337,5 +382,6 @@ def register() -> None:
         check_settings,
         check_database_alias,
         check_celery_app,
+        check_broker_timeouts,
     ):
         checks.register(check, TAG)

@@ -85,7 +85,8 @@ def unanswering_broker() -> Iterator[str]:
 @pytest.mark.xfail(
     strict=True,
     reason="Known: with Celery's defaults a Redis broker has no socket timeout, so a "
-    "publish to one that stops answering blocks the committing request indefinitely.",
+    "publish to one that stops answering blocks the committing request indefinitely "
+    "(yieldstar.W005 warns of that configuration).",
 )
 def test_a_broker_that_does_not_answer_does_not_hang_the_commit(
     alias: str, spawn: Spawn, unanswering_broker: str
