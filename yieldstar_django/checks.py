@@ -358,8 +358,11 @@ def check_broker_timeouts() -> Iterator[CheckMessage]:
     app = current_app()
     if backend is not celery_backend or is_default_app(app):  # W003 covers the default app
         return
-    transport = broker_transport(app)
-    options = app.conf.broker_transport_options or {}
+    try:
+        transport = broker_transport(app)
+        options = dict(app.conf.broker_transport_options or {})
+    except Exception:  # a Celery configuration that does not load is Celery's to report
+        return
     if transport not in UNBOUNDED_TRANSPORTS or options.get("socket_timeout") is not None:
         return
     yield checks.Warning(
