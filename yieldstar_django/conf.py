@@ -358,10 +358,11 @@ and timers. A number > 0.
         doc="""\
 How long after it finished (`completed`, `failed` or `cancelled`) an execution is kept.
 `python manage.py yieldstar_prune` and the beat task `yieldstar_django.prune_executions`
-then delete it with its heap, wake intents, waiters, claim leases and ledger rows, and
-delivered wake intents as old, in small batches. Unfinished executions are never pruned,
-nor their ledger rows, nor a finished one while a leased claim of it is still held. `None`
-keeps every execution. A number >= 0 or `None`. See
+then delete it with its heap, wake intents, waiters, claim leases and ledger rows, in small
+batches; the beat task also deletes wake intents delivered as long ago (the command, those
+delivered more than its `--intents-age`, 7 days by default). Unfinished executions are
+never pruned, nor their ledger rows, nor a finished one while a leased claim of it is still
+held. `None` keeps every execution. A number >= 0 or `None`. See
 [retention](../operations/retention.md).
 """,
     )

@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 import pytest
+from django.core.exceptions import PermissionDenied
 from django.test import Client
 from django.urls import reverse
 
-from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
 from yieldstar_django.models import Execution
 from yieldstar_django.runtime import start_workflow
 
@@ -65,6 +66,36 @@ def test_415_names_the_accepted_media_types(api: Client, counter: StoreDefinitio
     assert "application/merge-patch+json" in body["detail"]
     response = api.put(url, "count=1", content_type="text/plain")
     assert response.json()["accepted_media_types"] == ["application/json"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/yieldstar/", "/yieldstar/stores/", "/yieldstar/stores/api-counter/s/", START],
+)
+def test_an_unknown_format_is_a_coded_json_404(
+    api: Client, counter: StoreDefinition, path: str
+) -> None:
+    # DRF's content negotiation raises Django's Http404 for an unknown ?format=; every
+    # error of the API carries a "code" (docs/howto/http-api.md, "Errors").
+    response = api.get(path, {"format": "yaml"})
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"detail": "Not found.", "code": "not_found"}
+
+
+def test_a_hook_raising_djangos_permission_denied_is_a_coded_403(
+    api: Client, counter: StoreDefinition
+) -> None:
+    def refuse(request: Any, action: str, store_id: str | None) -> bool:
+        raise PermissionDenied("not yours")
+
+    define_store("api-refusing", None, initial=lambda id: {}, permission=refuse)
+    try:
+        response = api.get("/yieldstar/stores/api-refusing/s/")
+    finally:
+        unregister_store("api-refusing")
+    assert response.status_code == 403
+    assert response.json() == {"detail": "not yours", "code": "permission_denied"}
 
 
 def test_bad_if_none_match_names_the_header(api: Client, counter: StoreDefinition) -> None:

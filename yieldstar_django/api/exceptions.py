@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied, SuspiciousOperation
 from django.db import OperationalError
+from django.http import Http404
 from rest_framework.exceptions import (
     APIException,
     ErrorDetail,
+    NotFound,
+    PermissionDenied,
     UnsupportedMediaType,
     ValidationError,
 )
@@ -172,6 +175,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return _error(409, "patch_conflict", str(exc), operation=exc.index)
     if isinstance(exc, SuspiciousOperation):
         return _error(400, "bad_request", str(exc) or "Bad request.")
+    # Django's own (DRF's content negotiation raises Http404 for an unknown ?format=; a
+    # permission hook may raise PermissionDenied): DRF's as its handler maps them, so
+    # that they get a code below too.
+    if isinstance(exc, Http404):
+        exc = NotFound(*exc.args)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = PermissionDenied(*exc.args)
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, APIException):
         return response
