@@ -521,6 +521,35 @@ class TestListing:
         assert response.status_code == 400
         assert response.json()["code"] == "parse_error"
 
+    @pytest.mark.parametrize("limit", ["0001001", "0001000000", "000000002000"])
+    def test_leading_zeros_do_not_lift_the_page_size_cap(
+        self, api: Client, counter: StoreDefinition, limit: str
+    ) -> None:
+        """``?limit=`` is read as the number it spells: past ``MAX_PAGE_SIZE`` it is ``400``,
+        whatever zeros lead it, and no page is ever longer than the cap."""
+        from django.utils import timezone
+
+        from yieldstar_django.api.base import MAX_PAGE_SIZE
+
+        now = timezone.now()
+        StoreInstance.objects.bulk_create(
+            StoreInstance(
+                name="api-counter",
+                store_id=f"z{n:05}",
+                instance_id=f"i{n}",
+                version=0,
+                state='{"count":0}',
+                created_at=now,
+                updated_at=now,
+            )
+            for n in range(MAX_PAGE_SIZE + 1)
+        )
+        ids = reverse("yieldstar:store-ids", args=["api-counter"])
+        response = api.get(ids, {"limit": limit})
+        assert response.status_code == 400, len(response.json().get("results", []))
+        assert response.json()["code"] == "parse_error"
+        assert len(api.get(ids, {"limit": "0001000"}).json()["results"]) == MAX_PAGE_SIZE
+
 
 def test_ids_may_hold_slashes(api: Client, counter: StoreDefinition) -> None:
     response = write(api, "PUT", {"count": 1}, target=url("tenant/7"))

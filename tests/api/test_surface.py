@@ -169,7 +169,9 @@ class TestExecutionList:
         assert sorted(seen) == [f"p{n}" for n in range(5)]
         assert len(seen) == 5
 
-    @pytest.mark.parametrize("limit", ["0", "1001", "99999999", "x", "-1", "1.5", "", "\uff11"])
+    @pytest.mark.parametrize(
+        "limit", ["0", "1001", "99999999", "x", "-1", "1.5", "", "\uff11", "0001001", "0001000000"]
+    )
     def test_a_bad_limit_is_400_as_for_store_ids(
         self, api: Client, counter: StoreDefinition, limit: str
     ) -> None:
