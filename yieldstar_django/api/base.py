@@ -116,14 +116,16 @@ def check_store_id(store_id: str) -> None:
 
 def requested_page_size(request: Request) -> int:
     """A list's page size: ``?limit=``, an integer from 1 to ``MAX_PAGE_SIZE`` (ASCII
-    digits), else ``DEFAULT_PAGE_SIZE`` when absent. Anything else is ``400``
-    (``parse_error``), never quietly another size."""
+    digits, leading zeros allowed), else ``DEFAULT_PAGE_SIZE`` when absent. Anything else
+    is ``400`` (``parse_error``), never quietly another size."""
     raw = request.query_params.get("limit")
     if raw is None:
         return DEFAULT_PAGE_SIZE
-    if not raw.isdigit() or not raw.isascii() or not 1 <= int(raw[:6]) <= MAX_PAGE_SIZE:
+    # The number the digits spell, without converting an arbitrarily long string.
+    digits = raw.lstrip("0") if raw.isdigit() and raw.isascii() else ""
+    if not digits or len(digits) > len(str(MAX_PAGE_SIZE)) or int(digits) > MAX_PAGE_SIZE:
         raise ParseError(f"limit must be an integer from 1 to {MAX_PAGE_SIZE}.")
-    return int(raw)
+    return int(digits)
 
 
 # --- definitions and ids ------------------------------------------------------------------
