@@ -152,6 +152,22 @@ def test_if_match_forms(api: Client, counter: StoreDefinition) -> None:
     assert api.get(url()).json()["state"] == {"count": 2}
 
 
+@pytest.mark.parametrize("form", [", {etag}", '"x:1", , {etag}', '"x:1",,{etag},', " ,{etag}"])
+def test_empty_list_elements_are_ignored(api: Client, counter: StoreDefinition, form: str) -> None:
+    """RFC 9110 (5.6.1.2): a recipient of a list header must accept and ignore empty
+    elements, in ``If-Match`` as in ``If-None-Match``."""
+    etag = etag_of(api)
+    response = write(api, "PUT", {"count": 1}, **{"If-Match": form.format(etag=etag)})
+    assert response.status_code == 200, response.content
+    current = response["ETag"]
+    assert api.get(url(), headers={"If-None-Match": form.format(etag=current)}).status_code == 304
+    for empty in ["", " , ,"]:
+        refused = write(api, "PUT", {"count": 2}, **{"If-Match": empty})
+        assert refused.status_code == 400, refused.content
+        assert refused.json()["code"] == "invalid_header"
+    assert api.get(url()).json()["state"] == {"count": 1}
+
+
 def test_if_match_after_recreation_fails(api: Client, counter: StoreDefinition) -> None:
     etag = etag_of(api)
     assert api.delete(url()).status_code == 204
