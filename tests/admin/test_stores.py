@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.contrib.admin.utils import quote
-from django.db import connection
+from django.db import connection, connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
 from yieldstar_django.core.results import StoreWaiter
 from yieldstar_django.core.store import StoreClient
@@ -398,6 +400,51 @@ class TestEditor:
             assert not StoreVersion.objects.filter(
                 store_name=definition.name, store_id="r", version=1
             ).exists()
+        finally:
+            unregister_store(definition.name)
+
+    @pytest.mark.django_db(transaction=True)
+    def test_an_edit_racing_a_delete_does_not_create_the_store_again(
+        self, admin_client: Client, store_client: StoreClient
+    ) -> None:
+        """Another client deletes the store after the editor's POST found its row and before
+        the edit's compare-and-swap: the edit is a conflict that says so, and the store
+        stays deleted (the compare-and-swap must not create it from ``initial`` first)."""
+        deleted: list[str] = []
+
+        def delete_from_another_connection(request: Any, action: str, id: str | None) -> bool:
+            if action == "change" and id == "raced" and not deleted:
+                deleted.append(id)
+                thread = threading.Thread(target=delete_store, args=[definition, id])
+                thread.start()
+                thread.join()
+            return True
+
+        def delete_store(definition: StoreDefinition, id: str) -> None:
+            try:
+                get_store_client().delete_store(definition, id)
+            finally:
+                connections.close_all()
+
+        definition = define_store(
+            "admin-raced",
+            None,
+            initial=lambda id: {"fresh": True},
+            permission=delete_from_another_connection,
+        )
+        try:
+            url = page_url(store_client, definition, "raced")
+            store_client.update_store(definition, "raced", updater=lambda d: d.update(n=1))
+            deleted.append("not yet")  # the page is opened without deleting anything
+            data = form_data(admin_client, url)
+            deleted.clear()
+            response = admin_client.post(url, {**data, "state_json": '{"n": 2}'})
+            assert deleted == ["raced"]
+            assert response.status_code == 200
+            assert not StoreInstance.objects.filter(name="admin-raced").exists()
+            html = response.content.decode()
+            assert "Your changes were NOT saved" in html
+            assert "it was deleted since" in html
         finally:
             unregister_store(definition.name)
 

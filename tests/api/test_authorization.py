@@ -209,3 +209,43 @@ def test_superuser_passes(counter: StoreDefinition, django_user_model: Any) -> N
     client = Client()
     client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
     assert client.get(reverse("yieldstar:store-list")).status_code == 200
+
+
+def schema_store_names(client: Client) -> list[list[str] | None]:
+    """The ``enum`` of every ``name`` path parameter of the schema (``None``: no enum)."""
+    response = client.get(reverse("yieldstar:schema"))
+    assert response.status_code == 200, response.content
+    return [
+        parameter["schema"].get("enum")
+        for item in response.json()["paths"].values()
+        for operation in item.values()
+        for parameter in operation.get("parameters", [])
+        if parameter["in"] == "path" and parameter["name"] == "name"
+    ]
+
+
+def test_the_schema_names_only_the_definitions_the_user_may_view(
+    counter: StoreDefinition, hidden: StoreDefinition, client_for: Any
+) -> None:
+    """The schema lists the definitions the user may view, as the API root does: those the
+    hook lets through, and none to a user without ``view_storeinstance`` (who may open the
+    schema with another ``yieldstar`` permission)."""
+    viewer = schema_store_names(client_for("view"))
+    assert viewer and all(names and "api-counter" in names for names in viewer)
+    assert all("api-hidden" not in names for names in viewer if names)
+
+    executions_only = Client()
+    executions_only.force_login(make_user_with("execution-viewer", ["view_execution"]))
+    assert executions_only.get(reverse("yieldstar:root")).json()["stores"] == []
+    named = schema_store_names(executions_only)
+    assert named and all(names is None for names in named), named
+
+
+def make_user_with(username: str, codenames: list[str]) -> Any:
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user(username, password="pw")
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="yieldstar", codename__in=codenames)
+    )
+    return user

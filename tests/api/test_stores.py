@@ -152,6 +152,22 @@ def test_if_match_forms(api: Client, counter: StoreDefinition) -> None:
     assert api.get(url()).json()["state"] == {"count": 2}
 
 
+@pytest.mark.parametrize("form", [", {etag}", '"x:1", , {etag}', '"x:1",,{etag},', " ,{etag}"])
+def test_empty_list_elements_are_ignored(api: Client, counter: StoreDefinition, form: str) -> None:
+    """RFC 9110 (5.6.1.2): a recipient of a list header must accept and ignore empty
+    elements, in ``If-Match`` as in ``If-None-Match``."""
+    etag = etag_of(api)
+    response = write(api, "PUT", {"count": 1}, **{"If-Match": form.format(etag=etag)})
+    assert response.status_code == 200, response.content
+    current = response["ETag"]
+    assert api.get(url(), headers={"If-None-Match": form.format(etag=current)}).status_code == 304
+    for empty in ["", " , ,"]:
+        refused = write(api, "PUT", {"count": 2}, **{"If-Match": empty})
+        assert refused.status_code == 400, refused.content
+        assert refused.json()["code"] == "invalid_header"
+    assert api.get(url()).json()["state"] == {"count": 1}
+
+
 def test_if_match_after_recreation_fails(api: Client, counter: StoreDefinition) -> None:
     etag = etag_of(api)
     assert api.delete(url()).status_code == 204
@@ -520,6 +536,35 @@ class TestListing:
         response = api.get(reverse("yieldstar:store-ids", args=["api-counter"]) + "?" + query)
         assert response.status_code == 400
         assert response.json()["code"] == "parse_error"
+
+    @pytest.mark.parametrize("limit", ["0001001", "0001000000", "000000002000"])
+    def test_leading_zeros_do_not_lift_the_page_size_cap(
+        self, api: Client, counter: StoreDefinition, limit: str
+    ) -> None:
+        """``?limit=`` is read as the number it spells: past ``MAX_PAGE_SIZE`` it is ``400``,
+        whatever zeros lead it, and no page is ever longer than the cap."""
+        from django.utils import timezone
+
+        from yieldstar_django.api.base import MAX_PAGE_SIZE
+
+        now = timezone.now()
+        StoreInstance.objects.bulk_create(
+            StoreInstance(
+                name="api-counter",
+                store_id=f"z{n:05}",
+                instance_id=f"i{n}",
+                version=0,
+                state='{"count":0}',
+                created_at=now,
+                updated_at=now,
+            )
+            for n in range(MAX_PAGE_SIZE + 1)
+        )
+        ids = reverse("yieldstar:store-ids", args=["api-counter"])
+        response = api.get(ids, {"limit": limit})
+        assert response.status_code == 400, len(response.json().get("results", []))
+        assert response.json()["code"] == "parse_error"
+        assert len(api.get(ids, {"limit": "0001000"}).json()["results"]) == MAX_PAGE_SIZE
 
 
 def test_ids_may_hold_slashes(api: Client, counter: StoreDefinition) -> None:

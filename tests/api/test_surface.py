@@ -98,6 +98,42 @@ def test_a_hook_raising_djangos_permission_denied_is_a_coded_403(
     assert response.json() == {"detail": "not yours", "code": "permission_denied"}
 
 
+@pytest.mark.parametrize(
+    ("method", "content_type", "body"),
+    [
+        ("patch", "*/*", '[{"op": "replace", "path": "", "value": {"count": 9}}]'),
+        ("patch", "application/*", '{"count": 9}'),
+        ("patch", "*/*; charset=utf-8", '{"count": 9}'),
+        ("put", "*/*", '{"count": 9}'),
+        ("put", "application/*", '{"count": 9}'),
+    ],
+    ids=["patch-any", "patch-application", "patch-any-charset", "put-any", "put-application"],
+)
+def test_a_wildcard_content_type_is_415(
+    api: Client, counter: StoreDefinition, method: str, content_type: str, body: str
+) -> None:
+    """A body's ``Content-Type`` names one media type; ``*/*`` or ``application/*`` (an
+    ``Accept`` range) says nothing about how to read the body, so no parser takes it and
+    nothing is written."""
+    api.raise_request_exception = False
+    url = reverse("yieldstar:store-detail", args=["api-counter", "wild"])
+    created = api.put(url, '{"count": 1}', content_type="application/json")
+    assert created.status_code == 200, created.content
+    response = getattr(api, method)(url, body, content_type=content_type)
+    assert response.status_code == 415, response.content
+    assert response.json()["code"] == "unsupported_media_type"
+    assert api.get(url).json()["state"] == {"count": 1}
+    assert api.get(url)["ETag"] == created["ETag"]
+
+
+def test_a_wildcard_content_type_is_415_for_a_start(api: Client) -> None:
+    api.raise_request_exception = False
+    body = {"workflow": "api-test-greet", "args": ["ada"], "execution_id": "wild"}
+    response = api.post(START, json.dumps(body), content_type="*/*")
+    assert response.status_code == 415, response.content
+    assert not Execution.objects.filter(pk="wild").exists()
+
+
 def test_bad_if_none_match_names_the_header(api: Client, counter: StoreDefinition) -> None:
     url = reverse("yieldstar:store-detail", args=["api-counter", "s"])
     response = api.get(url, headers={"If-None-Match": "garbage"})
@@ -164,7 +200,9 @@ class TestExecutionList:
         assert sorted(seen) == [f"p{n}" for n in range(5)]
         assert len(seen) == 5
 
-    @pytest.mark.parametrize("limit", ["0", "1001", "99999999", "x", "-1", "1.5", "", "\uff11"])
+    @pytest.mark.parametrize(
+        "limit", ["0", "1001", "99999999", "x", "-1", "1.5", "", "\uff11", "0001001", "0001000000"]
+    )
     def test_a_bad_limit_is_400_as_for_store_ids(
         self, api: Client, counter: StoreDefinition, limit: str
     ) -> None:

@@ -3,10 +3,10 @@
 Read-only by default. A user with the change permission (and whom the definition's
 ``permission`` hook allows) gets a state editor whose save validates through the
 definition's schema and compare-and-swaps on the version the page was opened at
-(``update_store_from``): when someone else changed the store meanwhile, nothing is written
-and the form says so. A store whose definition is gone, or whose state is over
-``MAX_EDIT_CHARS``, is shown as to a viewer, and an edit posted to it is refused. Rows are
-only ever written through the store client.
+(``update_store_if``, of an existing store only): when someone else changed or deleted the
+store meanwhile, nothing is written and the form says so. A store whose definition is
+gone, or whose state is over ``MAX_EDIT_CHARS``, is shown as to a viewer, and an edit
+posted to it is refused. Rows are only ever written through the store client.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from django.utils.safestring import SafeString
 
 from ..api.jsonvalue import copy_json
 from ..connector import get_store_client
+from ..core.commits import MISSING_INSTANCE, VersionCondition
 from ..core.definition import StoreDefinition, get_definition, registered_definitions
 from ..core.durable import decode_durable
 from ..core.errors import StoreValidationError, WorkflowValueError, YieldstarError, format_path
-from ..core.results import StoreSnapshot, StoreStepId, StoreUpdateConflict
+from ..core.results import StoreStepId, StoreUpdateConflict
 from ..models.stores import AppliedStep, StoreInstance, StoreVersion, Waiter
 from .base import (
     LargeTableListMixin,
@@ -126,7 +127,13 @@ class StoreStateForm(forms.ModelForm):  # type: ignore[type-arg]
             return cleaned
         instance = self.instance
         new_state = cleaned["state_json"]
-        snapshot = StoreSnapshot(None, cleaned["expected_instance_id"], cleaned["expected_version"])
+        # Only over the version the page was opened at, of a store that still exists: a
+        # store deleted meanwhile is a conflict, not created again from ``initial`` (as
+        # ``update_store_from`` would create it before comparing).
+        condition = VersionCondition(
+            ((cleaned["expected_instance_id"], cleaned["expected_version"]),),
+            existing_only=True,
+        )
         # The form's token and the text sent: the same form sent again with the same text
         # (a double click) is the same edit, replayed; with another text (the form brought
         # back by the browser's Back button) it is a new edit on a stale version.
@@ -135,12 +142,16 @@ class StoreStateForm(forms.ModelForm):  # type: ignore[type-arg]
             f"admin-edit:{cleaned['edit_token']}:{self.text_digest[:32]}",
         )
         try:
-            result = get_store_client().update_store_from(
-                self.definition,
-                instance.store_id,
-                snapshot=snapshot,
-                updater=lambda draft: copy_json(new_state),
-                step_id=step_id,
+            result = (
+                get_store_client()
+                .update_store_if(
+                    self.definition,
+                    instance.store_id,
+                    updater=lambda draft: copy_json(new_state),
+                    condition=condition,
+                    step_id=step_id,
+                )
+                .result
             )
         except StoreValidationError as exc:
             for issue in exc.issues:
@@ -164,8 +175,10 @@ def _reject_constant(name: str) -> Any:
 
 
 def conflict_message(conflict: StoreUpdateConflict) -> str:
-    """What the editor says when the store changed while it was open."""
-    if conflict.actual_instance_id != conflict.expected_instance_id:
+    """What the editor says when the store changed (or was deleted) while it was open."""
+    if conflict.actual_instance_id == MISSING_INSTANCE:
+        now = "it was deleted since"
+    elif conflict.actual_instance_id != conflict.expected_instance_id:
         now = "it was deleted and created again since"
     else:
         now = f"it is now at version {conflict.actual_version}"

@@ -4,12 +4,14 @@ path, and a list's page size (see ``docs/internals/architecture.md#api``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 from django.db import transaction
 from drf_spectacular.openapi import AutoSchema
 from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -38,11 +40,23 @@ def store_client() -> CasStoreClient:
     return get_store_client()
 
 
+class ExactContentNegotiation(DefaultContentNegotiation):
+    """DRF's negotiation, but a body's parser is the one whose media type is the body's
+    ``Content-Type`` exactly (case aside, parameters such as ``charset`` ignored). DRF's own
+    also lets a range through (``*/*``, ``application/*``) to the first parser: such a
+    ``Content-Type`` names no media type, so no parser takes it (``415``)."""
+
+    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
+        media_type = body_media_type(request)
+        return next((parser for parser in parsers if parser.media_type == media_type), None)
+
+
 class YieldstarAPIView(APIView):
     """Base view: JSON only, JSON errors, body size guard, no request-wide transaction."""
 
     renderer_classes = [JSONRenderer]
     parser_classes = [SafeJSONParser]
+    content_negotiation_class = ExactContentNegotiation
     #: drf-spectacular's schema class on the views themselves: the project need not set
     #: ``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]`` (which would change its other views too).
     schema = AutoSchema()
@@ -102,14 +116,16 @@ def check_store_id(store_id: str) -> None:
 
 def requested_page_size(request: Request) -> int:
     """A list's page size: ``?limit=``, an integer from 1 to ``MAX_PAGE_SIZE`` (ASCII
-    digits), else ``DEFAULT_PAGE_SIZE`` when absent. Anything else is ``400``
-    (``parse_error``), never quietly another size."""
+    digits, leading zeros allowed), else ``DEFAULT_PAGE_SIZE`` when absent. Anything else
+    is ``400`` (``parse_error``), never quietly another size."""
     raw = request.query_params.get("limit")
     if raw is None:
         return DEFAULT_PAGE_SIZE
-    if not raw.isdigit() or not raw.isascii() or not 1 <= int(raw[:6]) <= MAX_PAGE_SIZE:
+    # The number the digits spell, without converting an arbitrarily long string.
+    digits = raw.lstrip("0") if raw.isdigit() and raw.isascii() else ""
+    if not digits or len(digits) > len(str(MAX_PAGE_SIZE)) or int(digits) > MAX_PAGE_SIZE:
         raise ParseError(f"limit must be an integer from 1 to {MAX_PAGE_SIZE}.")
-    return int(raw)
+    return int(digits)
 
 
 # --- definitions and ids ------------------------------------------------------------------
@@ -118,6 +134,7 @@ def requested_page_size(request: Request) -> int:
 __all__ = [
     "DEFAULT_PAGE_SIZE",
     "MAX_PAGE_SIZE",
+    "ExactContentNegotiation",
     "YieldstarAPIView",
     "body_media_type",
     "check_store_id",

@@ -18,10 +18,10 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from ..core.definition import registered_definitions
+from ..core.definition import StoreDefinition, registered_definitions
 from ..runtime.registry import registered_workflows
 from .exceptions import exception_handler
-from .permissions import SchemaPermission, hook_allows
+from .permissions import SchemaPermission, hook_allows, store_permission
 from .serializers import ErrorSerializer
 
 Method = TypeVar("Method", bound=Callable[..., Any])
@@ -170,17 +170,24 @@ def only_yieldstar_endpoints(endpoints: list[Any], **kwargs: Any) -> list[Any]:
     ]
 
 
+def may_view_definition(request: Any, definition: StoreDefinition) -> bool:
+    """Whether the schema names ``definition`` to ``request``'s user (``None``: a schema
+    generated outside a request, such as by ``manage.py spectacular``, names every one)."""
+    if request is None:
+        return True
+    return bool(request.user.has_perm(store_permission("view"))) and hook_allows(
+        request, definition, "view", None
+    )
+
+
 def document_registered_names(
     result: dict[str, Any], generator: Any, request: Any, public: bool
 ) -> dict[str, Any]:
     """drf-spectacular postprocessing hook: list the store definitions the requesting user
-    may view as the ``enum`` of the ``name`` path parameter, and the registered workflows
-    as the ``enum`` of ``workflow`` in a start request."""
-    names = [
-        d.name
-        for d in registered_definitions()
-        if request is None or hook_allows(request, d, "view", None)
-    ]
+    may view (as the API root does: none without ``view_storeinstance``, only those the
+    hook lets through) as the ``enum`` of the ``name`` path parameter, and the registered
+    workflows as the ``enum`` of ``workflow`` in a start request."""
+    names = [d.name for d in registered_definitions() if may_view_definition(request, d)]
     for item in result.get("paths", {}).values():
         for operation in item.values():
             for parameter in operation.get("parameters", []):
