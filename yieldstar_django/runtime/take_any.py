@@ -96,7 +96,9 @@ def execute(
             ) -> Callable[[], None]:
                 value = recorded_result(mutation)
                 assert isinstance(value, StoreTakeMatched)
-                text = encode_durable([index, value.selected], limits=engine.limits, step_key=key)
+                text = encode_durable(
+                    [index, value.selected], limits=engine.record_limits, step_key=key
+                )
 
                 def write() -> None:
                     engine._write(
@@ -119,7 +121,7 @@ def execute(
                     encoded = hooked[-1]
                 else:  # a client not handed the hook, or committed by an earlier run
                     encoded = encode_durable(
-                        [index, result.selected], limits=engine.limits, step_key=key
+                        [index, result.selected], limits=engine.record_limits, step_key=key
                     )
                     with transaction.atomic(using=engine.alias):
                         drop_waiters()
