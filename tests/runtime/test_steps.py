@@ -692,3 +692,27 @@ def test_a_get_of_a_state_past_the_limits_raises_into_the_workflow(rt: Runtime) 
     assert execution.status == "completed", execution.error
     assert execution.result == ["INVALID_STEP_VALUE", "0"]
     assert rt.steps(eid)["0"].status == "failed"
+
+
+def test_an_execution_id_the_tables_cannot_hold_is_refused(rt: Runtime) -> None:
+    """An execution id holding NUL or a lone surrogate is a ``ValueError`` at
+    ``start_workflow`` (as a step key or a store id is), and names no execution: before,
+    PostgreSQL raised ``DataError`` (NUL) and both databases ``UnicodeEncodeError``
+    (surrogate); SQLite stored a NUL id, whose execution ``run_execution`` then refused to
+    run (``gone``, its wake never acknowledged) and ``get_execution`` said did not exist."""
+    from yieldstar_django.models import WakeIntent
+    from yieldstar_django.runtime.executions import ResumeResult, run_execution
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.sleep(0)
+
+    for bad in ("a\x00b", "a\ud800b"):
+        with pytest.raises(ValueError, match="execution id"):
+            start_workflow(wf, execution_id=bad)
+        with pytest.raises(Execution.DoesNotExist):
+            get_execution(bad)
+        assert cancel_execution(bad) is False
+        assert run_execution(bad) == ResumeResult.GONE
+    assert not Execution.objects.exists()
+    assert not WakeIntent.objects.exists()
