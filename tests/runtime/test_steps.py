@@ -716,3 +716,29 @@ def test_an_execution_id_the_tables_cannot_hold_is_refused(rt: Runtime) -> None:
         assert run_execution(bad) == ResumeResult.GONE
     assert not Execution.objects.exists()
     assert not WakeIntent.objects.exists()
+
+
+def test_an_error_s_none_arguments_are_revived_as_none(rt: Runtime) -> None:
+    """A ``None`` among an error's ``args`` is a durable value and comes back as ``None``,
+    on the first run and on replay, as a ``None`` attribute does; it came back as the
+    string ``"None"`` (recorded as a value that is not durable, by its ``str()``)."""
+
+    def boom() -> None:
+        raise LookupError("missing", None, 0, False)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        try:
+            yield from step.run(boom)
+        except LookupError as exc:
+            first = list(exc.args)
+        yield from step.sleep(0.01)  # the replay after it sees the recorded error again
+        return first
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    execution = get_execution(eid)
+    assert execution.status == "completed", execution.error
+    assert execution.result == ["missing", None, 0, False]
+    assert execution.runs >= 2
+    assert rt.steps(eid)["0"].error["args"] == ["missing", None, 0, False]
