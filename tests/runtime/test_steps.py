@@ -7,11 +7,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import transaction
+from django.test import override_settings
 
 from yieldstar_django import clock
 from yieldstar_django.conf import MAX_SECONDS
 from yieldstar_django.core.definition import StoreDefinition, define_store
+from yieldstar_django.core.durable import encode_durable
 from yieldstar_django.core.errors import WorkflowValueError, register_error_class
 from yieldstar_django.core.results import StoreSnapshot, StoreUpdateResult
 from yieldstar_django.models import Execution
@@ -23,6 +26,7 @@ from yieldstar_django.runtime import (
     get_execution,
     start_workflow,
 )
+from yieldstar_django.runtime.outcomes import durable_limits
 
 from .conftest import Runtime
 
@@ -619,3 +623,122 @@ def test_a_step_key_the_heap_cannot_hold_is_refused_at_the_call() -> None:
     for key in ("", 5):
         with pytest.raises(TypeError):
             next(step.run(len, "x", key=key))  # type: ignore[arg-type]
+
+
+# --- store states at the durable-value limits ----------------------------------------------
+
+
+def _limits(**changes: int) -> override_settings:
+    """``override_settings`` of the durable-value limits, the harness's other settings kept."""
+    return override_settings(YIELDSTAR={**settings.YIELDSTAR, **changes})
+
+
+#: A state exactly as deep as ``MAX_DEPTH`` 4 allows (dict, list, list, dict), and one
+#: exactly as large as ``MAX_STATE_BYTES`` 1024 allows.
+AT_THE_LIMITS = {
+    "depth": ({"MAX_DEPTH": 4}, {"a": [[{}]]}),
+    "bytes": ({"MAX_STATE_BYTES": 1024}, {"a": "x" * (1024 - len('{"a":""}'))}),
+}
+
+
+@pytest.mark.parametrize("limit", sorted(AT_THE_LIMITS))
+def test_store_steps_record_a_state_at_the_limits(rt: Runtime, limit: str) -> None:
+    """A state as deep, or as large, as the limits allow is a durable value, and so is what
+    ``get``, ``update`` and ``take_any`` return of it. Their heap records wrap the state
+    (in a dict with its versions; in a pair with the choice's index), and the wrapper was
+    checked as if it were the workflow's value: one level, or a few bytes, over."""
+    changes, state = AT_THE_LIMITS[limit]
+    store = rt.define(initial=lambda id: {"a": state["a"]})
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        snapshot = yield from step.get(store, "s")
+        updated = yield from step.update(store, "s", lambda draft: None)
+        index, selected = yield from step.take_any([(store, "s", lambda s: s, None)])
+        return [snapshot.state == state, updated.state == state, index, selected == state]
+
+    with _limits(**changes):
+        encode_durable(state, limits=durable_limits())  # at the limit: durable
+        beyond = [state] if limit == "depth" else {"a": state["a"] + "x"}
+        with pytest.raises(WorkflowValueError):  # one level, or one byte, more is not
+            encode_durable(beyond, limits=durable_limits())
+        eid = start_workflow(wf)
+        rt.settle(lambda: get_execution(eid).is_finished)
+    execution = get_execution(eid)
+    assert execution.status == "completed", execution.error
+    assert execution.result == [True, True, 0, True]
+
+
+def test_a_get_of_a_state_past_the_limits_raises_into_the_workflow(rt: Runtime) -> None:
+    """A state written under larger limits than today's is not a durable step result: the
+    ``get`` raises ``WorkflowValueError`` into the workflow at that step (as ``run`` does),
+    instead of crashing the run, which left the execution ``running``, run again (and
+    crashing again) at every lease timer."""
+    store = rt.define(initial=lambda id: {"a": [[[[{}]]]]})  # six levels
+    rt.client.get_store(store, "s")  # created under the default limits
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        try:
+            yield from step.get(store, "s")
+        except WorkflowValueError as exc:
+            return [exc.code, exc.step_key]
+        return "unreachable"
+
+    with _limits(MAX_DEPTH=4):
+        eid = start_workflow(wf)
+        rt.settle(lambda: get_execution(eid).is_finished)
+    execution = get_execution(eid)
+    assert execution.status == "completed", execution.error
+    assert execution.result == ["INVALID_STEP_VALUE", "0"]
+    assert rt.steps(eid)["0"].status == "failed"
+
+
+def test_an_execution_id_the_tables_cannot_hold_is_refused(rt: Runtime) -> None:
+    """An execution id holding NUL or a lone surrogate is a ``ValueError`` at
+    ``start_workflow`` (as a step key or a store id is), and names no execution: before,
+    PostgreSQL raised ``DataError`` (NUL) and both databases ``UnicodeEncodeError``
+    (surrogate); SQLite stored a NUL id, whose execution ``run_execution`` then refused to
+    run (``gone``, its wake never acknowledged) and ``get_execution`` said did not exist."""
+    from yieldstar_django.models import WakeIntent
+    from yieldstar_django.runtime.executions import ResumeResult, run_execution
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.sleep(0)
+
+    for bad in ("a\x00b", "a\ud800b"):
+        with pytest.raises(ValueError, match="execution id"):
+            start_workflow(wf, execution_id=bad)
+        with pytest.raises(Execution.DoesNotExist):
+            get_execution(bad)
+        assert cancel_execution(bad) is False
+        assert run_execution(bad) == ResumeResult.GONE
+    assert not Execution.objects.exists()
+    assert not WakeIntent.objects.exists()
+
+
+def test_an_error_s_none_arguments_are_revived_as_none(rt: Runtime) -> None:
+    """A ``None`` among an error's ``args`` is a durable value and comes back as ``None``,
+    on the first run and on replay, as a ``None`` attribute does; it came back as the
+    string ``"None"`` (recorded as a value that is not durable, by its ``str()``)."""
+
+    def boom() -> None:
+        raise LookupError("missing", None, 0, False)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        try:
+            yield from step.run(boom)
+        except LookupError as exc:
+            first = list(exc.args)
+        yield from step.sleep(0.01)  # the replay after it sees the recorded error again
+        return first
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    execution = get_execution(eid)
+    assert execution.status == "completed", execution.error
+    assert execution.result == ["missing", None, 0, False]
+    assert execution.runs >= 2
+    assert rt.steps(eid)["0"].error["args"] == ["missing", None, 0, False]

@@ -598,3 +598,38 @@ def test_a_timeout_racing_an_item_s_arrival_has_one_outcome(rt: Runtime) -> None
         else:
             assert execution.result == [0, f"item-{id}"] and left == [], (id, left)
         assert not Waiter.objects.filter(execution_id=eid).exists()
+
+
+def test_a_run_inside_the_caller_s_transaction_leaves_its_lock_timeout_alone(
+    rt: Runtime,
+) -> None:
+    """Registering several choices sets a short ``lock_timeout`` (to give way to a writer)
+    with ``SET LOCAL``: in a transaction of the caller's (``run_execution`` inside
+    ``transaction.atomic``, a ``TestCase``), that lasted until the caller's commit, so every
+    later statement of it (the caller's own, the run's next store commits) failed after
+    50 ms of waiting for a lock instead of waiting as the caller had set."""
+    if rt.client.__class__.__name__ == "MemoryStoreClient" or connection.vendor != "postgresql":
+        pytest.skip("needs the database client on PostgreSQL (SET LOCAL lock_timeout)")
+    a, b = rt.define(), rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return list(
+            (yield from step.take_any([(a, "x", first, pop_first), (b, "x", first, pop_first)]))
+        )
+
+    def lock_timeout() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW lock_timeout")
+            return str(cursor.fetchone()[0])
+
+    session = lock_timeout()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '7s'")
+        eid = start_workflow(wf)
+        assert executions_module.run_execution(eid) == "suspended"
+        # both choices registered in one transaction: the path that gives way
+        assert Waiter.objects.filter(execution_id=eid).count() == 2
+        assert lock_timeout() == "7s"
+    assert lock_timeout() == session

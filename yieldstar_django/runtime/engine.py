@@ -63,6 +63,7 @@ from .outcomes import (
     durable_limits,
     encode_error,
     failed,
+    record_limits,
 )
 from .registry import Workflow
 from .statements import fenced_insert_sql, fenced_update_sql, field, set_clause
@@ -104,6 +105,8 @@ class Engine:
         self.execution = lease.execution
         self.client = client
         self.limits = durable_limits()
+        #: ``limits`` with room for the wrapper of a store step's record (``record_limits``).
+        self.record_limits = record_limits(self.limits)
         self.alias = yieldstar_settings.DATABASE_ALIAS
         rows = lease.take_heap()
         if rows is None:

@@ -181,13 +181,18 @@ for _cls in (RetryableError, NonDeterminismError, StepKeyError, WorkflowStepErro
 _SKIPPED_ATTRS = frozenset({"__traceback__", "__cause__", "__context__", "__notes__"})
 
 
-def _durable_or_none(value: Any) -> Any:
+#: What ``_durable`` returns for a value that is not durable (``None`` is one that is).
+_NOT_DURABLE: Any = object()
+
+
+def _durable(value: Any) -> Any:
+    """``value`` as it is recorded (a tuple as a list), or ``_NOT_DURABLE``."""
     if isinstance(value, tuple):
         value = list(value)
     try:
         check_durable(value)
     except WorkflowValueError:
-        return None
+        return _NOT_DURABLE
     return value
 
 
@@ -196,10 +201,17 @@ def _durable_attrs(exc: BaseException) -> dict[str, Any]:
     for name, value in vars(exc).items():
         if name in _SKIPPED_ATTRS or name.startswith("__"):
             continue
-        durable = _durable_or_none(value)
-        if durable is not None or value is None:
+        durable = _durable(value)
+        if durable is not _NOT_DURABLE:
             attrs[name] = durable
     return attrs
+
+
+def _durable_arg(value: Any) -> Any:
+    """An argument of an error as recorded: its durable value (``None`` included), else
+    its ``str()``."""
+    durable = _durable(value)
+    return _safe_str(value) if durable is _NOT_DURABLE else durable
 
 
 def error_type_name(cls: type[BaseException]) -> str:
@@ -224,7 +236,7 @@ def error_to_record(exc: BaseException) -> dict[str, Any]:
     Never raises for a broken ``__str__`` (of the error or of an argument): recording the
     error must not crash the run, which would leave the execution running, and run it
     again at every lease timer."""
-    args = [arg if _durable_or_none(arg) is not None else _safe_str(arg) for arg in exc.args]
+    args = [_durable_arg(arg) for arg in exc.args]
     text = "".join(traceback.format_exception(exc))
     if len(text) > MAX_TRACEBACK_CHARS:
         text = "...\n" + text[-MAX_TRACEBACK_CHARS:]

@@ -23,6 +23,7 @@ from .. import clock, wakes
 from ..conf import yieldstar_settings
 from ..connector import get_store_client
 from ..core.durable import encode_durable
+from ..core.keys import check_text
 from ..core.store import StoreClient
 from ..models.runtime import Execution, ExecutionStatus
 from . import timers
@@ -93,7 +94,8 @@ def start_execution(
     (``WorkflowValueError`` otherwise). With ``execution_id`` the start is idempotent: an
     execution with that id is created and run once, ever; starting it again returns the
     id and does nothing (``ValueError`` if that id names an execution of another
-    workflow).
+    workflow, or is not a non-empty str of at most 255 characters without NUL or lone
+    surrogates).
     """
     wf = _resolve(fn_or_name)
     input_json = encode_durable(
@@ -101,10 +103,10 @@ def start_execution(
         limits=durable_limits(),
         label=f'The arguments of workflow "{wf.name}"',
     )
-    if execution_id is not None and (
-        not isinstance(execution_id, str) or not execution_id or len(execution_id) > 255
-    ):
-        raise ValueError("execution_id must be a non-empty str of at most 255 characters")
+    if execution_id is not None:
+        if not isinstance(execution_id, str) or not execution_id or len(execution_id) > 255:
+            raise ValueError("execution_id must be a non-empty str of at most 255 characters")
+        check_text("execution id", execution_id)  # NUL, lone surrogates: ValueError
     new_id = execution_id or str(uuid.uuid4())
     with transaction.atomic(using=_alias()):
         if execution_id is None:
@@ -170,9 +172,14 @@ def _alias() -> str:
 
 
 def _nameable(execution_id: object) -> bool:
-    """Whether ``execution_id`` could name an execution: a str without NUL (which
-    PostgreSQL text cannot hold; looking it up there is a database error, not a miss)."""
-    return isinstance(execution_id, str) and "\x00" not in execution_id
+    """Whether ``execution_id`` could name an execution: a str the tables can hold (no NUL,
+    which PostgreSQL text cannot hold, no lone surrogate, which no database driver encodes;
+    looking one up would be a database or encoding error, not a miss)."""
+    try:
+        check_text("execution id", execution_id)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _store_client() -> StoreClient:

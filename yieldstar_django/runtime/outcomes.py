@@ -26,11 +26,15 @@ __all__ = [
     "durable_limits",
     "encode_error",
     "failed",
+    "record_limits",
     "recorded_result",
 ]
 
 #: Longest error message kept in a recorded error.
 MAX_MESSAGE_CHARS: Final = 16_000
+#: Bytes a store step's heap record may add around the value it holds: the keys and
+#: versions (and a 64-character instance id) of an update's or a get's, a take_any's index.
+RECORD_ROOM: Final = 1024
 
 
 def durable_limits() -> DurableLimits:
@@ -39,6 +43,13 @@ def durable_limits() -> DurableLimits:
         max_bytes=int(yieldstar_settings.MAX_STATE_BYTES),
         max_depth=int(yieldstar_settings.MAX_DEPTH),
     )
+
+
+def record_limits(limits: DurableLimits) -> DurableLimits:
+    """What a store step's heap record is checked with: ``limits``, plus the room and the
+    level of nesting of the record's own wrapper (a dict, a pair), so a value within
+    ``limits`` (a state the store holds) is always recorded."""
+    return DurableLimits(max_bytes=limits.max_bytes + RECORD_ROOM, max_depth=limits.max_depth + 1)
 
 
 def encode_error(exc: BaseException) -> str:

@@ -276,7 +276,7 @@ def update_json(engine: Engine, key: str, result: Any) -> str:
         "previous_version": result.previous_version,
         "version": result.version,
     }
-    return encode_durable(record, limits=engine.limits, step_key=key)
+    return encode_durable(record, limits=engine.record_limits, step_key=key)
 
 
 def selected_json(engine: Engine, key: str, result: Any) -> str:
@@ -291,16 +291,18 @@ def get(
     assert call.definition is not None
     try:
         snapshot = engine.client.get_store(call.definition, call.store_id)
+        record = {
+            "state": snapshot.state,
+            "instance_id": snapshot.instance_id,
+            "version": snapshot.version,
+        }
+        # A state past today's limits (written under larger ones) is raised into the
+        # workflow here, as a step result that is not durable is.
+        encoded = encode_durable(record, limits=engine.record_limits, step_key=key)
     except DatabaseError:
         raise
     except Exception as exc:
         engine._record_error(call, key, position, row, exc, 1)
         return StepError(exc)
-    record = {
-        "state": snapshot.state,
-        "instance_id": snapshot.instance_id,
-        "version": snapshot.version,
-    }
-    encoded = encode_durable(record, limits=engine.limits, step_key=key)
     engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
     return StepValue(revive(StepKind.GET, encoded))

@@ -27,9 +27,11 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from django.db import DatabaseError, OperationalError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import clock
 from ..connector import CommitHook
+from ..connector.client import in_callers_transaction
 from ..core.commits import StoreMutation
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import StoreContentionError
@@ -96,7 +98,9 @@ def execute(
             ) -> Callable[[], None]:
                 value = recorded_result(mutation)
                 assert isinstance(value, StoreTakeMatched)
-                text = encode_durable([index, value.selected], limits=engine.limits, step_key=key)
+                text = encode_durable(
+                    [index, value.selected], limits=engine.record_limits, step_key=key
+                )
 
                 def write() -> None:
                     engine._write(
@@ -119,7 +123,7 @@ def execute(
                     encoded = hooked[-1]
                 else:  # a client not handed the hook, or committed by an earlier run
                     encoded = encode_durable(
-                        [index, result.selected], limits=engine.limits, step_key=key
+                        [index, result.selected], limits=engine.record_limits, step_key=key
                     )
                     with transaction.atomic(using=engine.alias):
                         drop_waiters()
@@ -175,8 +179,10 @@ def _wait_again(
     store's row until that transaction ends, so it gives way rather than wait for a lock
     while holding one: after ``GIVE_WAY_AFTER_MS`` its transaction rolls back and each
     choice registers in a transaction of its own. A writer that changed one of those
-    stores and waits for another therefore never deadlocks with it. A woken run's single
-    registration, without a timer, is its own transaction.
+    stores and waits for another therefore never deadlocks with it. In a transaction of the
+    caller's, whose savepoint's ``SET LOCAL`` would outlast it, the caller's lock timeout is
+    put back once they are done. A woken run's single registration, without a timer, is its
+    own transaction.
     """
     give_way = len(misses) > 1 and _shares_locks(engine)
     pending = row is None or wake_at is not None
@@ -192,15 +198,19 @@ def _wait_again(
             definition, store_id = call.choices[index][0], call.choices[index][1]
             store_steps.wait_for(engine, choice_key(key, index), definition, store_id, missed)
 
+    connection = connections[engine.alias]
+    # In a transaction of the caller's, the block below is a savepoint, whose SET LOCAL
+    # would last until the caller's commit: the lock timeout is put back before it ends.
+    callers = in_callers_transaction(connection)
     try:
         with (
             transaction.atomic(using=engine.alias) if pending or len(misses) > 1 else nullcontext()
         ):
-            if give_way:
-                with connections[engine.alias].cursor() as cursor:
-                    cursor.execute(f"SET LOCAL lock_timeout = '{GIVE_WAY_AFTER_MS}ms'")
+            restore = _give_way(connection, keep=callers) if give_way else None
             write_pending()
             register()
+            if restore is not None:
+                _set_lock_timeout(connection, restore)
     except OperationalError as exc:
         if not (give_way and getattr(exc.__cause__, "sqlstate", None) == LOCK_NOT_AVAILABLE):
             raise
@@ -209,6 +219,25 @@ def _wait_again(
             write_pending()
         register()  # each registration its own transaction
     engine.open_takes.add(key)
+
+
+def _give_way(connection: BaseDatabaseWrapper, *, keep: bool) -> str | None:
+    """Set ``lock_timeout`` to ``GIVE_WAY_AFTER_MS`` for the rest of the transaction; with
+    ``keep`` (a savepoint in a transaction of the caller's), return the value before, to
+    put back once the registrations are done (a rolled-back savepoint puts it back)."""
+    previous = None
+    with connection.cursor() as cursor:
+        if keep:
+            cursor.execute("SELECT current_setting('lock_timeout')")
+            previous = str(cursor.fetchone()[0])
+        cursor.execute(f"SET LOCAL lock_timeout = '{GIVE_WAY_AFTER_MS}ms'")
+    return previous
+
+
+def _set_lock_timeout(connection: BaseDatabaseWrapper, value: str) -> None:
+    """``lock_timeout`` back to ``value`` for the rest of the current transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [value])
 
 
 def _shares_locks(engine: Engine) -> bool:
