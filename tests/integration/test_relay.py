@@ -30,6 +30,7 @@ from yieldstar_django.wakes import (
     relay_once,
     run_relay,
     schedule_wake,
+    stop_on_signals,
     wake_now,
 )
 from yieldstar_django.wakes.outbox import claim_due
@@ -153,6 +154,36 @@ def test_run_relay_stops_when_asked(alias: str, wakes: WakeCollector) -> None:
     stop.set()
     assert run_relay(using=alias, stop=stop, interval=0.01) == 1
     assert run_relay(using=alias, once=True) == 0
+
+
+def test_sigterm_stops_the_relay_after_the_batch_in_progress(alias: str) -> None:
+    """A SIGTERM (or SIGINT) during a round with a backlog stops the relay once the batch
+    being published is done, not once the whole backlog is: a relay that must stop (a
+    deploy, a pod's grace period) does not go on delivering, or failing to deliver to a
+    broker that is down, batch after batch until it is killed."""
+    at = timezone.now() - timedelta(seconds=1)
+    for n in range(250):
+        schedule_wake(f"b{n}", "wf", at, using=alias)
+    published: list[int] = []
+
+    def terminated_while_publishing(batch: list[Wake]) -> None:
+        published.append(len(batch))
+        if len(published) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before this returns
+
+    stop = threading.Event()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop_on_signals(stop)
+        with configure(WAKE_BACKEND=terminated_while_publishing):
+            delivered = run_relay(using=alias, stop=stop, interval=0.01)
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert stop.is_set()
+    assert (delivered, published) == (100, [100])
+    untouched = WakeIntent.objects.using(alias).filter(attempts=0, delivered_at__isnull=True)
+    assert untouched.count() == 150, "the rest of the backlog is left for the next relay"
 
 
 def test_relay_command_once(alias: str, wakes: WakeCollector) -> None:
