@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -27,6 +28,7 @@ from yieldstar_django.wakes import (
     acknowledge,
     celery_backend,
     deliver_wakes,
+    prune_delivered,
     relay_once,
     run_relay,
     schedule_wake,
@@ -114,6 +116,35 @@ def test_large_backlogs_go_in_batches(alias: str, wakes: WakeCollector) -> None:
         schedule_wake(f"e{n}", "wf", at, using=alias)
     assert relay_once(using=alias, batch_size=10) == 25
     assert [w.execution_id for w in wakes] == [f"e{n}" for n in range(25)]
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 10_001, True, 2.5, "100"])
+def test_a_batch_size_it_cannot_use_is_refused_before_anything_is_claimed(
+    alias: str, wakes: WakeCollector, batch_size: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``relay_once`` and ``prune_delivered`` take batches of 1 to 10,000 (one query
+    parameter per intent when a batch is recorded). ``batch_size=0`` claimed nothing and
+    never ended the round (0 < 0 is false), nor did -1 on SQLite (``LIMIT -1``: every
+    intent); the spy ends such a loop after a few claims instead of hanging."""
+    from yieldstar_django.wakes import relay
+
+    schedule_wake("kept", "wf", timezone.now() - timedelta(seconds=1), using=alias)
+    claims: list[int] = []
+
+    def counted_claim(using: str, limit: int) -> Any:
+        claims.append(limit)
+        if len(claims) > 3:
+            raise AssertionError(f"the round claimed {len(claims)} times and went on")
+        return claim_due(using, limit)
+
+    monkeypatch.setattr(relay, "claim_due", counted_claim)
+    with pytest.raises(ValueError, match="batch_size"):
+        relay_once(using=alias, batch_size=batch_size)
+    with pytest.raises(ValueError, match="batch_size"):
+        prune_delivered(older_than=0, using=alias, batch_size=batch_size)
+    assert claims == [] and wakes == []
+    intent = WakeIntent.objects.using(alias).get(execution_id="kept")
+    assert (intent.attempts, intent.delivered_at) == (0, None)
 
 
 @pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
