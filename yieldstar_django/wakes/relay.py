@@ -25,7 +25,7 @@ from django.db import connections
 from ..conf import database_alias, yieldstar_settings
 from . import relay_log
 from .delivery import deliver_claimed
-from .outbox import claim_due
+from .outbox import claim_due, require_batch_size
 
 __all__ = ["every_round", "relay_once", "run_relay", "run_round_tasks", "stop_on_signals"]
 
@@ -37,6 +37,7 @@ def relay_once(
 ) -> int:
     """Deliver every due, unacknowledged wake intent; return how many were delivered.
     Once ``stop`` is set, return after the batch in progress instead (the rest stays due).
+    ``ValueError`` for a ``batch_size`` that is not an integer from 1 to ``MAX_BATCH_SIZE``.
 
     Batch by batch: claim (``outbox.claim_due``: count the delivery and push the intents
     back, committed at once; on PostgreSQL ``FOR UPDATE SKIP LOCKED``, so several relays
@@ -47,6 +48,7 @@ def relay_once(
     claim set. Call it outside a transaction (as the command and the beat task do): inside
     one, the claim's locks last until that transaction ends.
     """
+    require_batch_size(batch_size)
     using = database_alias(using)
     delivered = 0
     while True:
