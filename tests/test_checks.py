@@ -187,6 +187,13 @@ INVALID = [
     ("RETENTION_SECONDS", 1e12),
     ("RELAY_INTERVAL", 1e10),
     ("CAS_BACKOFF_MAX", 1e10),
+    # Integers past 64 bits ("no limit", written as a huge number): each passed the checks,
+    # then every store commit on PostgreSQL failed ("bigint out of range") or every API
+    # request with a body (OverflowError reading it).
+    ("VERSION_HISTORY_LIMIT", 2**63),
+    ("VERSION_HISTORY_LIMIT", 10**20),
+    ("API_MAX_BODY_BYTES", 2**63),
+    ("MAX_STATE_BYTES", 10**20),
 ]
 
 VALID = [

@@ -6,7 +6,7 @@ with Celery's default app: to the default broker, where no worker listens, so th
 are lost. :func:`require_configured_app` refuses to publish with that app (the Celery wake
 backend calls it: the intent stays undelivered and the relay retries it),
 ``checks.check_celery_app`` reports it as ``yieldstar.W003``, and :func:`describe_app`
-names the app and its broker (password masked) for the relay's startup log line.
+names the app and its broker (passwords masked) for the relay's startup log line.
 """
 
 from __future__ import annotations
@@ -51,9 +51,20 @@ def require_configured_app() -> Celery:
 
 
 def masked_broker_url(app: Celery) -> str:
-    """The app's broker URL with any password masked."""
+    """The app's broker URL with any password masked. A failover broker (URLs separated by
+    ``;``, or a list, as Celery accepts: Redis Sentinel is configured so) is masked URL by
+    URL and shown joined by ``;``; a URL that does not parse is not shown. Never raises."""
     url = app.conf.broker_url or "amqp://guest:**@localhost:5672//"
-    return str(maybe_sanitize_url(url))
+    urls = url if isinstance(url, list | tuple) else str(url).split(";")
+    return ";".join(_masked(str(one).strip()) for one in urls if str(one).strip())
+
+
+def _masked(url: str) -> str:
+    """One broker URL with its password masked, or only its scheme if it does not parse."""
+    try:
+        return str(maybe_sanitize_url(url))
+    except ValueError:
+        return f"{url.split('://', 1)[0]}://(a URL that does not parse, not shown)"
 
 
 def describe_app(app: Celery) -> str:

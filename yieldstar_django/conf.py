@@ -34,6 +34,7 @@ from django.utils.module_loading import import_string
 
 __all__ = [
     "DEFAULTS",
+    "MAX_INTEGER",
     "MAX_SECONDS",
     "SETTINGS",
     "SETTING_NAME",
@@ -64,6 +65,9 @@ API_BODY_HEADROOM: Final = 64 * KIB
 #: seconds: 100 years. Longer ones overflow the datetime arithmetic they feed (a wake's due
 #: time, a lease's expiry, a retention cutoff) or a thread's wait.
 MAX_SECONDS: Final = 100 * 365 * 24 * 3600
+#: The largest integer a setting may give: 2**62, with room under the 64-bit integers it
+#: meets (PostgreSQL's ``bigint``, the size of a read) for what is added to it.
+MAX_INTEGER: Final = 2**62
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -86,9 +90,9 @@ def _is_number(value: object) -> bool:
 
 
 def int_at_least(minimum: int, unit: str = "") -> Rule:
-    """An ``int`` (not a ``bool``) >= ``minimum``."""
-    what = f"an integer{' number of ' + unit if unit else ''} >= {minimum}"
-    return Rule(lambda value: _is_int(value) and cast(int, value) >= minimum, what)
+    """An ``int`` (not a ``bool``) >= ``minimum``, at most ``MAX_INTEGER``."""
+    what = f"an integer{' number of ' + unit if unit else ''} >= {minimum} and <= 2**62"
+    return Rule(lambda value: _is_int(value) and minimum <= cast(int, value) <= MAX_INTEGER, what)
 
 
 def bytes_at_least(minimum: int) -> Rule:

@@ -25,7 +25,7 @@ from django.utils import timezone
 from .conf import MAX_SECONDS, database_alias, is_duration
 from .models.claim_leases import ClaimLeaseState
 from .models.runtime import TERMINAL_STATUSES
-from .wakes.outbox import delete_delivered
+from .wakes.outbox import MAX_BATCH_SIZE, delete_delivered, is_batch_size
 
 EXECUTION_TABLE = "yieldstar_execution"
 STEP_TABLE = "yieldstar_execution_step"
@@ -35,10 +35,6 @@ INTENT_TABLE = "yieldstar_wakeintent"
 CLAIM_LEASE_TABLE = "yieldstar_claim_lease"
 
 __all__ = ["MAX_BATCH_SIZE", "PruneCounts", "prune_finished"]
-
-#: The largest batch: each batch binds one query parameter per execution, well under the
-#: limits of PostgreSQL (65,535) and SQLite (32,766 by default since 3.32).
-MAX_BATCH_SIZE = 10_000
 
 
 @dataclass
@@ -131,7 +127,7 @@ def prune_finished(
 def _cutoff(using: str, older_than: float, batch_size: int) -> Any:
     """The database's value of the time ``older_than`` seconds ago, once the arguments are
     checked (``ValueError``)."""
-    if not is_duration(older_than, 0) or not 1 <= batch_size <= MAX_BATCH_SIZE:
+    if not is_duration(older_than, 0) or not is_batch_size(batch_size):
         raise ValueError(
             f"older_than must be >= 0 and <= {MAX_SECONDS}, "
             f"and batch_size from 1 to {MAX_BATCH_SIZE}"

@@ -62,6 +62,42 @@ def test_default_app_is_refused_and_a_created_one_accepted(
     assert "'proj'" in describe_app(app)
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        # Celery's documented Redis Sentinel URL: the relay used to crash at startup on it.
+        (
+            "sentinel://localhost:26379;sentinel://localhost:26380",
+            "sentinel://localhost:26379/;sentinel://localhost:26380/",
+        ),
+        (
+            "redis://:s3cret@a:6379/0;redis://:t0psecret@b:6379/0",
+            "redis://:**@a:6379/0;redis://:**@b:6379/0",
+        ),
+        (["amqp://u:s3cret@a//", "amqp://u:t0psecret@b//"], "amqp://u:**@a//;amqp://u:**@b//"),
+        ("redis://:s3cret@a:notaport/0", "redis://(a URL that does not parse, not shown)"),
+    ],
+    ids=["sentinel-failover", "failover-string", "failover-list", "unparsable"],
+)
+def test_every_url_of_a_failover_broker_is_masked(
+    url: str | list[str],
+    shown: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each URL of a failover broker (``;``-separated or a list, as Celery accepts) is
+    masked on its own; a URL that does not parse is not shown. The relay's startup line
+    uses it, so it must never raise."""
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
+    app = Celery("proj", broker=url, set_as_current=False)
+    assert masked_broker_url(app) == shown
+    caplog.set_level(logging.INFO, logger="yieldstar_django.relay")
+    with configure(WAKE_BACKEND=celery_backend), current(app):
+        relay_log.log_startup("default")
+    [line] = [r.getMessage() for r in caplog.records if "'proj'" in r.getMessage()]
+    assert shown in line and "s3cret" not in line and "t0psecret" not in line
+
+
 def test_an_app_made_the_default_is_the_projects_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """``app.set_default()`` (as the end-to-end suite's producer does) is not the trap."""
     monkeypatch.delenv("CELERY_BROKER_URL", raising=False)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -27,9 +28,11 @@ from yieldstar_django.wakes import (
     acknowledge,
     celery_backend,
     deliver_wakes,
+    prune_delivered,
     relay_once,
     run_relay,
     schedule_wake,
+    stop_on_signals,
     wake_now,
 )
 from yieldstar_django.wakes.outbox import claim_due
@@ -115,6 +118,35 @@ def test_large_backlogs_go_in_batches(alias: str, wakes: WakeCollector) -> None:
     assert [w.execution_id for w in wakes] == [f"e{n}" for n in range(25)]
 
 
+@pytest.mark.parametrize("batch_size", [0, -1, 10_001, True, 2.5, "100"])
+def test_a_batch_size_it_cannot_use_is_refused_before_anything_is_claimed(
+    alias: str, wakes: WakeCollector, batch_size: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``relay_once`` and ``prune_delivered`` take batches of 1 to 10,000 (one query
+    parameter per intent when a batch is recorded). ``batch_size=0`` claimed nothing and
+    never ended the round (0 < 0 is false), nor did -1 on SQLite (``LIMIT -1``: every
+    intent); the spy ends such a loop after a few claims instead of hanging."""
+    from yieldstar_django.wakes import relay
+
+    schedule_wake("kept", "wf", timezone.now() - timedelta(seconds=1), using=alias)
+    claims: list[int] = []
+
+    def counted_claim(using: str, limit: int) -> Any:
+        claims.append(limit)
+        if len(claims) > 3:
+            raise AssertionError(f"the round claimed {len(claims)} times and went on")
+        return claim_due(using, limit)
+
+    monkeypatch.setattr(relay, "claim_due", counted_claim)
+    with pytest.raises(ValueError, match="batch_size"):
+        relay_once(using=alias, batch_size=batch_size)
+    with pytest.raises(ValueError, match="batch_size"):
+        prune_delivered(older_than=0, using=alias, batch_size=batch_size)
+    assert claims == [] and wakes == []
+    intent = WakeIntent.objects.using(alias).get(execution_id="kept")
+    assert (intent.attempts, intent.delivered_at) == (0, None)
+
+
 @pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
 def test_concurrent_relays_skip_claimed_intents(alias: str, wakes: WakeCollector) -> None:
     """A batch claimed by one relay (``FOR UPDATE SKIP LOCKED``) is invisible to another,
@@ -153,6 +185,36 @@ def test_run_relay_stops_when_asked(alias: str, wakes: WakeCollector) -> None:
     stop.set()
     assert run_relay(using=alias, stop=stop, interval=0.01) == 1
     assert run_relay(using=alias, once=True) == 0
+
+
+def test_sigterm_stops_the_relay_after_the_batch_in_progress(alias: str) -> None:
+    """A SIGTERM (or SIGINT) during a round with a backlog stops the relay once the batch
+    being published is done, not once the whole backlog is: a relay that must stop (a
+    deploy, a pod's grace period) does not go on delivering, or failing to deliver to a
+    broker that is down, batch after batch until it is killed."""
+    at = timezone.now() - timedelta(seconds=1)
+    for n in range(250):
+        schedule_wake(f"b{n}", "wf", at, using=alias)
+    published: list[int] = []
+
+    def terminated_while_publishing(batch: list[Wake]) -> None:
+        published.append(len(batch))
+        if len(published) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before this returns
+
+    stop = threading.Event()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop_on_signals(stop)
+        with configure(WAKE_BACKEND=terminated_while_publishing):
+            delivered = run_relay(using=alias, stop=stop, interval=0.01)
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert stop.is_set()
+    assert (delivered, published) == (100, [100])
+    untouched = WakeIntent.objects.using(alias).filter(attempts=0, delivered_at__isnull=True)
+    assert untouched.count() == 150, "the rest of the backlog is left for the next relay"
 
 
 def test_relay_command_once(alias: str, wakes: WakeCollector) -> None:

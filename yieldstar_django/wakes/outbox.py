@@ -37,6 +37,7 @@ __all__ = [
     "ACK_CONDITION",
     "INTENT_COLUMNS",
     "INTENT_TABLE",
+    "MAX_BATCH_SIZE",
     "MAX_RETRY_DELAY",
     "ClaimedWake",
     "PendingWake",
@@ -46,11 +47,13 @@ __all__ = [
     "delete_delivered",
     "ensure_wake",
     "in_clause",
+    "is_batch_size",
     "prune_delivered",
     "push_back",
     "record_claim_failure",
     "record_failure",
     "redelivery_delay",
+    "require_batch_size",
     "schedule_wake",
     "write_intents",
 ]
@@ -67,6 +70,10 @@ INTENT_COLUMNS: Final = (
 MAX_RETRY_DELAY: Final = 300.0
 #: Longest error text kept on an intent.
 MAX_ERROR_LENGTH: Final = 2000
+#: The largest batch of the relay and of pruning: a batch binds one query parameter per
+#: row (an intent whose delivery is recorded, an execution pruned), well under the limits
+#: of PostgreSQL (65,535) and SQLite (32,766 by default since 3.32).
+MAX_BATCH_SIZE: Final = 10_000
 
 #: The intents of one execution (``%s``) that a run starting at ``%s`` satisfies: not yet
 #: acknowledged and due (an immediate wake is due when written, a timer at ``due_at``).
@@ -113,6 +120,17 @@ def _now() -> datetime:
 
 def _adapt(using: str, value: datetime) -> Any:
     return connections[using].ops.adapt_datetimefield_value(value)
+
+
+def is_batch_size(value: object) -> bool:
+    """Whether ``value`` is an ``int`` (not a ``bool``) from 1 to ``MAX_BATCH_SIZE``."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BATCH_SIZE
+
+
+def require_batch_size(value: object) -> None:
+    """``ValueError`` unless ``value`` :func:`is_batch_size`."""
+    if not is_batch_size(value):
+        raise ValueError(f"batch_size must be an integer from 1 to {MAX_BATCH_SIZE}, not {value!r}")
 
 
 def in_clause(count: int) -> str:
@@ -361,7 +379,10 @@ def prune_delivered(
     *, older_than: float, using: str | None = None, batch_size: int | None = None
 ) -> int:
     """Delete intents acknowledged more than ``older_than`` seconds ago; return how many.
-    With ``batch_size``, at most that many per transaction (:func:`delete_delivered`)."""
+    With ``batch_size`` (1 to ``MAX_BATCH_SIZE``, else ``ValueError``), at most that many
+    per transaction (:func:`delete_delivered`)."""
+    if batch_size is not None:
+        require_batch_size(batch_size)
     if batch_size is None:
         with _run_with_cutoff(
             f"DELETE FROM {INTENT_TABLE} WHERE delivered_at IS NOT NULL AND delivered_at < %s",

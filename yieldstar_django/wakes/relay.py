@@ -25,15 +25,19 @@ from django.db import connections
 from ..conf import database_alias, yieldstar_settings
 from . import relay_log
 from .delivery import deliver_claimed
-from .outbox import claim_due
+from .outbox import claim_due, require_batch_size
 
 __all__ = ["every_round", "relay_once", "run_relay", "run_round_tasks", "stop_on_signals"]
 
 logger = logging.getLogger("yieldstar_django.wakes")
 
 
-def relay_once(*, using: str | None = None, batch_size: int = 100) -> int:
+def relay_once(
+    *, using: str | None = None, batch_size: int = 100, stop: threading.Event | None = None
+) -> int:
     """Deliver every due, unacknowledged wake intent; return how many were delivered.
+    Once ``stop`` is set, return after the batch in progress instead (the rest stays due).
+    ``ValueError`` for a ``batch_size`` that is not an integer from 1 to ``MAX_BATCH_SIZE``.
 
     Batch by batch: claim (``outbox.claim_due``: count the delivery and push the intents
     back, committed at once; on PostgreSQL ``FOR UPDATE SKIP LOCKED``, so several relays
@@ -44,6 +48,7 @@ def relay_once(*, using: str | None = None, batch_size: int = 100) -> int:
     claim set. Call it outside a transaction (as the command and the beat task do): inside
     one, the claim's locks last until that transaction ends.
     """
+    require_batch_size(batch_size)
     using = database_alias(using)
     delivered = 0
     while True:
@@ -51,7 +56,7 @@ def relay_once(*, using: str | None = None, batch_size: int = 100) -> int:
         if batch and deliver_claimed(batch, using=using):
             delivered += len(batch)
             logger.debug("relay: delivered %d wake(s)", len(batch))
-        if len(batch) < batch_size:
+        if len(batch) < batch_size or (stop is not None and stop.is_set()):
             return delivered
 
 
@@ -82,8 +87,10 @@ def run_relay(
     on_error: Callable[[BaseException], None] | None = None,
 ) -> int:
     """Run ``relay_once`` every ``interval`` seconds (``RELAY_INTERVAL``) until ``stop`` is
-    set; return the number of intents delivered. Logs its database and Celery app at the
-    start and the counts once a minute (:mod:`.relay_log`).
+    set; return the number of intents delivered. Once ``stop`` is set (a signal, see
+    :func:`stop_on_signals`), return after the batch in progress, without the round's
+    upkeep; what is left stays due for the next relay. Logs its database and Celery app at
+    the start and the counts once a minute (:mod:`.relay_log`).
 
     A database error in one round is logged (and passed to ``on_error``), the connection
     closed, and the loop goes on; the next round reconnects.
@@ -95,11 +102,12 @@ def run_relay(
     relay_log.counts.using = using
     while True:
         try:
-            delivered = relay_once(using=using)
+            delivered = relay_once(using=using, stop=stop)
             total += delivered
             relay_log.counts.add(delivered=delivered)
             relay_log.counts.maybe_report()
-            run_round_tasks(using)
+            if not stop.is_set():
+                run_round_tasks(using)
         except Exception as exc:
             logger.exception("relay round failed")
             if on_error is not None:
@@ -113,7 +121,8 @@ def run_relay(
 
 
 def stop_on_signals(stop: threading.Event) -> None:
-    """Set ``stop`` on SIGINT and SIGTERM (in the main thread)."""
+    """Set ``stop`` on SIGINT and SIGTERM (in the main thread): :func:`run_relay` then
+    returns after the batch it is publishing."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         logger.info("relay: received signal %d, stopping", signum)

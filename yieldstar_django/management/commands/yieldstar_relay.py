@@ -2,8 +2,8 @@
 
 Runs as a long-lived process (one or more per deployment; on PostgreSQL several relays
 share the work through ``FOR UPDATE SKIP LOCKED``) and stops cleanly on SIGINT or SIGTERM
-after the round in progress. ``--once`` runs a single round and exits, for cron (non-zero
-if the round failed: the database unreachable, say).
+after the batch it is publishing. ``--once`` runs a single round and exits, for cron
+(non-zero if the round failed: the database unreachable, say).
 """
 
 from __future__ import annotations
