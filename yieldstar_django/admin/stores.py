@@ -33,6 +33,7 @@ from ..core.durable import decode_durable
 from ..core.errors import StoreValidationError, WorkflowValueError, YieldstarError, format_path
 from ..core.results import StoreStepId, StoreUpdateConflict
 from ..models.stores import AppliedStep, StoreInstance, StoreVersion, Waiter
+from ..principals import RESERVED_PREFIXES, admin_principal
 from .base import (
     LargeTableListMixin,
     PageContextMixin,
@@ -55,7 +56,7 @@ WAITERS_SHOWN: Final = 100
 
 def admin_step_execution(request: HttpRequest) -> str:
     """The ledger execution id of an admin user's edits: ``admin:<user pk>``."""
-    return f"admin:{request.user.pk}"
+    return admin_principal(request.user.pk)
 
 
 class StoreNameFilter(admin.SimpleListFilter):
@@ -452,7 +453,7 @@ def _step_label(execution_id: str | None, step_key: str | None) -> str:
 
 def _execution_url(execution_id: str | None) -> str | None:
     """The admin page of a workflow execution (not of an HTTP or admin principal)."""
-    if not execution_id or execution_id.startswith(("http:", "admin:")):
+    if not execution_id or execution_id.startswith(RESERVED_PREFIXES):
         return None
     return reverse("admin:yieldstar_execution_change", args=[quote(execution_id)])
 

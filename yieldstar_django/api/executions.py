@@ -4,7 +4,10 @@
 ``GET executions/<id>/`` ``view_execution`` and ``POST executions/<id>/cancel/``
 ``change_execution``.
 A start is idempotent with an ``execution_id`` in the body (that id names one execution,
-ever) or with an ``Idempotency-Key`` (which names the execution for the user).
+ever) or with an ``Idempotency-Key`` (which names the execution for the user,
+``http:<user pk>:<digest>``). A client may not pick an id in the namespaces the server
+derives ids in (``http:``, ``admin:``; ``400``), so no one can take the execution another
+user's key names, nor the ledger owner of HTTP or admin writes.
 """
 
 from __future__ import annotations
