@@ -51,6 +51,14 @@ IF_MATCH = OpenApiParameter(
     "(`412`, `current_etag` null; nothing is created). Required when `API_REQUIRE_IF_MATCH` "
     "is set (`428` without it, unless `If-None-Match: *`).",
 )
+IF_MATCH_READ = OpenApiParameter(
+    "If-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="Answer only if the store is still at this ETag (`412` otherwise, with the "
+    "current ETag, even where `If-None-Match` would be `304`). `*` matches any version. A "
+    "store that does not exist matches neither (`412`, `current_etag` null).",
+)
 IF_NONE_MATCH_WRITE = OpenApiParameter(
     "If-None-Match",
     OpenApiTypes.STR,
@@ -108,7 +116,7 @@ _ERROR_DESCRIPTIONS = {
     409: "A patch does not apply to the state (`patch_conflict`, `patch_test_failed`), or "
     "the store is too contended (`contention`); nothing changed.",
     412: "`If-Match` does not name the current version, or the store does not exist; or "
-    "`If-None-Match: *` and the store exists; nothing changed.",
+    "`If-None-Match: *` and the store exists (a write); nothing changed.",
     413: "The body is larger than `API_MAX_BODY_BYTES`.",
     415: "Unsupported `Content-Type`; `accepted_media_types` lists the accepted ones.",
     422: "The `Idempotency-Key` was used with a different request.",
@@ -237,6 +245,7 @@ __all__ = [
     "ETAG_HEADER",
     "IDEMPOTENCY_KEY",
     "IF_MATCH",
+    "IF_MATCH_READ",
     "IF_NONE_MATCH",
     "IF_NONE_MATCH_WRITE",
     "LIMIT",
