@@ -121,6 +121,8 @@ _ERROR_DESCRIPTIONS = {
     415: "Unsupported `Content-Type`; `accepted_media_types` lists the accepted ones.",
     422: "The `Idempotency-Key` was used with a different request.",
     428: "`If-Match` (or `If-None-Match: *`) is required (`API_REQUIRE_IF_MATCH`).",
+    500: "A stored row this answer reads does not decode (`corrupt_row`): the server's data, "
+    "not the request, is at fault.",
     503: "The database could not answer (`database_unavailable`: a lock timeout, a lost "
     "connection); `Retry-After` says when to retry.",
 }

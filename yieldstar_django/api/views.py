@@ -25,7 +25,6 @@ from rest_framework.response import Response
 from ..conf import yieldstar_settings
 from ..core.commits import MISSING_INSTANCE, VersionCondition
 from ..core.definition import StoreDefinition
-from ..core.durable import decode_durable
 from ..core.errors import StoreContentionError, StoreValidationError, WorkflowValueError
 from ..core.results import (
     StoreDeleteConflict,
@@ -47,6 +46,7 @@ from .exceptions import (
     NullState,
     PreconditionFailed,
     PreconditionRequired,
+    decode_row,
 )
 from .json_patch import PatchError, apply_patch, parse_patch
 from .jsonvalue import copy_json
@@ -227,7 +227,7 @@ class StoreDetailView(YieldstarAPIView):
         responses={
             200: StoreSnapshotSerializer,
             304: OpenApiResponse(description="Not modified since the `If-None-Match` ETag."),
-            **errors(*READ_ERRORS, 412),
+            **errors(*READ_ERRORS, 412, 500),
         },
         tags=["stores"],
     )
@@ -254,7 +254,8 @@ class StoreDetailView(YieldstarAPIView):
             raise PreconditionFailed(etag)
         if none_match is not None and none_match.matches(etag):
             return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
-        snapshot = StoreSnapshot(decode_durable(stored.encoded), stored.instance_id, stored.version)
+        state = decode_row(stored.encoded, f"the state of store {id!r} of {definition.name!r}")
+        snapshot = StoreSnapshot(state, stored.instance_id, stored.version)
         return Response(snapshot_body(definition, id, snapshot), headers={"ETag": etag})
 
     # PUT / PATCH / DELETE
