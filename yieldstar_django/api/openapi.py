@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.renderers import OpenApiJsonRenderer
+from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiJsonRenderer2
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -211,13 +211,16 @@ def document_registered_names(
 
 
 class YieldstarSchemaView(SpectacularAPIView):
-    """``GET schema/``: the OpenAPI 3 schema of this API, as JSON.
+    """``GET schema/``: the OpenAPI 3 schema of this API, as JSON:
+    ``application/vnd.oai.openapi+json`` by default, the same document as
+    ``application/json`` to a client that asks for it (``406`` to one that accepts
+    neither).
 
     Open to authenticated users with at least one ``yieldstar`` permission.
     """
 
     permission_classes = [SchemaPermission]
-    renderer_classes = [OpenApiJsonRenderer]
+    renderer_classes = [OpenApiJsonRenderer, OpenApiJsonRenderer2]
 
     def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
         return exception_handler
