@@ -4,12 +4,14 @@ store whose state does not decode is shown read-only."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.admin.utils import quote
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 
 from yieldstar_django.core.definition import StoreDefinition
@@ -17,6 +19,7 @@ from yieldstar_django.core.results import StoreStepId
 from yieldstar_django.core.store import StoreClient
 from yieldstar_django.models import (
     AppliedStep,
+    ClaimLeaseRecord,
     Execution,
     ExecutionStep,
     StoreInstance,
@@ -103,3 +106,19 @@ def test_a_store_page_shows_undecodable_columns_raw_and_refuses_edits(
     assert "This store cannot be edited in the admin" in refused.content.decode()
     row = StoreInstance.objects.get(**rows)
     assert (row.version, row.state) == (1, text)
+
+
+@pytest.mark.parametrize("text", CORRUPT, ids=IDS)
+def test_the_claim_lease_list_shows_an_undecodable_value_raw(
+    admin_client: Client, counters: StoreDefinition, text: str
+) -> None:
+    start_workflow("api-test-greet", "x", execution_id="holder")
+    ClaimLeaseRecord.objects.create(
+        id="holder/0", execution_id="holder", step_key="0", store_name=counters.name,
+        store_id="q", value_json=text, expires_at=timezone.now() + timedelta(minutes=5),
+    )  # fmt: skip
+    response = admin_client.get(reverse("admin:yieldstar_claimleaserecord_changelist"))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert MARK in html
+    assert escape(text[:12]) in html
