@@ -31,6 +31,14 @@ def admin_principal(user_pk: object) -> str:
     return f"{ADMIN_PREFIX}{user_pk}"
 
 
+def is_principal(execution_id: str) -> bool:
+    """Whether ``execution_id`` is a ledger principal (``http:<pk>``, ``admin:<pk>``), not
+    an execution (``http:<pk>:<digest>`` is the execution an ``Idempotency-Key`` start
+    names)."""
+    prefix = next((p for p in RESERVED_PREFIXES if execution_id.startswith(p)), None)
+    return prefix is not None and ":" not in execution_id[len(prefix) :]
+
+
 def is_reserved(execution_id: str) -> bool:
     """Whether ``execution_id`` lies in a namespace the app derives ids in."""
     return execution_id.startswith(RESERVED_PREFIXES)
@@ -42,5 +50,6 @@ __all__ = [
     "RESERVED_PREFIXES",
     "admin_principal",
     "http_principal",
+    "is_principal",
     "is_reserved",
 ]

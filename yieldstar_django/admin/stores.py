@@ -33,7 +33,7 @@ from ..core.definition import StoreDefinition, get_definition, registered_defini
 from ..core.errors import StoreValidationError, WorkflowValueError, YieldstarError, format_path
 from ..core.results import StoreStepId, StoreUpdateConflict
 from ..models.stores import AppliedStep, StoreInstance, StoreVersion, Waiter
-from ..principals import RESERVED_PREFIXES, admin_principal
+from ..principals import admin_principal, is_principal
 from .base import (
     LargeTableListMixin,
     PageContextMixin,
@@ -475,7 +475,7 @@ def _step_label(execution_id: str | None, step_key: str | None) -> str:
 
 def _execution_url(execution_id: str | None) -> str | None:
     """The admin page of a workflow execution (not of an HTTP or admin principal)."""
-    if not execution_id or execution_id.startswith(RESERVED_PREFIXES):
+    if not execution_id or is_principal(execution_id):
         return None
     return reverse("admin:yieldstar_execution_change", args=[quote(execution_id)])
 
