@@ -472,3 +472,29 @@ def test_waiter_rows_are_not_editable(admin_client: Client) -> None:
         "idempotencykey",
         "claimleaserecord",
     }
+
+
+def test_the_store_page_links_executions_started_with_an_idempotency_key(
+    admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+) -> None:
+    """An execution an ``Idempotency-Key`` start names (``http:<pk>:<digest>``) is a real
+    execution: the store page links the steps it wrote to its page. The ledger owners
+    ``http:<pk>`` and ``admin:<pk>`` are no executions and get no link."""
+    from yieldstar_django.core.results import StoreStepId
+
+    url = page_url(store_client, counters, "linked")
+    owners = ["http:1:" + "ab" * 20, "http:1", "admin:1"]
+    for n, owner in enumerate(owners):
+        store_client.update_store(
+            counters,
+            "linked",
+            updater=lambda d, n=n: d.update(count=n),
+            step_id=StoreStepId(owner, "s"),
+        )
+    html = admin_client.get(url).content.decode()
+    links = {
+        owner: reverse("admin:yieldstar_execution_change", args=[quote(owner)]) for owner in owners
+    }
+    assert f'href="{links[owners[0]]}"' in html
+    assert f'href="{links["http:1"]}"' not in html
+    assert f'href="{links["admin:1"]}"' not in html

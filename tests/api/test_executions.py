@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from yieldstar_django.models import Execution, ExecutionStep
+from yieldstar_django.models import Execution, ExecutionStep, IdempotencyKey
 from yieldstar_django.runtime import start_workflow
 
 from . import workflows  # noqa: F401  (registers api-test-greet)
@@ -104,6 +106,53 @@ def test_bad_starts(api: Client, body: Any, status: int, code: str) -> None:
     assert response.status_code == status, response.content
     assert response.json()["code"] == code
     assert not Execution.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "execution_id",
+    ["http:1", "http:1:" + "a" * 40, "admin:1", "http:", "admin:", "  http:1:abc"],
+)
+@pytest.mark.parametrize("key", [None, "start-reserved"])
+def test_start_with_a_reserved_execution_id_is_400(
+    api: Client, execution_id: str, key: str | None
+) -> None:
+    """``http:`` and ``admin:`` name the ledger owners of HTTP and admin writes, and
+    ``http:<pk>:<digest>`` the execution an ``Idempotency-Key`` start derives: a client
+    cannot pick such an id (leading blanks are trimmed first, so they do not hide it)."""
+    headers = {"Idempotency-Key": key} if key else {}
+    body = {"workflow": "api-test-greet", "args": ["x"], "execution_id": execution_id}
+    response = start(api, body, **headers)
+    assert response.status_code == 400, response.content
+    error = response.json()
+    assert error["code"] == "invalid"
+    assert "reserved" in error["field_errors"]["execution_id"][0]
+    assert not Execution.objects.exists()
+    assert not IdempotencyKey.objects.exists()
+
+
+def test_another_user_cannot_take_the_execution_an_idempotency_key_names(api: Client) -> None:
+    """Someone who knows another user's ``Idempotency-Key`` could start, under their own
+    name, the execution id the key derives for that user; the user's start was then a
+    ``409`` (or a ``200`` on the other's execution). The id is refused now."""
+    owner = User.objects.get(username="change")
+    other = User.objects.create_user("other", password="pw")
+    other.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="yieldstar", codename="add_execution")
+    )
+    intruder = Client()
+    intruder.force_login(other)
+    digest = hashlib.sha256(b"order-9").hexdigest()[:40]
+    derived = f"http:{owner.pk}:{digest}"
+    taken = start(
+        intruder, {"workflow": "api-test-greet", "args": ["evil"], "execution_id": derived}
+    )
+    assert taken.status_code == 400, taken.content
+    mine = start(
+        api, {"workflow": "api-test-greet", "args": ["x"]}, **{"Idempotency-Key": "order-9"}
+    )
+    assert mine.status_code == 201, mine.content
+    assert mine.json()["id"] == derived
+    assert mine.json()["input"] == {"args": ["x"], "kwargs": {}}
 
 
 def test_start_existing_id_of_another_workflow_is_409(api: Client) -> None:

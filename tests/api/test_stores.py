@@ -97,6 +97,72 @@ def test_if_none_match_compares_weakly(api: Client, counter: StoreDefinition) ->
     assert api.get(url(), headers={"If-None-Match": f"W/{etag}"}).status_code == 200
 
 
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_a_read_evaluates_if_match(api: Client, counter: StoreDefinition, method: str) -> None:
+    """RFC 9110 (13.1.1): a server evaluates ``If-Match`` on any method; a false one is
+    ``412`` with the current ETag, evaluated before ``If-None-Match`` (13.2.2). A read with
+    a stale ``If-Match`` used to answer ``200`` with the newer state."""
+    read = getattr(api, method.lower())
+    stale = etag_of(api)
+    write(api, "PUT", {"count": 1})
+    current = str(api.get(url())["ETag"])
+    versions = StoreVersion.objects.count()
+    for header in [stale, f"W/{current}", '"garbage"', f'"x:1", {stale}']:
+        refused = read(url(), headers={"If-Match": header})
+        assert refused.status_code == 412, (header, refused.status_code)
+        assert refused["ETag"] == current
+        assert refused["Content-Type"] == "application/json"
+        if method == "GET":
+            assert refused.json()["code"] == "precondition_failed"
+            assert refused.json()["current_etag"] == current
+    for header in [current, "*", f'"x:1", {current}']:
+        allowed = read(url(), headers={"If-Match": header})
+        assert allowed.status_code == 200, (header, allowed.status_code)
+        assert allowed["ETag"] == current
+        if method == "GET":
+            assert allowed.json()["state"] == {"count": 1}
+    # If-Match is evaluated first: false, it is 412 even where If-None-Match would be 304.
+    both = {"If-Match": stale, "If-None-Match": current}
+    assert read(url(), headers=both).status_code == 412
+    both = {"If-Match": current, "If-None-Match": current}
+    assert read(url(), headers=both).status_code == 304
+    malformed = read(url(), headers={"If-Match": "not-quoted"})
+    assert malformed.status_code == 400
+    if method == "GET":
+        assert malformed.json()["code"] == "invalid_header"
+    assert StoreVersion.objects.count() == versions
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+@pytest.mark.parametrize("header", ["*", '"x:0"'])
+def test_a_read_of_a_missing_store_with_if_match_is_412(
+    api: Client, counter: StoreDefinition, method: str, header: str
+) -> None:
+    """A store that does not exist has no current representation, so no ``If-Match``
+    (``*`` included) is true: ``412`` without an ``ETag``, as a write answers, and nothing
+    is created. ``If-None-Match`` alone is true there, and the read the ``404`` it was."""
+    read = getattr(api, method.lower())
+    response = read(url(), headers={"If-Match": header})
+    assert response.status_code == 412, response.status_code
+    assert "ETag" not in response
+    if method == "GET":
+        assert response.json()["code"] == "precondition_failed"
+        assert response.json()["current_etag"] is None
+    assert read(url(), headers={"If-None-Match": "*"}).status_code == 404
+    assert not StoreInstance.objects.exists()
+    assert not StoreVersion.objects.exists()
+
+
+def test_the_schema_documents_if_match_on_a_read(api: Client) -> None:
+    operation = next(
+        item["get"]
+        for item in api.get(reverse("yieldstar:schema")).json()["paths"].values()
+        if item.get("get", {}).get("operationId") == "store_retrieve"
+    )
+    assert "If-Match" in [parameter["name"] for parameter in operation["parameters"]]
+    assert "412" in operation["responses"]
+
+
 def test_unknown_name_is_404(api: Client) -> None:
     response = api.get(url(name="no-such-store"))
     assert response.status_code == 404

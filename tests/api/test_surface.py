@@ -226,3 +226,39 @@ class TestExecutionList:
     def test_needs_view_permission(self, client_for: Any) -> None:
         assert client_for("noperm").get(START).status_code == 403
         assert client_for("view").get(START).status_code == 200
+
+
+SCHEMA_MEDIA_TYPE = "application/vnd.oai.openapi+json"
+
+
+@pytest.mark.parametrize(
+    ("accept", "media_type"),
+    [
+        (None, SCHEMA_MEDIA_TYPE),
+        ("*/*", SCHEMA_MEDIA_TYPE),
+        (SCHEMA_MEDIA_TYPE, SCHEMA_MEDIA_TYPE),
+        ("application/json", "application/json"),
+        ("text/html;q=0.9, application/json", "application/json"),
+    ],
+)
+def test_the_schema_answers_application_json_too(
+    api: Client, accept: str | None, media_type: str
+) -> None:
+    """Tools often ask for ``Accept: application/json``: the schema used to answer ``406``
+    to it (it served only ``application/vnd.oai.openapi+json``, still the default). It
+    answers the same document as ``application/json`` now."""
+    url = reverse("yieldstar:schema")
+    default = api.get(url)
+    assert default.status_code == 200
+    response = api.get(url, headers={"Accept": accept} if accept else {})
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].split(";")[0] == media_type
+    assert json.loads(response.content) == json.loads(default.content)
+    assert json.loads(response.content)["openapi"].startswith("3.")
+
+
+def test_the_schema_still_refuses_what_it_cannot_answer(api: Client) -> None:
+    response = api.get(reverse("yieldstar:schema"), headers={"Accept": "text/html"})
+    assert response.status_code == 406
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["code"] == "not_acceptable"

@@ -31,7 +31,7 @@ from .base import (
     StoreHookMixin,
     hook_allows,
 )
-from .display import short_json
+from .display import decoded, short_json
 
 
 class LiveFilter(admin.SimpleListFilter):
@@ -101,7 +101,7 @@ class ClaimLeaseAdmin(
             key = (obj.store_name, obj.store_id)
             if key not in allowed:
                 allowed[key] = self.store_hook_allows(request, obj, "view")
-            return short_json(obj.value) if allowed[key] else "(hidden)"
+            return short_json(decoded(obj.value_json)) if allowed[key] else "(hidden)"
 
         return value
 

@@ -1,14 +1,22 @@
-"""Rendering helpers of the admin: JSON a person can read, and diffs capped in length."""
+"""Rendering helpers of the admin: JSON a person can read, and diffs capped in length.
+
+A column is decoded with :func:`decoded`: text that does not decode (a row written by hand
+or by another program) becomes :class:`Undecodable`, which every helper here shows as the
+raw text marked "not valid JSON", so that odd data never makes a page fail.
+"""
 
 from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from ..core.durable import decode_durable
 from ..core.errors import format_path
 
 #: Characters of pretty-printed JSON shown before "… (N more characters)".
@@ -17,6 +25,31 @@ MAX_PRETTY_CHARS: Final = 200_000
 MAX_DIFF_LINES: Final = 60
 #: Characters of one value shown in a list column.
 MAX_SHORT_CHARS: Final = 80
+#: How a column whose text does not decode is marked.
+NOT_JSON: Final = "not valid JSON"
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """The text of a JSON column that does not decode, shown as stored."""
+
+    text: str
+
+
+def decoded(text: str, decode: Callable[[str], Any] = decode_durable) -> Any:
+    """``decode(text)``, or ``Undecodable(text)`` when ``text`` does not decode (nor make
+    what ``decode`` builds: malformed, a constant such as ``NaN``, an integer past
+    Python's digit limit, nesting past the recursion limit)."""
+    try:
+        return decode(text)
+    except (ValueError, TypeError, RecursionError):
+        return Undecodable(text)
+
+
+def decode_paths(text: str) -> list[tuple[Any, ...]]:
+    """Paths as a ``changed_paths`` or ``read_paths`` column holds them (a JSON list of
+    lists), as tuples."""
+    return [tuple(path) for path in json.loads(text)]
 
 
 def pretty_json(value: Any) -> str:
@@ -32,16 +65,25 @@ def truncate(text: str, limit: int) -> tuple[str, int]:
 
 
 def pretty_block(value: Any, *, limit: int = MAX_PRETTY_CHARS) -> SafeString:
-    """A ``<pre>`` block of ``value`` as pretty JSON, capped at ``limit`` characters."""
-    text, cut = truncate(pretty_json(value), limit)
+    """A ``<pre>`` block of ``value`` as pretty JSON, capped at ``limit`` characters (an
+    ``Undecodable`` as its raw text, marked "not valid JSON")."""
+    if isinstance(value, Undecodable):
+        text, cut = truncate(value.text, limit)
+        block = format_html(
+            '<p class="errornote">{} (shown as stored):</p><pre class="yieldstar-json">{}</pre>',
+            NOT_JSON,
+            text,
+        )
+    else:
+        text, cut = truncate(pretty_json(value), limit)
+        block = format_html('<pre class="yieldstar-json">{}</pre>', text)
     if cut:
         return format_html(
-            '<pre class="yieldstar-json">{}</pre><p class="help">… {} more characters not '
-            "shown.</p>",
-            text,
+            '{}<p class="help">… {} more characters not shown.</p>',
+            block,
             cut,
         )
-    return format_html('<pre class="yieldstar-json">{}</pre>', text)
+    return block
 
 
 def ellipsize(text: str, limit: int = MAX_SHORT_CHARS) -> str:
@@ -50,14 +92,20 @@ def ellipsize(text: str, limit: int = MAX_SHORT_CHARS) -> str:
 
 
 def short_json(value: Any, *, limit: int = MAX_SHORT_CHARS) -> str:
-    """Compact JSON on one line, cut to ``limit`` characters with an ellipsis."""
+    """Compact JSON on one line, cut to ``limit`` characters with an ellipsis (an
+    ``Undecodable`` as its raw text after "not valid JSON: ")."""
+    if isinstance(value, Undecodable):
+        return ellipsize(f"{NOT_JSON}: {value.text}", limit)
     return ellipsize(
         json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")), limit
     )
 
 
-def format_paths(paths: list[Any]) -> str:
-    """Paths as ``$.a[0].b``, comma-separated; ``$`` is the whole state."""
+def format_paths(paths: list[Any] | Undecodable) -> str:
+    """Paths as ``$.a[0].b``, comma-separated; ``$`` is the whole state (an
+    ``Undecodable`` as its raw text after "not valid JSON: ")."""
+    if isinstance(paths, Undecodable):
+        return short_json(paths)
     return ", ".join(format_path(tuple(path)) for path in paths) or "—"
 
 
@@ -78,7 +126,11 @@ def json_diff_lines(
 
 
 def diff_block(old: Any, new: Any, *, max_lines: int = MAX_DIFF_LINES) -> SafeString:
-    """An HTML diff (``-`` removed, ``+`` added lines), capped at ``max_lines``."""
+    """An HTML diff (``-`` removed, ``+`` added lines), capped at ``max_lines``; when
+    either side is an ``Undecodable``, that side's raw text instead."""
+    for side in (new, old):
+        if isinstance(side, Undecodable):
+            return pretty_block(side)
     lines, more = json_diff_lines(old, new, max_lines=max_lines)
     if not lines:
         return format_html('<span class="help">{}</span>', "no difference")
@@ -100,6 +152,10 @@ def diff_block(old: Any, new: Any, *, max_lines: int = MAX_DIFF_LINES) -> SafeSt
 __all__ = [
     "MAX_DIFF_LINES",
     "MAX_PRETTY_CHARS",
+    "NOT_JSON",
+    "Undecodable",
+    "decode_paths",
+    "decoded",
     "diff_block",
     "ellipsize",
     "format_paths",

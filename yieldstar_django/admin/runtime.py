@@ -22,7 +22,7 @@ from .base import (
     RefuseNulMixin,
     SearchLookupMixin,
 )
-from .display import pretty_block, short_json
+from .display import Undecodable, decoded, pretty_block, short_json
 from .pagination import paginate
 from .patches import PatchDecisionFilter
 
@@ -127,15 +127,15 @@ class ExecutionAdmin(
 
     @admin.display(description="input")
     def pretty_input(self, obj: Execution) -> SafeString:
-        return pretty_block(obj.input)
+        return pretty_block(decoded(obj.input_json))
 
     @admin.display(description="result")
     def pretty_result(self, obj: Execution) -> SafeString | str:
-        return pretty_block(obj.result) if obj.result_json else "—"
+        return pretty_block(decoded(obj.result_json)) if obj.result_json else "—"
 
     @admin.display(description="error")
     def pretty_error(self, obj: Execution) -> SafeString | str:
-        return pretty_block(obj.error) if obj.error_json else "—"
+        return pretty_block(decoded(obj.error_json)) if obj.error_json else "—"
 
     @admin.action(description="Resume selected executions", permissions=["operate"])
     def resume_executions(self, request: HttpRequest, queryset: QuerySet[Execution]) -> None:
@@ -172,18 +172,21 @@ class ExecutionAdmin(
         )
         return {
             "execution": obj,
-            "steps": [
-                {
-                    "step": step,
-                    "value": short_json(step.value, limit=200) if step.value_json else "",
-                    "error": step.error,
-                }
-                for step in page.object_list
-            ],
+            "steps": [step_row(step) for step in page.object_list],
             "steps_page": page,
             "steps_range": page.paginator.get_elided_page_range(page.number),
             "can_operate": self.has_operate_permission(request) and not obj.is_finished,
         }
+
+
+def step_row(step: ExecutionStep) -> dict[str, Any]:
+    """A heap row of the page: its value (compact JSON), or its error; a column that does
+    not decode is shown as the value, raw and marked."""
+    error = decoded(step.error_json) if step.error_json else None
+    if isinstance(error, Undecodable):
+        return {"step": step, "value": short_json(error, limit=200), "error": None}
+    value = short_json(decoded(step.value_json), limit=200) if step.value_json else ""
+    return {"step": step, "value": value, "error": error}
 
 
 __all__ = ["ExecutionAdmin"]

@@ -5,7 +5,8 @@ Read-only by default. A user with the change permission (and whom the definition
 definition's schema and compare-and-swaps on the version the page was opened at
 (``update_store_if``, of an existing store only): when someone else changed or deleted the
 store meanwhile, nothing is written and the form says so. A store whose definition is
-gone, or whose state is over ``MAX_EDIT_CHARS``, is shown as to a viewer, and an edit
+gone, whose state is over ``MAX_EDIT_CHARS``, or whose state is not valid JSON (a row
+written by hand or by another program; shown raw), is shown as to a viewer, and an edit
 posted to it is refused. Rows are only ever written through the store client.
 """
 
@@ -29,10 +30,10 @@ from ..api.jsonvalue import copy_json
 from ..connector import get_store_client
 from ..core.commits import MISSING_INSTANCE, VersionCondition
 from ..core.definition import StoreDefinition, get_definition, registered_definitions
-from ..core.durable import decode_durable
 from ..core.errors import StoreValidationError, WorkflowValueError, YieldstarError, format_path
 from ..core.results import StoreStepId, StoreUpdateConflict
 from ..models.stores import AppliedStep, StoreInstance, StoreVersion, Waiter
+from ..principals import admin_principal, is_principal
 from .base import (
     LargeTableListMixin,
     PageContextMixin,
@@ -41,7 +42,16 @@ from .base import (
     StoreHookMixin,
     hook_allows,
 )
-from .display import diff_block, format_paths, pretty_block, pretty_json, short_json
+from .display import (
+    Undecodable,
+    decode_paths,
+    decoded,
+    diff_block,
+    format_paths,
+    pretty_block,
+    pretty_json,
+    short_json,
+)
 from .pagination import paginate
 
 #: Largest state (canonical JSON, in characters) the admin offers to edit.
@@ -55,7 +65,7 @@ WAITERS_SHOWN: Final = 100
 
 def admin_step_execution(request: HttpRequest) -> str:
     """The ledger execution id of an admin user's edits: ``admin:<user pk>``."""
-    return f"admin:{request.user.pk}"
+    return admin_principal(request.user.pk)
 
 
 class StoreNameFilter(admin.SimpleListFilter):
@@ -105,7 +115,8 @@ class StoreStateForm(forms.ModelForm):  # type: ignore[type-arg]
         self.text_digest = ""
         instance = self.instance
         if instance is not None and instance.pk is not None:
-            self.initial.setdefault("state_json", pretty_json(instance.value))
+            if state_decodes(instance):
+                self.initial.setdefault("state_json", pretty_json(instance.value))
             self.initial.setdefault("expected_instance_id", instance.instance_id)
             self.initial.setdefault("expected_version", instance.version)
             self.initial.setdefault("edit_token", uuid.uuid4().hex)
@@ -168,6 +179,16 @@ class StoreStateForm(forms.ModelForm):  # type: ignore[type-arg]
             raise forms.ValidationError(conflict_message(result), code="conflict")
         self.outcome = result
         return cleaned
+
+
+def state_decodes(obj: StoreInstance) -> bool:
+    """Whether ``obj``'s state is valid JSON (remembered on ``obj`` for the text it holds:
+    a page asks several times)."""
+    memo = obj.__dict__.get("_yieldstar_state_decodes")
+    if memo is None or memo[0] is not obj.state:
+        memo = (obj.state, not isinstance(decoded(obj.state), Undecodable))
+        obj.__dict__["_yieldstar_state_decodes"] = memo
+    return bool(memo[1])
 
 
 def _reject_constant(name: str) -> Any:
@@ -263,6 +284,8 @@ class StoreInstanceAdmin(
             return "its definition is not registered"
         if len(obj.state) > MAX_EDIT_CHARS:
             return "its state is larger than the editor's limit (1 MiB)"
+        if not state_decodes(obj):
+            return "its state is not valid JSON"
         return None
 
     def can_edit(self, request: HttpRequest, obj: StoreInstance | None) -> bool:
@@ -326,7 +349,7 @@ class StoreInstanceAdmin(
 
     @admin.display(description="state")
     def pretty_state(self, obj: StoreInstance) -> SafeString:
-        return pretty_block(obj.value)
+        return pretty_block(decoded(obj.state))
 
     # saving: the form's clean() committed the change; never save the row
 
@@ -391,9 +414,9 @@ def store_page_context(request: HttpRequest, obj: StoreInstance) -> dict[str, An
         state = states.get(version.version)
         previous = states.get(version.version - 1)
         if version.version == 0:
-            change: SafeString | str = pretty_block(decode_durable(state)) if state else "created"
+            change: SafeString | str = pretty_block(decoded(state)) if state else "created"
         elif state is not None and previous is not None:
-            change = diff_block(decode_durable(previous), decode_durable(state))
+            change = diff_block(decoded(previous), decoded(state))
         elif version.state_size is None:
             change = "state not kept"
         else:
@@ -402,7 +425,7 @@ def store_page_context(request: HttpRequest, obj: StoreInstance) -> dict[str, An
             {
                 "version": version.version,
                 "created_at": version.created_at,
-                "paths": format_paths(version.paths),
+                "paths": format_paths(decoded(version.changed_paths, decode_paths)),
                 "step": _step_label(version.step_execution_id, version.step_key),
                 "execution_url": _execution_url(version.step_execution_id),
                 "change": change,
@@ -425,7 +448,7 @@ def store_page_context(request: HttpRequest, obj: StoreInstance) -> dict[str, An
         "waiters": [
             {
                 "waiter": waiter,
-                "paths": format_paths(waiter.paths),
+                "paths": format_paths(decoded(waiter.read_paths, decode_paths)),
                 "execution_url": _execution_url(waiter.execution_id),
             }
             for waiter in waiters
@@ -434,7 +457,7 @@ def store_page_context(request: HttpRequest, obj: StoreInstance) -> dict[str, An
         "ledger": [
             {
                 "entry": entry,
-                "result": short_json(entry.value, limit=160),
+                "result": short_json(decoded(entry.result), limit=160),
                 "execution_url": _execution_url(entry.execution_id),
             }
             for entry in ledger.object_list
@@ -452,7 +475,7 @@ def _step_label(execution_id: str | None, step_key: str | None) -> str:
 
 def _execution_url(execution_id: str | None) -> str | None:
     """The admin page of a workflow execution (not of an HTTP or admin principal)."""
-    if not execution_id or execution_id.startswith(("http:", "admin:")):
+    if not execution_id or is_principal(execution_id):
         return None
     return reverse("admin:yieldstar_execution_change", args=[quote(execution_id)])
 

@@ -3,7 +3,8 @@
 Every error body is ``{"detail": str, "code": str, ...}``; some codes add members
 (``issues`` for a schema rejection, ``path`` for a non-durable value, ``current_etag`` for
 a failed precondition, ``null`` when the store does not exist). The handler never lets a
-store error become a ``500``.
+store error become a ``500``; the one ``500`` the API answers is ``corrupt_row``, a stored
+row whose JSON does not decode (the server's data at fault, not the request).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from rest_framework.exceptions import (
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from ..core.durable import decode_durable
 from ..core.errors import (
     StoreContentionError,
     StoreStepMismatchError,
@@ -57,6 +59,11 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "unknown_workflow": (400, "No workflow of that name is registered."),
     "invalid_arguments": (400, "The arguments do not match the workflow's signature."),
     "execution_conflict": (409, "The execution cannot be changed that way."),
+    "corrupt_row": (
+        500,
+        "Stored data of this resource does not decode (the server's data, not the request, "
+        "is at fault; the server logged which row). Nothing was changed.",
+    ),
 }
 
 
@@ -116,10 +123,25 @@ class DatabaseUnavailable(APIError, code="database_unavailable"):
     (SQLite's "database is locked"), a lost connection, a restart. Retry later."""
 
 
+class CorruptRow(APIError, code="corrupt_row"):
+    """A stored row holds JSON text that does not decode (written by hand, or by another
+    program writing the tables): ``500``, as the fault is the server's data."""
+
+
 #: Seconds a client should wait before retrying a ``database_unavailable`` answer.
 RETRY_AFTER_SECONDS = 1
 
 logger = logging.getLogger(__name__)
+
+
+def decode_row(text: str, row: str) -> Any:
+    """``decode_durable(text)`` of a stored column; ``CorruptRow`` when it does not decode,
+    logged as an error naming ``row`` (which column of which row)."""
+    try:
+        return decode_durable(text)
+    except (ValueError, RecursionError) as exc:
+        logger.error("corrupt row: %s does not decode as JSON: %.200s", row, exc)
+        raise CorruptRow() from None
 
 
 def _path(path: Any) -> list[Any]:
@@ -208,6 +230,7 @@ __all__ = [
     "APIError",
     "BodyRequired",
     "Contention",
+    "CorruptRow",
     "DatabaseUnavailable",
     "IdempotencyKeyReused",
     "InvalidHeader",
@@ -215,5 +238,6 @@ __all__ = [
     "PreconditionFailed",
     "PreconditionRequired",
     "RequestTooLarge",
+    "decode_row",
     "exception_handler",
 ]

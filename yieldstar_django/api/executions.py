@@ -4,7 +4,10 @@
 ``GET executions/<id>/`` ``view_execution`` and ``POST executions/<id>/cancel/``
 ``change_execution``.
 A start is idempotent with an ``execution_id`` in the body (that id names one execution,
-ever) or with an ``Idempotency-Key`` (which names the execution for the user).
+ever) or with an ``Idempotency-Key`` (which names the execution for the user,
+``http:<user pk>:<digest>``). A client may not pick an id in the namespaces the server
+derives ids in (``http:``, ``admin:``; ``400``), so no one can take the execution another
+user's key names, nor the ledger owner of HTTP or admin writes.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from ..runtime.executions import cancel_execution, start_execution
 from ..runtime.registry import get_workflow
 from . import idempotency
 from .base import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, YieldstarAPIView, requested_page_size
-from .exceptions import APIError
+from .exceptions import APIError, decode_row
 from .openapi import IDEMPOTENCY_KEY, errors, operation
 from .permissions import ExecutionPermission
 from .serializers import ExecutionPageSerializer, ExecutionSerializer, ExecutionStartSerializer
@@ -51,16 +54,30 @@ class ExecutionConflict(APIError, code="execution_conflict"):
     """The execution's status does not allow the change asked for."""
 
 
+def column(text: str, row: str) -> Any:
+    """A ``*_json`` column's value: ``None`` for ``""`` (none recorded); ``500``
+    ``corrupt_row`` (logged, naming ``row``) when it does not decode."""
+    return decode_row(text, row) if text else None
+
+
+def execution_input(execution: Execution) -> Any:
+    """``{"args", "kwargs"}`` the execution was started with (``500`` ``corrupt_row`` when
+    the column does not decode)."""
+    return decode_row(execution.input_json, f"execution {execution.id!r} input_json")
+
+
 def execution_body(execution: Execution) -> dict[str, Any]:
-    """An execution and its heap, in replay order (two queries)."""
+    """An execution and its heap, in replay order (two queries). A column that does not
+    decode is ``500`` ``corrupt_row``."""
     steps = ExecutionStep.objects.filter(execution=execution).order_by("position", "pk")
+    row = f"execution {execution.id!r}"
     return {
         "id": execution.id,
         "workflow": execution.workflow_id,
         "status": execution.status,
-        "input": execution.input,
-        "result": execution.result,
-        "error": execution.error,
+        "input": execution_input(execution),
+        "result": column(execution.result_json, f"{row} result_json"),
+        "error": column(execution.error_json, f"{row} error_json"),
         "created_at": execution.created_at,
         "updated_at": execution.updated_at,
         "finished_at": execution.finished_at,
@@ -70,8 +87,8 @@ def execution_body(execution: Execution) -> dict[str, Any]:
                 "position": step.position,
                 "kind": step.kind,
                 "status": step.status,
-                "value": step.value,
-                "error": step.error,
+                "value": column(step.value_json, f"{row} step {step.step_key!r} value_json"),
+                "error": column(step.error_json, f"{row} step {step.step_key!r} error_json"),
                 "attempts": step.attempts,
                 "wake_at": step.wake_at,
                 "recorded_at": step.recorded_at,
@@ -239,7 +256,7 @@ class ExecutionStartView(YieldstarAPIView):
         responses={
             201: ExecutionSerializer,
             200: OpenApiResponse(ExecutionSerializer, description="It existed already."),
-            **errors(400, 401, 403, 409, 413, 415, 422),
+            **errors(400, 401, 403, 409, 413, 415, 422, 500),
         },
         tags=["executions"],
     )
@@ -278,7 +295,8 @@ class ExecutionStartView(YieldstarAPIView):
                 raise
             raise ExecutionConflict(str(exc)) from None
         execution = execution_or_404(new_id)
-        if not created and execution.input != {"args": data["args"], "kwargs": data["kwargs"]}:
+        arguments = {"args": data["args"], "kwargs": data["kwargs"]}
+        if not created and execution_input(execution) != arguments:
             if claim is not None:
                 claim.release()
             raise ExecutionConflict(
@@ -303,7 +321,7 @@ class ExecutionDetailView(YieldstarAPIView):
         "execution_retrieve",
         "Read an execution",
         "Status, result or error, and the heap: every recorded step in replay order.",
-        responses={200: ExecutionSerializer, **errors(401, 403, 404)},
+        responses={200: ExecutionSerializer, **errors(401, 403, 404, 500)},
         tags=["executions"],
     )
     def get(self, request: Request, execution_id: str) -> Response:
@@ -325,7 +343,7 @@ class ExecutionCancelView(YieldstarAPIView):
         "Stops the execution at its next step; recorded steps are not undone. "
         "Cancelling a cancelled execution is a no-op; a completed or failed one is `409`.",
         request=None,
-        responses={200: ExecutionSerializer, **errors(401, 403, 404, 409)},
+        responses={200: ExecutionSerializer, **errors(401, 403, 404, 409, 500)},
         tags=["executions"],
     )
     def post(self, request: Request, execution_id: str) -> Response:

@@ -26,6 +26,7 @@ from rest_framework.request import Request
 from ..core.results import StoreStepId
 from ..models.api import IdempotencyKey
 from ..models.stores import StoreInstance, StoreVersion
+from ..principals import http_principal
 from .exceptions import Contention, IdempotencyKeyReused, InvalidHeader
 
 HEADER: Final = "Idempotency-Key"
@@ -37,7 +38,7 @@ _VALID_KEY: Final = re.compile(rf"[\x20-\x7e]{{1,{MAX_IDEMPOTENCY_KEY_LENGTH}}}"
 
 def principal_of(request: Request) -> str:
     """The execution id of the ledger entries an authenticated user's keys make."""
-    return f"http:{request.user.pk}"
+    return http_principal(request.user.pk)
 
 
 def fingerprint(*parts: Any) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.renderers import OpenApiJsonRenderer
+from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiJsonRenderer2
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -50,6 +50,14 @@ IF_MATCH = OpenApiParameter(
     "current ETag). `*` matches any version. A store that does not exist matches neither "
     "(`412`, `current_etag` null; nothing is created). Required when `API_REQUIRE_IF_MATCH` "
     "is set (`428` without it, unless `If-None-Match: *`).",
+)
+IF_MATCH_READ = OpenApiParameter(
+    "If-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="Answer only if the store is still at this ETag (`412` otherwise, with the "
+    "current ETag, even where `If-None-Match` would be `304`). `*` matches any version. A "
+    "store that does not exist matches neither (`412`, `current_etag` null).",
 )
 IF_NONE_MATCH_WRITE = OpenApiParameter(
     "If-None-Match",
@@ -108,11 +116,13 @@ _ERROR_DESCRIPTIONS = {
     409: "A patch does not apply to the state (`patch_conflict`, `patch_test_failed`), or "
     "the store is too contended (`contention`); nothing changed.",
     412: "`If-Match` does not name the current version, or the store does not exist; or "
-    "`If-None-Match: *` and the store exists; nothing changed.",
+    "`If-None-Match: *` and the store exists (a write); nothing changed.",
     413: "The body is larger than `API_MAX_BODY_BYTES`.",
     415: "Unsupported `Content-Type`; `accepted_media_types` lists the accepted ones.",
     422: "The `Idempotency-Key` was used with a different request.",
     428: "`If-Match` (or `If-None-Match: *`) is required (`API_REQUIRE_IF_MATCH`).",
+    500: "A stored row this answer reads does not decode (`corrupt_row`): the server's data, "
+    "not the request, is at fault.",
     503: "The database could not answer (`database_unavailable`: a lock timeout, a lost "
     "connection); `Retry-After` says when to retry.",
 }
@@ -201,13 +211,16 @@ def document_registered_names(
 
 
 class YieldstarSchemaView(SpectacularAPIView):
-    """``GET schema/``: the OpenAPI 3 schema of this API, as JSON.
+    """``GET schema/``: the OpenAPI 3 schema of this API, as JSON:
+    ``application/vnd.oai.openapi+json`` by default, the same document as
+    ``application/json`` to a client that asks for it (``406`` to one that accepts
+    neither).
 
     Open to authenticated users with at least one ``yieldstar`` permission.
     """
 
     permission_classes = [SchemaPermission]
-    renderer_classes = [OpenApiJsonRenderer]
+    renderer_classes = [OpenApiJsonRenderer, OpenApiJsonRenderer2]
 
     def get_exception_handler(self) -> Callable[[Exception, dict[str, Any]], Response | None]:
         return exception_handler
@@ -237,6 +250,7 @@ __all__ = [
     "ETAG_HEADER",
     "IDEMPOTENCY_KEY",
     "IF_MATCH",
+    "IF_MATCH_READ",
     "IF_NONE_MATCH",
     "IF_NONE_MATCH_WRITE",
     "LIMIT",

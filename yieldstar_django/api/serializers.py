@@ -9,6 +9,7 @@ from typing import Any
 from rest_framework import serializers
 
 from ..core.constants import MAX_KEY_LENGTH
+from ..principals import RESERVED_PREFIXES, is_reserved
 
 
 class ErrorSerializer(serializers.Serializer[Any]):
@@ -93,13 +94,21 @@ class JsonPatchOperationSerializer(serializers.Serializer[Any]):
 
 
 def _addressable_id(value: str) -> None:
-    """An execution id the API can store and address: no lone surrogates, no ``/``."""
+    """An execution id the API can store and address (no lone surrogates, no ``/``) and a
+    client may pick: none in a namespace the server derives ids in (``http:``, ``admin:``,
+    see :mod:`~yieldstar_django.principals`)."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise serializers.ValidationError("This text holds a lone surrogate.") from None
     if "/" in value:
         raise serializers.ValidationError("An execution id started over HTTP cannot hold '/'.")
+    if is_reserved(value):
+        prefixes = ", ".join(repr(prefix) for prefix in RESERVED_PREFIXES)
+        raise serializers.ValidationError(
+            f"Execution ids starting with {prefixes} are reserved for the ids the server "
+            "derives (an Idempotency-Key start, HTTP and admin writes); choose another."
+        )
 
 
 #: Keyword arguments ``start_workflow`` takes itself, so a workflow cannot receive them.
@@ -116,7 +125,8 @@ class ExecutionStartSerializer(serializers.Serializer[Any]):
         max_length=MAX_KEY_LENGTH,
         required=False,
         validators=[_addressable_id],
-        help_text="Names the execution; starting the same id again returns it (idempotent).",
+        help_text="Names the execution; starting the same id again returns it (idempotent). "
+        "Ids starting with `http:` or `admin:` are reserved (`400`).",
     )
 
     def validate_kwargs(self, value: dict[str, Any]) -> dict[str, Any]:

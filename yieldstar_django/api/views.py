@@ -25,7 +25,6 @@ from rest_framework.response import Response
 from ..conf import yieldstar_settings
 from ..core.commits import MISSING_INSTANCE, VersionCondition
 from ..core.definition import StoreDefinition
-from ..core.durable import decode_durable
 from ..core.errors import StoreContentionError, StoreValidationError, WorkflowValueError
 from ..core.results import (
     StoreDeleteConflict,
@@ -47,6 +46,7 @@ from .exceptions import (
     NullState,
     PreconditionFailed,
     PreconditionRequired,
+    decode_row,
 )
 from .json_patch import PatchError, apply_patch, parse_patch
 from .jsonvalue import copy_json
@@ -55,6 +55,7 @@ from .openapi import (
     ETAG_HEADER,
     IDEMPOTENCY_KEY,
     IF_MATCH,
+    IF_MATCH_READ,
     IF_NONE_MATCH,
     IF_NONE_MATCH_WRITE,
     NAME,
@@ -78,13 +79,19 @@ Updater = Callable[[Any], Any]
 UpdaterFor = Callable[[Request, Any], Updater]
 
 
+def missing_store_refusal() -> PreconditionFailed:
+    """The 412 of an ``If-Match`` on a store that does not exist (RFC 9110's ``If-Match``,
+    ``*`` included, is false without a current representation): no ETag to give."""
+    return PreconditionFailed(
+        None, "The store does not exist: If-Match matches only a current version."
+    )
+
+
 def refuse(conflict: StoreUpdateConflict | StoreDeleteConflict) -> NoReturn:
     """412 with the ETag of the version the store is at, or none: the store does not exist
-    (RFC 9110's ``If-Match``, ``*`` included, is false without a current representation)."""
+    (see ``missing_store_refusal``)."""
     if conflict.actual_instance_id == MISSING_INSTANCE:
-        raise PreconditionFailed(
-            None, "The store does not exist: If-Match matches only a current version."
-        )
+        raise missing_store_refusal()
     etag = make_etag(conflict.actual_instance_id, conflict.actual_version)
     if conflict.expected_instance_id == MISSING_INSTANCE:
         raise PreconditionFailed(
@@ -213,34 +220,42 @@ class StoreDetailView(YieldstarAPIView):
         "store_retrieve",
         "Read a store",
         "The store's snapshot; its `ETag` names (instance_id, version). A read "
-        "never writes: a store that does not exist yet is `404` (`store_not_found`); the "
-        "first write creates it from the definition's initial state.",
-        parameters=[NAME, STORE_ID, IF_NONE_MATCH, ETAG_HEADER],
+        "never writes: a store that does not exist yet is `404` (`store_not_found`), or "
+        "`412` with `If-Match`; the first write creates it from the definition's initial "
+        "state. `If-Match` is evaluated before `If-None-Match` (RFC 9110 13.2.2).",
+        parameters=[NAME, STORE_ID, IF_MATCH_READ, IF_NONE_MATCH, ETAG_HEADER],
         responses={
             200: StoreSnapshotSerializer,
             304: OpenApiResponse(description="Not modified since the `If-None-Match` ETag."),
-            **errors(*READ_ERRORS),
+            **errors(*READ_ERRORS, 412, 500),
         },
         tags=["stores"],
     )
     def get(self, request: Request, name: str, id: str) -> Response:
+        """The snapshot (``HEAD`` too), after RFC 9110's preconditions in its order: a
+        false ``If-Match`` is ``412`` (also for a missing store), then a matching
+        ``If-None-Match`` ``304``; without ``If-Match`` a missing store is ``404``."""
         definition = self.setup_store(request, name, id)
+        match = parse_if_match(request.headers.get("If-Match"))
         none_match = parse_if_match(
             request.headers.get("If-None-Match"), "If-None-Match", weak=True
         )
         stored = store_client().read_store(definition, id)
         if stored is None:
+            if match is not None:
+                raise missing_store_refusal()
             raise NotFound(
                 f"There is no store {id!r} of {definition.name!r} yet; a write creates it "
                 "from the definition's initial state.",
                 code="store_not_found",
             )
-        snapshot = StoreSnapshot(decode_durable(stored.encoded), stored.instance_id, stored.version)
-        etag = make_etag(snapshot.instance_id, snapshot.version)
-        if none_match is not None:
-            condition = none_match
-            if condition is not None and condition.matches(etag):
-                return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+        etag = make_etag(stored.instance_id, stored.version)
+        if match is not None and not match.matches(etag):
+            raise PreconditionFailed(etag)
+        if none_match is not None and none_match.matches(etag):
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+        state = decode_row(stored.encoded, f"the state of store {id!r} of {definition.name!r}")
+        snapshot = StoreSnapshot(state, stored.instance_id, stored.version)
         return Response(snapshot_body(definition, id, snapshot), headers={"ETag": etag})
 
     # PUT / PATCH / DELETE
