@@ -2,7 +2,8 @@
 execution id, a step key or a workflow id past ``MAX_KEY_LENGTH`` characters, holding
 ``"\\x00"`` or a lone surrogate, or not a ``str``) is refused by every client alike, with
 the same ``ValueError``/``TypeError``, before any user code runs, and nothing is written.
-A key of exactly ``MAX_KEY_LENGTH`` characters is accepted.
+A key of exactly ``MAX_KEY_LENGTH`` characters is accepted. So is a store step whose four
+keys hold ``MAX_LEDGER_KEY_BYTES`` bytes of UTF-8 together, and not one more.
 
 Failed before on the in-memory client, which accepted every one of them: unit tests on
 it passed where the database clients refuse the call.
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from yieldstar_django.core.constants import MAX_KEY_LENGTH
+from yieldstar_django.core.constants import MAX_KEY_LENGTH, MAX_LEDGER_KEY_BYTES
 from yieldstar_django.core.definition import define_store, unregister_store
 from yieldstar_django.core.results import StoreSnapshot, StoreStepId, StoreWaiter
 
@@ -172,9 +173,7 @@ def _ledger_keys(total: int) -> tuple[str, str, str, str]:
     return name, id, execution_id, step_key
 
 
-#: What the four keys of a store step may hold together (the ledger's unique index on
-#: PostgreSQL holds a row of at most 2,704 bytes).
-LEDGER_KEY_BYTES = 2600
+LEDGER_KEY_BYTES = MAX_LEDGER_KEY_BYTES
 
 
 def test_a_step_whose_keys_the_ledger_cannot_index_is_refused_alike(harness: Any) -> None:
