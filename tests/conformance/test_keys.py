@@ -2,7 +2,8 @@
 execution id, a step key or a workflow id past ``MAX_KEY_LENGTH`` characters, holding
 ``"\\x00"`` or a lone surrogate, or not a ``str``) is refused by every client alike, with
 the same ``ValueError``/``TypeError``, before any user code runs, and nothing is written.
-A key of exactly ``MAX_KEY_LENGTH`` characters is accepted.
+A key of exactly ``MAX_KEY_LENGTH`` characters is accepted. So is a store step whose four
+keys hold ``MAX_LEDGER_KEY_BYTES`` bytes of UTF-8 together, and not one more.
 
 Failed before on the in-memory client, which accepted every one of them: unit tests on
 it passed where the database clients refuse the call.
@@ -10,15 +11,16 @@ it passed where the database clients refuse the call.
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from yieldstar_django.core.constants import MAX_KEY_LENGTH
+from yieldstar_django.core.constants import MAX_KEY_LENGTH, MAX_LEDGER_KEY_BYTES
 from yieldstar_django.core.definition import define_store, unregister_store
-from yieldstar_django.core.results import StoreStepId, StoreWaiter
+from yieldstar_django.core.results import StoreSnapshot, StoreStepId, StoreWaiter
 
 LONG = "k" * (MAX_KEY_LENGTH + 1)
 FULL = "k" * MAX_KEY_LENGTH
@@ -153,3 +155,62 @@ def test_keys_of_exactly_the_limit_are_accepted(harness: Any) -> None:
         assert c.list_stores(d) == []
     finally:
         unregister_store(FULL)
+
+
+def _text_of_bytes(size: int, rng: random.Random) -> str:
+    """A key of ``size`` bytes of UTF-8 (at most 765), made of random CJK characters (3
+    bytes each, so no compression shrinks it) and ASCII for the rest."""
+    cjk = "".join(chr(rng.randrange(0x4E00, 0x9FFF)) for _ in range(size // 3))
+    return cjk + "k" * (size % 3)
+
+
+def _ledger_keys(total: int) -> tuple[str, str, str, str]:
+    """Store name, store id, execution id and step key of ``total`` bytes together."""
+    rng = random.Random(total)
+    sizes = [total // 4] * 3 + [total - 3 * (total // 4)]
+    name, id, execution_id, step_key = (_text_of_bytes(size, rng) for size in sizes)
+    assert all(len(key) <= MAX_KEY_LENGTH for key in (name, id, execution_id, step_key))
+    return name, id, execution_id, step_key
+
+
+LEDGER_KEY_BYTES = MAX_LEDGER_KEY_BYTES
+
+
+def test_a_step_whose_keys_the_ledger_cannot_index_is_refused_alike(harness: Any) -> None:
+    """Each key within ``MAX_KEY_LENGTH`` characters, the four of a store step (store name,
+    store id, execution id, step key) too long together for the ledger's index: refused
+    with a ``ValueError`` by every client, before user code, nothing written. Failed
+    before: the in-memory and SQLite clients recorded the step, PostgreSQL raised an
+    ``OperationalError`` (index row size exceeds btree maximum) that a run retries for
+    ever."""
+    name, id, execution_id, step_key = _ledger_keys(LEDGER_KEY_BYTES + 1)
+    d = define_store(name, None, initial=never)
+    try:
+        c = harness.client
+        step = StoreStepId(execution_id, step_key)
+        snapshot = StoreSnapshot({}, "instance", 0)
+        calls: list[Callable[[], Any]] = [
+            lambda: c.update_store(d, id, updater=never, step_id=step),
+            lambda: c.update_store_from(d, id, snapshot=snapshot, updater=never, step_id=step),
+            lambda: c.take_from_store(d, id, selector=never, claim=None, step_id=step),
+            lambda: c.delete_store_from(d, id, snapshot=snapshot, step_id=step),
+        ]
+        for call in calls:
+            with pytest.raises(ValueError, match=f"{LEDGER_KEY_BYTES} bytes"):
+                call()
+        assert c.list_stores(d) == []
+    finally:
+        unregister_store(name)
+
+
+def test_a_step_whose_keys_fill_the_ledger_key_is_recorded(harness: Any) -> None:
+    name, id, execution_id, step_key = _ledger_keys(LEDGER_KEY_BYTES)
+    d = define_store(name, None, initial=lambda id: {"n": 0})
+    try:
+        c = harness.client
+        step = StoreStepId(execution_id, step_key)
+        updated = c.update_store(d, id, updater=lambda s: s.update(n=1), step_id=step)
+        assert c.update_store(d, id, updater=never, step_id=step) == updated
+        assert c.get_store(d, id).version == 1
+    finally:
+        unregister_store(name)

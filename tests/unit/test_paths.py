@@ -118,6 +118,21 @@ def test_moved_nodes_stay_covered() -> None:
         assert paths_intersect([changed], log.paths()), changed
 
 
+def test_a_repeated_list_shares_its_elements_as_a_plain_list_does() -> None:
+    """``*=`` repeats references: a change made through one copy shows at every copy, in a
+    draft as in a plain list, also for elements no read reached before."""
+    state = {"rows": [{"seen": False}, [0]]}
+    plain = copy.deepcopy(state)
+    draft, log = draft_of(state)
+    for target in (plain, draft):
+        target["rows"] *= 2
+        target["rows"][0]["seen"] = True
+        target["rows"][3].append(1)
+    assert plain == {"rows": [{"seen": True}, [0, 1], {"seen": True}, [0, 1]]}
+    assert json.loads(json.dumps(draft)) == plain
+    assert log.paths() == [("rows",)]
+
+
 def test_selector_reads_are_recorded_precisely() -> None:
     state = {"a": {"b": {"c": 1}, "z": 0}, "l": [1, 2, 3], "m": {}}
     _, reads = track_selector(state, lambda s: s["a"]["b"]["c"])

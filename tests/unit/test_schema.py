@@ -104,3 +104,41 @@ def test_unsupported_schema_is_a_type_error() -> None:
         compile_schema("s", 42)
     with pytest.raises(TypeError, match="Unsupported schema"):
         compile_schema("s", int)
+
+
+def _counts_schemas() -> list[Any]:
+    """One schema of each library for ``{"counts": {str: int}, "seen": [int]}``."""
+    import pydantic
+    from rest_framework import serializers
+
+    class Model(pydantic.BaseModel):
+        counts: dict[str, int]
+        seen: list[int] = []
+
+    class Serializer(serializers.Serializer[Any]):
+        counts = serializers.DictField(child=serializers.IntegerField())
+        seen = serializers.ListField(child=serializers.IntegerField(), required=False)
+
+    json_schema = {
+        "type": "object",
+        "properties": {
+            "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "seen": {"type": "array", "items": {"type": "integer"}},
+        },
+    }
+    return [json_schema, Model, Serializer]
+
+
+@pytest.mark.parametrize("kind", ["JSON Schema", "pydantic", "DRF"])
+def test_issue_paths_keep_dict_keys_that_read_as_digits_as_keys(kind: str) -> None:
+    """A dict key is a ``str`` segment whatever it spells: ``"7"`` is not the list index
+    ``7``, and ``"²"`` (a digit to ``str.isdigit``, no decimal to ``int``) is a key, not
+    an error of the schema's adapter; a list index stays an ``int``."""
+    schema = _counts_schemas()[["JSON Schema", "pydantic", "DRF"].index(kind)]
+    state = {"counts": {"7": "x", "²": "y", "٣": "z", "a": 1}, "seen": [1, "n"]}
+    issues = reject(schema, state)
+    paths = sorted(tuple(map(repr, i["path"])) for i in issues)
+    assert paths == sorted(
+        tuple(map(repr, path))
+        for path in [("counts", "7"), ("counts", "²"), ("counts", "٣"), ("seen", 1)]
+    )

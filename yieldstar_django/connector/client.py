@@ -23,7 +23,7 @@ from ..core.commits import CommitOutcome, RetryPolicy, StoreDeletion, StoredStat
 from ..core.constants import MAX_INSTANCE_ID_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.durable import DurableLimits
-from ..core.keys import check_step, check_store, check_text
+from ..core.keys import check_ledger_key, check_store, check_text
 from ..core.results import StoreStepId, StoreWaiter
 from ..wakes.backends import is_enqueue_only
 from ..wakes.delivery import deliver_on_commit, publish_during_commit
@@ -143,8 +143,7 @@ class DatabaseStoreClient(CasStoreClient):
     def get_applied_step(
         self, definition: StoreDefinition, id: str, step_id: StoreStepId
     ) -> str | None:
-        check_store(definition.name, id)
-        check_step(step_id)
+        check_ledger_key(definition.name, id, step_id)
         row = fetchone(
             self.connection,
             sql.LEDGER_LOOKUP,
@@ -161,8 +160,7 @@ class DatabaseStoreClient(CasStoreClient):
         wins, and the row is used only when there is none. Both lookups read one snapshot,
         as if the ledger were looked up just before the row was read.
         """
-        check_store(definition.name, id)
-        check_step(step_id)
+        check_ledger_key(definition.name, id, step_id)
         name = definition.name
         row = fetchone(
             self.connection,
@@ -233,8 +231,7 @@ class DatabaseStoreClient(CasStoreClient):
 
     def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
         self.commit_attempts += 1
-        check_store(mutation.definition.name, mutation.id)
-        check_step(mutation.step_id)
+        check_ledger_key(mutation.definition.name, mutation.id, mutation.step_id)
         check_text("instance id", mutation.expected.instance_id, MAX_INSTANCE_ID_LENGTH)
         hooked = current_hook.get()
         if hooked is not None and hooked[0] == self.using:
@@ -292,8 +289,7 @@ class DatabaseStoreClient(CasStoreClient):
 
     def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
         self.commit_attempts += 1
-        check_store(deletion.definition.name, deletion.id)
-        check_step(deletion.step_id)
+        check_ledger_key(deletion.definition.name, deletion.id, deletion.step_id)
         if self._functions():
             outcome, pending = functions.commit_deletion(
                 self.connection, deletion, publish=self._publisher()

@@ -10,12 +10,23 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Final
 
-__all__ = ["MAX_INSTANCE_ID_LENGTH", "MAX_KEY_LENGTH", "MAX_PATH_KEY_LENGTH", "WaiterKind"]
+__all__ = [
+    "MAX_INSTANCE_ID_LENGTH",
+    "MAX_KEY_LENGTH",
+    "MAX_LEDGER_KEY_BYTES",
+    "MAX_PATH_KEY_LENGTH",
+    "WaiterKind",
+]
 
 #: Store names and ids, execution ids, step keys, workflow names.
 MAX_KEY_LENGTH: Final = 255
 #: A store instance id (a UUID in text, or an id the API was given).
 MAX_INSTANCE_ID_LENGTH: Final = 64
+#: The four keys of a store step together (store name, store id, execution id, step key),
+#: in bytes of UTF-8: PostgreSQL's btree holds an index row of at most 2,704 bytes, and the
+#: ledger's unique index holds the four (with their headers) uncompressed when they are
+#: random text. Each may still be ``MAX_KEY_LENGTH`` characters.
+MAX_LEDGER_KEY_BYTES: Final = 2600
 #: Path keys longer than this are replaced by a digest, so any path fits a btree entry.
 MAX_PATH_KEY_LENGTH: Final = 200
 

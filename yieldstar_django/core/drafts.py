@@ -5,8 +5,8 @@
   ``list`` methods, in O(changes). A change that shifts list elements records the list's own
   path. Nodes are adopted lazily: a container of the decoded state becomes a tracked node the
   first time it is reached through the draft (by any read: indexing, ``get``, ``values``,
-  ``items``, iteration, slicing, ``copy``, ``+``, ``*``), so building a draft and changing one
-  field costs O(path), not O(state).
+  ``items``, iteration, slicing, ``copy``, ``+``, ``*``; and by ``*=``, whose copies share
+  it), so building a draft and changing one field costs O(path), not O(state).
 * Assigned values are stored as given (not walked, copied or adopted): a container placed in
   the draft is covered by the path recorded when it was placed there, so writes through it
   later are covered by prefix.
@@ -327,6 +327,9 @@ class TrackedList(_TrackedNode, list[Any]):
         return self
 
     def __imul__(self, count: SupportsIndex) -> TrackedList:
+        # Adopt first: the copies must share one tracked node, as a list's copies share
+        # their element (adoption later would replace one reference only).
+        self._adopt_all()
         self._record_self()
         list.__imul__(self, count)
         return self

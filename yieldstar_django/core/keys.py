@@ -1,16 +1,25 @@
 """The keys a store call is given, checked alike by every client before anything runs:
-what the tables cannot hold is refused with a ``TypeError`` or ``ValueError``, before any
-user code or SQL, and nothing is written (``tests/conformance/test_keys.py``)."""
+what the tables cannot hold (a key too long or unstorable, or a store step whose four keys
+are too long together for the ledger's index) is refused with a ``TypeError`` or
+``ValueError``, before any user code or SQL, and nothing is written
+(``tests/conformance/test_keys.py``)."""
 
 from __future__ import annotations
 
 import re
 from typing import Final
 
-from .constants import MAX_INSTANCE_ID_LENGTH, MAX_KEY_LENGTH
+from .constants import MAX_INSTANCE_ID_LENGTH, MAX_KEY_LENGTH, MAX_LEDGER_KEY_BYTES
 from .results import StoreStepId, StoreWaiter
 
-__all__ = ["check_removal", "check_step", "check_store", "check_text", "check_waiter"]
+__all__ = [
+    "check_ledger_key",
+    "check_removal",
+    "check_step",
+    "check_store",
+    "check_text",
+    "check_waiter",
+]
 
 _UNSTORABLE: Final = re.compile("[\x00\ud800-\udfff]")
 
@@ -37,6 +46,23 @@ def check_step(step_id: StoreStepId | None) -> None:
     if step_id is not None:
         check_text("step execution id", step_id.execution_id)
         check_text("step key", step_id.step_key)
+
+
+def check_ledger_key(name: str, id: str, step_id: StoreStepId | None) -> None:
+    """Check a store's name and id and a step id (``None`` passes) made on it, and that the
+    four together fit the ledger's key: at most ``MAX_LEDGER_KEY_BYTES`` bytes of UTF-8."""
+    check_store(name, id)
+    check_step(step_id)
+    if step_id is None:
+        return
+    keys = (name, id, step_id.execution_id, step_id.step_key)
+    if sum(map(len, keys)) * 4 <= MAX_LEDGER_KEY_BYTES:
+        return
+    if sum(len(key.encode("utf-8")) for key in keys) > MAX_LEDGER_KEY_BYTES:
+        raise ValueError(
+            "a store step's store name, store id, execution id and step key are longer "
+            f"than {MAX_LEDGER_KEY_BYTES} bytes of UTF-8 together"
+        )
 
 
 def check_waiter(waiter: StoreWaiter) -> None:

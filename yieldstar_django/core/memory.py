@@ -15,7 +15,7 @@ from .cas import CasOptions, CasStoreClient
 from .commits import CommitOutcome, StoreDeletion, StoredState, StoreMutation
 from .constants import MAX_INSTANCE_ID_LENGTH
 from .definition import StoreDefinition
-from .keys import check_removal, check_step, check_store, check_text, check_waiter
+from .keys import check_ledger_key, check_removal, check_store, check_text, check_waiter
 from .paths import wakes_waiter
 from .results import LedgerOperation, StoreStepId, StoreWaiter, Wake
 from .types import StorePath
@@ -95,8 +95,7 @@ class MemoryStoreClient(CasStoreClient):
     def get_applied_step(
         self, definition: StoreDefinition, id: str, step_id: StoreStepId
     ) -> str | None:
-        check_store(definition.name, id)
-        check_step(step_id)
+        check_ledger_key(definition.name, id, step_id)
         with self._lock:
             entry = self._ledger.get((definition.name, id, step_id.execution_id, step_id.step_key))
             return None if entry is None else entry[1]
@@ -120,8 +119,7 @@ class MemoryStoreClient(CasStoreClient):
             _current_hook.reset(token)
 
     def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
-        check_store(mutation.definition.name, mutation.id)
-        check_step(mutation.step_id)
+        check_ledger_key(mutation.definition.name, mutation.id, mutation.step_id)
         check_text("instance id", mutation.expected.instance_id, MAX_INSTANCE_ID_LENGTH)
         hooked = _current_hook.get()
         work = hooked[1](mutation) if hooked is not None and hooked[0] is self else None
@@ -130,8 +128,7 @@ class MemoryStoreClient(CasStoreClient):
         )
 
     def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
-        check_store(deletion.definition.name, deletion.id)
-        check_step(deletion.step_id)
+        check_ledger_key(deletion.definition.name, deletion.id, deletion.step_id)
         return self._commit(deletion, lambda key, current: self._delete(deletion, key, current))
 
     def _commit(

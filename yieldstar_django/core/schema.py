@@ -39,10 +39,11 @@ def _is_type_adapter(schema: Any) -> bool:
 
 
 def _segment(value: Any) -> PathSegment:
+    """A path segment as the library named it: a list index is an ``int``, anything else
+    (a dict key or field name, even ``"7"``) its ``str``."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    text = str(value)
-    return int(text) if text.isdigit() else text
+        return int(value)
+    return str(value)
 
 
 def _path(parts: Iterable[Any]) -> StorePath:
