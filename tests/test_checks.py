@@ -170,6 +170,10 @@ INVALID = [
     ("MAX_STATE_BYTES", None),
     ("MAX_DEPTH", 0),
     ("MAX_DEPTH", 1.0),
+    # Deeper than Python's json decodes from a deep call stack (recursion limit 1,000 on
+    # 3.11): a state written from a shallow stack could not be read back in a deeper one.
+    ("MAX_DEPTH", 513),
+    ("MAX_DEPTH", 10_000),
     ("VERSION_HISTORY_LIMIT", 0),
     ("VERSION_HISTORY_LIMIT", "all"),
     ("VERSION_HISTORY_KEEP_STATE", 1),
@@ -202,6 +206,7 @@ VALID = [
     ("CAS_BACKOFF_MAX", 1),
     ("MAX_STATE_BYTES", 1024),
     ("MAX_DEPTH", 1),
+    ("MAX_DEPTH", 512),
     ("VERSION_HISTORY_LIMIT", None),
     ("VERSION_HISTORY_LIMIT", 1),
     ("VERSION_HISTORY_KEEP_STATE", False),

@@ -178,3 +178,21 @@ def test_nesting_deeper_than_the_interpreter_can_encode_is_a_clean_error() -> No
         value = [value]
     with pytest.raises(WorkflowValueError, match="too deeply"):
         encode_durable(value, limits=DurableLimits(max_depth=100_000))
+
+
+def test_a_value_at_the_largest_max_depth_decodes_from_a_deep_call_stack() -> None:
+    """``MAX_DEPTH`` is at most ``MAX_DEPTH_LIMIT`` (E003 past it): a value that deep,
+    encoded from a shallow stack, still decodes with 400 frames more on the stack (a Celery
+    task, a deep middleware chain), below Python 3.11's recursion limit of 1,000."""
+    from yieldstar_django.conf import MAX_DEPTH_LIMIT
+
+    limits = DurableLimits(max_depth=MAX_DEPTH_LIMIT)
+    value: Any = []
+    for _ in range(MAX_DEPTH_LIMIT - 1):
+        value = [value]
+    text = encode_durable(value, limits=limits)
+
+    def decode_deeper(frames: int) -> Any:
+        return decode_durable(text) if frames == 0 else decode_deeper(frames - 1)
+
+    assert decode_deeper(400) == value
