@@ -34,6 +34,7 @@ from django.utils.module_loading import import_string
 
 __all__ = [
     "DEFAULTS",
+    "MAX_DEPTH_LIMIT",
     "MAX_INTEGER",
     "MAX_SECONDS",
     "SETTINGS",
@@ -68,6 +69,10 @@ MAX_SECONDS: Final = 100 * 365 * 24 * 3600
 #: The largest integer a setting may give: 2**62, with room under the 64-bit integers it
 #: meets (PostgreSQL's ``bigint``, the size of a read) for what is added to it.
 MAX_INTEGER: Final = 2**62
+#: The largest ``MAX_DEPTH``. Python's ``json`` recurses once per level, so a value encoded
+#: from a shallow call stack may not decode from a deeper one (a Celery task, a long
+#: middleware chain) when its depth nears the recursion limit (1,000 on Python 3.11).
+MAX_DEPTH_LIMIT: Final = 512
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -286,13 +291,18 @@ durable value: a store state, a step result, a selected value. A larger value ra
 
     MAX_DEPTH = Setting[int](
         256,
-        rule=int_at_least(1),
+        rule=Rule(
+            lambda value: _is_int(value) and 1 <= cast(int, value) <= MAX_DEPTH_LIMIT,
+            f"an integer from 1 to {MAX_DEPTH_LIMIT}",
+        ),
         pinned=True,
         doc="""\
 The deepest nesting of lists and dicts in a durable value; deeper values raise
-`WorkflowValueError` (`INVALID_STEP_VALUE`). An integer >= 1. Python's `json` cannot encode
-a value nested deeper than the interpreter's recursion limit (about 1,000 levels on Python
-3.11, some thousands on 3.13): such a value is the same error whatever this setting says.
+`WorkflowValueError` (`INVALID_STEP_VALUE`). An integer from 1 to 512. Python's `json`
+recurses once per level, and on Python 3.11 stops at the interpreter's recursion limit
+(1,000 frames, the caller's included): a deeper limit would let a process with a shallow
+call stack write a state that one with a deeper stack (a Celery task, a long middleware
+chain) cannot read back.
 """,
     )
 
