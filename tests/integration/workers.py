@@ -506,3 +506,57 @@ def take_steps(alias: str, name: str, keys: list[str], seed: int) -> dict[str, A
         )
         got[key] = result.selected["id"] if result.matched else None
     return got
+
+
+# --- registration versus deletion -----------------------------------------------------------
+
+
+def race_delete_waiter(
+    alias: str, name: str, trials: int, barrier: Any, seed: int, use_functions: bool | None
+) -> list[tuple[int, str]]:
+    """Per trial: take from store ``s<t>`` (never matched: it holds no ``go``) and register
+    a waiter for execution ``e<t>`` on what the take saw, while another process deletes the
+    store. Returns each trial's (trial, instance id the waiter observed)."""
+    from yieldstar_django.core.results import StoreWaiter
+
+    client = _client(alias, use_functions)
+    definition = _definition(name, "slots")
+    rng = random.Random(seed)
+    waited: list[tuple[int, str]] = []
+    for trial in range(trials):
+        store_id = f"s{trial}"
+        barrier.wait(timeout=60)
+        _jitter(rng, 0.001)
+        result = client.take_from_store(
+            definition, store_id, selector=lambda s: s.get("go"), claim=None
+        )
+        assert not result.matched
+        _jitter(rng, 0.002)
+        client.register_waiter(
+            StoreWaiter(
+                "wf",
+                f"e{trial}",
+                "take",
+                name,
+                store_id,
+                result.instance_id,
+                result.version,
+                result.read_paths,
+            )
+        )
+        waited.append((trial, str(result.instance_id)))
+    return waited
+
+
+def race_deleter(
+    alias: str, name: str, trials: int, barrier: Any, seed: int, use_functions: bool | None
+) -> int:
+    """Per trial: delete store ``s<t>`` (a no-op while it is missing)."""
+    client = _client(alias, use_functions)
+    definition = _definition(name, "slots")
+    rng = random.Random(seed)
+    for trial in range(trials):
+        barrier.wait(timeout=60)
+        _jitter(rng, 0.005)
+        client.delete_store(definition, f"s{trial}")
+    return trials
