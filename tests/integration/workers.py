@@ -560,3 +560,103 @@ def race_deleter(
         _jitter(rng, 0.005)
         client.delete_store(definition, f"s{trial}")
     return trials
+
+
+# --- runtime races ------------------------------------------------------------------------
+
+
+def start_same_id(alias: str, workflow_id: str, execution_id: str, arg: str) -> str:
+    """``start_execution(workflow_id, arg, execution_id=...)``: ``"created"``,
+    ``"existing"`` or the ``ValueError`` it raised (``"refused"``)."""
+    from tests.integration import race_workflows  # noqa: F401  (registers the workflows)
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.runtime.executions import start_execution
+
+    with runtime_on(alias):
+        try:
+            new_id, created = start_execution(workflow_id, arg, execution_id=execution_id)
+        except ValueError as exc:
+            assert "already exists" in str(exc), exc
+            return "refused"
+    assert new_id == execution_id
+    return "created" if created else "existing"
+
+
+def run_paused_then_expired(alias: str, execution_id: str, barrier: Any) -> str:
+    """Run the execution; in its update's updater (first call), let the lease expire (as a
+    worker paused past its lease) and meet ``barrier`` twice: once so that the other
+    process takes the lease over, once when that process is in its own updater. Then go
+    on and commit. Returns ``run_execution``'s result."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.integration import race_workflows
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.models import Execution
+    from yieldstar_django.runtime import executions
+    from yieldstar_django.runtime.leases import Lease, acquire_lease
+
+    held: list[Lease] = []
+
+    def acquire(eid: str) -> Lease | None:
+        lease = acquire_lease(eid)
+        if lease is not None:
+            held.append(lease)
+        return lease
+
+    def pause() -> None:
+        if held:
+            lease = held.pop()
+            lease.stop_heartbeat()
+            expired = timezone.now() - timedelta(seconds=1)
+            assert Execution.objects.filter(pk=execution_id).update(lease_expires_at=expired)
+            barrier.wait(timeout=30)  # the other process may take the lease over
+            barrier.wait(timeout=30)  # ... and it is in its updater now
+
+    executions.acquire_lease = acquire  # type: ignore[assignment]
+    race_workflows.PAUSE = pause
+    with runtime_on(alias):
+        return str(executions.run_execution(execution_id))
+
+
+def run_after_the_expiry(alias: str, execution_id: str, barrier: Any) -> str:
+    """Once the other run's lease expired, run the execution (taking the lease over); in
+    the update's updater (first call), meet the paused run, then both commit at once."""
+    from tests.integration import race_workflows
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.runtime.executions import run_execution
+
+    calls: list[int] = []
+
+    def pause() -> None:
+        if not calls:
+            calls.append(1)
+            barrier.wait(timeout=30)  # the paused run goes on too
+
+    race_workflows.PAUSE = pause
+    barrier.wait(timeout=30)  # the other run's lease has expired
+    with runtime_on(alias):
+        return str(run_execution(execution_id))
+
+
+def resume_at_once(alias: str, execution_id: str, barrier: Any) -> str:
+    """``run_execution`` at the same moment as the other processes. The run that gets the
+    lease meets ``barrier`` inside its ``run`` step; the others meet it once their
+    ``run_execution`` returned. Returns ``run_execution``'s result."""
+    from tests.integration import race_workflows
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.runtime.executions import run_execution
+
+    held: list[int] = []
+
+    def pause() -> None:
+        held.append(1)
+        barrier.wait(timeout=30)
+
+    race_workflows.PAUSE = pause
+    with runtime_on(alias):
+        result = run_execution(execution_id)
+    if not held:
+        barrier.wait(timeout=30)
+    return str(result)
