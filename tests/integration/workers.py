@@ -37,6 +37,26 @@ def api_start(username: str, body: str) -> int:
     return response.status_code
 
 
+def api_patch_with_key(username: str, name: str, key: str, body: str) -> dict[str, Any]:
+    """``PATCH /yieldstar/stores/<name>/s/`` (a JSON Patch) as ``username`` under the
+    ``Idempotency-Key`` ``key``; the response's status, body and ``ETag``."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from yieldstar_django import define_store
+
+    define_store(name, None, initial=lambda id: {"items": []})
+    client = Client()
+    client.force_login(User.objects.get(username=username))
+    response = client.patch(
+        f"/yieldstar/stores/{name}/s/",
+        body,
+        content_type="application/json-patch+json",
+        headers={"Idempotency-Key": key},
+    )
+    return {"status": response.status_code, "body": response.json(), "etag": response["ETag"]}
+
+
 def setup_django(db_names: dict[str, str], yieldstar: dict[str, Any]) -> None:
     """Point every alias at ``db_names`` and apply ``yieldstar``, before any query. Works
     in a fresh interpreter and in a fork of one that has set Django up already."""
