@@ -105,3 +105,40 @@ def test_resumes_at_once_run_one_at_a_time_and_a_wake_during_the_run_runs_it_aga
         execution = get_execution(execution_id)
         assert (execution.status, execution.runs) == ("sleeping", 1)
         assert (execution.lease_owner, execution.wake_pending) == ("", False)
+
+
+def test_cancels_and_a_wake_racing_during_a_run_cancel_once_and_record_nothing_more(
+    alias: str, spawn: Spawn, wakes: WakeCollector, tmp_path: Path
+) -> None:
+    """A run is inside its ``run`` step when two processes cancel the execution and a
+    third resumes it (a wake delivered meanwhile), all at once. Exactly one cancel says
+    ``True``; the resume finds the lease held (``busy``) or the execution finished
+    (``gone``); the run, going on, records nothing more and ends ``lost`` (no replay, no
+    completed step, no waiter, no sleep timer), and no wake is left to deliver (the
+    cancel acknowledged them, the lease's takeover timer included)."""
+    from yieldstar_django.models import Waiter
+
+    log = str(tmp_path / "events")
+    with runtime_on(alias):
+        execution_id = start_workflow("race-held-run", log)
+    held, *others = spawn(
+        ["run_held", "while_held", "while_held", "while_held"],
+        [
+            (alias, execution_id, SHARED_BARRIER),
+            (alias, execution_id, SHARED_BARRIER, "cancel"),
+            (alias, execution_id, SHARED_BARRIER, "cancel"),
+            (alias, execution_id, SHARED_BARRIER, "resume"),
+        ],
+    )
+    *cancels, resumed = others
+    assert held == "lost"
+    assert sorted(cancels) == ["False", "True"], cancels
+    assert resumed in ("busy", "gone"), resumed
+    assert race_workflows.read_log(log) == ["start", "hold"]
+    with runtime_on(alias):
+        execution = get_execution(execution_id)
+        assert (execution.status, execution.lease_owner) == ("cancelled", "")
+        assert not ExecutionStep.objects.filter(execution_id=execution_id).exists()
+        assert not Waiter.objects.filter(execution_id=execution_id).exists()
+        pending = WakeIntent.objects.filter(execution_id=execution_id, delivered_at=None)
+        assert list(pending.values_list("reason", flat=True)) == []

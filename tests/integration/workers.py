@@ -680,3 +680,37 @@ def resume_at_once(alias: str, execution_id: str, barrier: Any) -> str:
     if not held:
         barrier.wait(timeout=30)
     return str(result)
+
+
+def run_held(alias: str, execution_id: str, barrier: Any) -> str:
+    """Run the execution; inside its ``run`` step meet ``barrier`` twice (the others act
+    between the two), then go on. Returns ``run_execution``'s result."""
+    from tests.integration import race_workflows
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.runtime.executions import run_execution
+
+    def pause() -> None:
+        barrier.wait(timeout=30)  # the run holds the lease, inside its step
+        barrier.wait(timeout=30)  # the others are done
+
+    race_workflows.PAUSE = pause
+    with runtime_on(alias):
+        return str(run_execution(execution_id))
+
+
+def while_held(alias: str, execution_id: str, barrier: Any, action: str) -> str:
+    """Once a run holds the execution (``run_held``), ``cancel`` it or ``resume`` it (a
+    wake delivered meanwhile); the result, as a string."""
+    from tests.integration import race_workflows  # noqa: F401  (registers the workflows)
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.runtime import cancel_execution
+    from yieldstar_django.runtime.executions import run_execution
+
+    barrier.wait(timeout=30)
+    try:
+        with runtime_on(alias):
+            if action == "cancel":
+                return str(cancel_execution(execution_id))
+            return str(run_execution(execution_id))
+    finally:
+        barrier.wait(timeout=30)
