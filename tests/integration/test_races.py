@@ -178,3 +178,47 @@ def test_eight_processes_on_one_store_at_the_default_cap(alias: str, spawn: Spaw
         StoreDefinition(name, None, lambda id: {"n": 0}), "c"
     )
     assert snapshot.state == {"n": 800}
+
+
+@pytest.mark.parametrize("use_functions", [None, False], ids=["default", "statements"])
+def test_register_versus_delete_loses_no_wake(
+    alias: str, spawn: Spawn, use_functions: bool | None
+) -> None:
+    """``delete_store`` removes a store's waiters and wakes them, and registration is
+    linearizable with it as with any mutation. 300 trials: one process takes from store
+    ``s<t>`` (creating it if missing, matching nothing) and registers a waiter for
+    ``e<t>`` on the instance it saw, while the other deletes ``s<t>``, in a random order.
+    A waiter whose instance was deleted must have a wake: from the deletion (it found the
+    waiter) or from its registration (it found the instance gone: stale). Only a waiter
+    on the store's live instance (the deletion came before the take, which created a new
+    one) may wait without a wake. A registration that read the row before the deletion
+    and committed after it (without its share lock) is the lost wake this catches: with
+    the lock taken out of the statements path, it fails (the waiter's insert then even
+    names a deleted row)."""
+    if alias == "sqlite" and use_functions is False:
+        pytest.skip("SQLite has only the statements path (covered by the 'default' case)")
+    name = unique("deleted")
+    trials = 300
+    waited, _ = spawn(
+        ["race_delete_waiter", "race_deleter"],
+        [
+            (alias, name, trials, SHARED_BARRIER, 3, use_functions),
+            (alias, name, trials, SHARED_BARRIER, 4, use_functions),
+        ],
+        timeout=170,
+    )
+    assert len(waited) == trials
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT execution_id, reason FROM yieldstar_wakeintent")
+        intents = cursor.fetchall()
+        cursor.execute(
+            "SELECT store_id, instance_id FROM yieldstar_storeinstance WHERE name = %s", [name]
+        )
+        live = dict(cursor.fetchall())
+    woken = Counter(execution for execution, _ in intents)
+    reasons = Counter(reason for _, reason in intents)
+    lost = [t for t, instance in waited if woken[f"e{t}"] == 0 and live.get(f"s{t}") != instance]
+    assert lost == [], f"{len(lost)} waiters on a deleted instance were never woken"
+    # Both interleavings that need a wake happened, and the one that needs none.
+    assert reasons["delete"] > 0 and reasons["missing"] > 0, reasons
+    assert any(live.get(f"s{t}") == instance for t, instance in waited), "no take came last"

@@ -37,6 +37,26 @@ def api_start(username: str, body: str) -> int:
     return response.status_code
 
 
+def api_patch_with_key(username: str, name: str, key: str, body: str) -> dict[str, Any]:
+    """``PATCH /yieldstar/stores/<name>/s/`` (a JSON Patch) as ``username`` under the
+    ``Idempotency-Key`` ``key``; the response's status, body and ``ETag``."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from yieldstar_django import define_store
+
+    define_store(name, None, initial=lambda id: {"items": []})
+    client = Client()
+    client.force_login(User.objects.get(username=username))
+    response = client.patch(
+        f"/yieldstar/stores/{name}/s/",
+        body,
+        content_type="application/json-patch+json",
+        headers={"Idempotency-Key": key},
+    )
+    return {"status": response.status_code, "body": response.json(), "etag": response["ETag"]}
+
+
 def setup_django(db_names: dict[str, str], yieldstar: dict[str, Any]) -> None:
     """Point every alias at ``db_names`` and apply ``yieldstar``, before any query. Works
     in a fresh interpreter and in a fork of one that has set Django up already."""
@@ -506,3 +526,191 @@ def take_steps(alias: str, name: str, keys: list[str], seed: int) -> dict[str, A
         )
         got[key] = result.selected["id"] if result.matched else None
     return got
+
+
+# --- registration versus deletion -----------------------------------------------------------
+
+
+def race_delete_waiter(
+    alias: str, name: str, trials: int, barrier: Any, seed: int, use_functions: bool | None
+) -> list[tuple[int, str]]:
+    """Per trial: take from store ``s<t>`` (never matched: it holds no ``go``) and register
+    a waiter for execution ``e<t>`` on what the take saw, while another process deletes the
+    store. Returns each trial's (trial, instance id the waiter observed)."""
+    from yieldstar_django.core.results import StoreWaiter
+
+    client = _client(alias, use_functions)
+    definition = _definition(name, "slots")
+    rng = random.Random(seed)
+    waited: list[tuple[int, str]] = []
+    for trial in range(trials):
+        store_id = f"s{trial}"
+        barrier.wait(timeout=60)
+        _jitter(rng, 0.001)
+        result = client.take_from_store(
+            definition, store_id, selector=lambda s: s.get("go"), claim=None
+        )
+        assert not result.matched
+        _jitter(rng, 0.002)
+        client.register_waiter(
+            StoreWaiter(
+                "wf",
+                f"e{trial}",
+                "take",
+                name,
+                store_id,
+                result.instance_id,
+                result.version,
+                result.read_paths,
+            )
+        )
+        waited.append((trial, str(result.instance_id)))
+    return waited
+
+
+def race_deleter(
+    alias: str, name: str, trials: int, barrier: Any, seed: int, use_functions: bool | None
+) -> int:
+    """Per trial: delete store ``s<t>`` (a no-op while it is missing)."""
+    client = _client(alias, use_functions)
+    definition = _definition(name, "slots")
+    rng = random.Random(seed)
+    for trial in range(trials):
+        barrier.wait(timeout=60)
+        _jitter(rng, 0.005)
+        client.delete_store(definition, f"s{trial}")
+    return trials
+
+
+# --- runtime races ------------------------------------------------------------------------
+
+
+def start_same_id(alias: str, workflow_id: str, execution_id: str, arg: str) -> str:
+    """``start_execution(workflow_id, arg, execution_id=...)``: ``"created"``,
+    ``"existing"`` or the ``ValueError`` it raised (``"refused"``)."""
+    from tests.integration import race_workflows  # noqa: F401  (registers the workflows)
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.runtime.executions import start_execution
+
+    with runtime_on(alias):
+        try:
+            new_id, created = start_execution(workflow_id, arg, execution_id=execution_id)
+        except ValueError as exc:
+            assert "already exists" in str(exc), exc
+            return "refused"
+    assert new_id == execution_id
+    return "created" if created else "existing"
+
+
+def run_paused_then_expired(alias: str, execution_id: str, barrier: Any) -> str:
+    """Run the execution; in its update's updater (first call), let the lease expire (as a
+    worker paused past its lease) and meet ``barrier`` twice: once so that the other
+    process takes the lease over, once when that process is in its own updater. Then go
+    on and commit. Returns ``run_execution``'s result."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.integration import race_workflows
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.models import Execution
+    from yieldstar_django.runtime import executions
+    from yieldstar_django.runtime.leases import Lease, acquire_lease
+
+    held: list[Lease] = []
+
+    def acquire(eid: str) -> Lease | None:
+        lease = acquire_lease(eid)
+        if lease is not None:
+            held.append(lease)
+        return lease
+
+    def pause() -> None:
+        if held:
+            lease = held.pop()
+            lease.stop_heartbeat()
+            expired = timezone.now() - timedelta(seconds=1)
+            assert Execution.objects.filter(pk=execution_id).update(lease_expires_at=expired)
+            barrier.wait(timeout=30)  # the other process may take the lease over
+            barrier.wait(timeout=30)  # ... and it is in its updater now
+
+    executions.acquire_lease = acquire  # type: ignore[assignment]
+    race_workflows.PAUSE = pause
+    with runtime_on(alias):
+        return str(executions.run_execution(execution_id))
+
+
+def run_after_the_expiry(alias: str, execution_id: str, barrier: Any) -> str:
+    """Once the other run's lease expired, run the execution (taking the lease over); in
+    the update's updater (first call), meet the paused run, then both commit at once."""
+    from tests.integration import race_workflows
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.runtime.executions import run_execution
+
+    calls: list[int] = []
+
+    def pause() -> None:
+        if not calls:
+            calls.append(1)
+            barrier.wait(timeout=30)  # the paused run goes on too
+
+    race_workflows.PAUSE = pause
+    barrier.wait(timeout=30)  # the other run's lease has expired
+    with runtime_on(alias):
+        return str(run_execution(execution_id))
+
+
+def resume_at_once(alias: str, execution_id: str, barrier: Any) -> str:
+    """``run_execution`` at the same moment as the other processes. The run that gets the
+    lease meets ``barrier`` inside its ``run`` step; the others meet it once their
+    ``run_execution`` returned. Returns ``run_execution``'s result."""
+    from tests.integration import race_workflows
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.runtime.executions import run_execution
+
+    held: list[int] = []
+
+    def pause() -> None:
+        held.append(1)
+        barrier.wait(timeout=30)
+
+    race_workflows.PAUSE = pause
+    with runtime_on(alias):
+        result = run_execution(execution_id)
+    if not held:
+        barrier.wait(timeout=30)
+    return str(result)
+
+
+def run_held(alias: str, execution_id: str, barrier: Any) -> str:
+    """Run the execution; inside its ``run`` step meet ``barrier`` twice (the others act
+    between the two), then go on. Returns ``run_execution``'s result."""
+    from tests.integration import race_workflows
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.runtime.executions import run_execution
+
+    def pause() -> None:
+        barrier.wait(timeout=30)  # the run holds the lease, inside its step
+        barrier.wait(timeout=30)  # the others are done
+
+    race_workflows.PAUSE = pause
+    with runtime_on(alias):
+        return str(run_execution(execution_id))
+
+
+def while_held(alias: str, execution_id: str, barrier: Any, action: str) -> str:
+    """Once a run holds the execution (``run_held``), ``cancel`` it or ``resume`` it (a
+    wake delivered meanwhile); the result, as a string."""
+    from tests.integration import race_workflows  # noqa: F401  (registers the workflows)
+    from tests.integration.outside import runtime_on
+    from yieldstar_django.runtime import cancel_execution
+    from yieldstar_django.runtime.executions import run_execution
+
+    barrier.wait(timeout=30)
+    try:
+        with runtime_on(alias):
+            if action == "cancel":
+                return str(cancel_execution(execution_id))
+            return str(run_execution(execution_id))
+    finally:
+        barrier.wait(timeout=30)

@@ -1,0 +1,73 @@
+"""Workflows that the racing tests run in several processes at once (``test_runtime_races``).
+
+Imported by the test and, in each child, by the worker functions that run them: both
+register the same workflows. ``PAUSE`` is a hook the children set (a barrier to meet) and
+the workflows call at the critical point; it does nothing in the test's own process.
+``log`` arguments name a file to which each process appends what it did, one line per
+event (``O_APPEND`` writes of a line are atomic between processes).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Generator
+from typing import Any
+
+from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.runtime import Step, workflow
+
+#: Called by the workflows at the point the racing processes meet (set in the children).
+PAUSE: Callable[[], None] = lambda: None  # noqa: E731
+
+#: A store ``{"n": 0}``, one instance per execution (its id is the store id).
+COUNTER = StoreDefinition("race-runtime-counter", None, lambda id: {"n": 0})
+
+
+def log(path: str, event: str) -> None:
+    """Append ``event`` and this process's id to the file ``path``."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{event} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def read_log(path: str) -> list[str]:
+    """The events appended to ``path`` (without their process ids), in order."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as file:
+        return [line.split(" ")[0] for line in file.read().splitlines()]
+
+
+def _increment(draft: Any) -> None:
+    PAUSE()
+    draft["n"] += 1
+
+
+@workflow("race-update-once")
+def update_once(step: Step, store_id: str) -> Generator[Any, Any, list[int]]:
+    """Increment the counter ``store_id`` by one ``step.update``; its version and count."""
+    result = yield from step.update(COUNTER, store_id, _increment, key="inc")
+    return [result.version, result.state["n"]]
+
+
+def _hold(path: str) -> str:
+    log(path, "hold")
+    PAUSE()
+    return "held"
+
+
+@workflow("race-held-run")
+def held_run(step: Step, path: str) -> Generator[Any, Any, None]:
+    """Log each (re)play of the body, then a ``run`` step that meets ``PAUSE``, then sleep
+    for an hour (so the run suspends, where a pending wake makes it run again)."""
+    log(path, "start")
+    yield from step.run(_hold, path)
+    yield from step.sleep(3600)
+
+
+@workflow("race-other")
+def other(step: Step, *args: Any) -> Generator[Any, Any, None]:
+    """Another workflow, whose start under a taken id is refused."""
+    yield from step.sleep(3600)
