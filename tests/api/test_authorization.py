@@ -57,7 +57,7 @@ MATRIX: dict[tuple[str, str], tuple[str, int]] = {
     # Any other URL under the prefix: a JSON 404 for everyone.
     ("not-found", "GET"): ("anonymous", 404),
     ("not-found", "HEAD"): ("anonymous", 404),
-    ("not-found", "OPTIONS"): ("anonymous", 200),
+    ("not-found", "OPTIONS"): ("anonymous", 404),
     ("not-found", "POST"): ("anonymous", 404),
     ("not-found", "PUT"): ("anonymous", 404),
     ("not-found", "PATCH"): ("anonymous", 404),

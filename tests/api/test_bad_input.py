@@ -162,6 +162,24 @@ def test_state_over_the_limit_is_400(api: Client, before: Any, settings: Any) ->
     assert response.json()["code"] == "not_durable"
 
 
+def test_json_patch_copies_stop_at_the_state_limit(api: Client, before: Any, settings: Any) -> None:
+    """Each ``copy`` of the whole document doubles it: a patch of a few dozen such
+    operations (about 40 bytes each) grew the state past any memory before the commit
+    could refuse its size (``2**n`` times the state after ``n`` of them). The copies of a
+    patch are bounded by ``MAX_STATE_BYTES`` now: the copy that passes it is refused
+    (``409`` ``patch_conflict``, naming it), and nothing is written. Here 12 copies would
+    make a state of about 100 KB; the limit is 1 KiB, reached by the sixth copy."""
+    settings.YIELDSTAR = {**settings.YIELDSTAR, "MAX_STATE_BYTES": 1024}
+    doubling = [{"op": "copy", "from": "", "path": f"/copy{i}"} for i in range(12)]
+    response = api.patch(URL, json.dumps(doubling), content_type=PATCH)
+    assert response.status_code == 409, response.content
+    error = response.json()
+    assert error["code"] == "patch_conflict"
+    assert "MAX_STATE_BYTES" in error["detail"]
+    assert error["operation"] < 6
+    assert api.get(URL).json() == before
+
+
 def test_read_limited_stops_reading() -> None:
     stream = io.BytesIO(b"x" * 10_000_000)
     with pytest.raises(RequestTooLarge):

@@ -155,6 +155,58 @@ def test_another_user_cannot_take_the_execution_an_idempotency_key_names(api: Cl
     assert mine.json()["input"] == {"args": ["x"], "kwargs": {}}
 
 
+def starter_client() -> Client:
+    """A client of a user who may start executions (``add_execution``) but not read them."""
+    user = User.objects.create_user("starter", password="pw")
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="yieldstar", codename="add_execution")
+    )
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+SUMMARY = {"id", "workflow", "status", "created_at", "updated_at", "finished_at", "url"}
+
+
+def test_a_start_without_view_execution_answers_a_summary(api: Client) -> None:
+    """A user who may start executions but not read them (no ``view_execution``) started
+    someone else's finished execution again, with its id and arguments, and the ``200``
+    answered it whole: its result and its heap, which ``GET`` refuses them (``403``). A
+    start answers such a user the execution's summary (as the list shows it) now."""
+    from django.utils import timezone
+
+    start_workflow("api-test-greet", "Ada", execution_id="payroll-june")
+    Execution.objects.filter(pk="payroll-june").update(
+        status="completed", result_json='{"salary":9000}', finished_at=timezone.now()
+    )
+    ExecutionStep.objects.create(
+        execution_id="payroll-june", step_key="0", position=0, kind="run",
+        status="completed", value_json='{"iban":"DE00 1234"}',
+    )  # fmt: skip
+    starter = starter_client()
+    detail = reverse("yieldstar:execution-detail", args=["payroll-june"])
+    assert starter.get(detail).status_code == 403
+    again = start(
+        starter, {"workflow": "api-test-greet", "args": ["Ada"], "execution_id": "payroll-june"}
+    )
+    assert again.status_code == 200, again.content
+    assert set(again.json()) == SUMMARY, again.json()
+    assert "9000" not in again.content.decode() and "iban" not in again.content.decode()
+    assert again.json()["url"].endswith(detail)
+    fresh = start(starter, {"workflow": "api-test-greet", "args": ["Bo"]})
+    assert fresh.status_code == 201, fresh.content
+    assert set(fresh.json()) == SUMMARY
+    assert fresh["Location"] == fresh.json()["url"]
+    # A user who may read executions still gets the whole execution.
+    full = start(
+        api, {"workflow": "api-test-greet", "args": ["Ada"], "execution_id": "payroll-june"}
+    )
+    assert full.status_code == 200
+    assert full.json()["result"] == {"salary": 9000}
+    assert full.json()["steps"][0]["value"] == {"iban": "DE00 1234"}
+
+
 def test_start_existing_id_of_another_workflow_is_409(api: Client) -> None:
     Execution.objects.create(id="taken", workflow_id="something-else", input_json="{}")
     body = {"workflow": "api-test-greet", "execution_id": "taken", "args": ["x"]}

@@ -242,3 +242,47 @@ def test_pointers_round_trip(text: str, tokens: tuple[str, ...]) -> None:
 def test_bad_pointers(text: str) -> None:
     with pytest.raises(ValueError):
         parse_pointer(text)
+
+
+def test_copies_past_max_copied_are_a_conflict() -> None:
+    """Sixty-four copies of the whole document would make it ``2**64`` times larger: the
+    copy that passes ``max_copied`` (8 MiB, the default ``MAX_STATE_BYTES``) is refused."""
+    doubling = [{"op": "copy", "from": "", "path": f"/c{i}"} for i in range(64)]
+    with pytest.raises(PatchConflict, match="copies more than 8388608 bytes") as caught:
+        apply_patch({"a": "x" * 100}, doubling, max_copied=8 * 1024 * 1024)
+    assert caught.value.index is not None and caught.value.index < 20
+
+
+def test_copies_within_max_copied_apply() -> None:
+    document = {"a": [1, 2], "b": {}}
+    patch = [{"op": "copy", "from": "/a", "path": "/b/a"}, {"op": "copy", "from": "", "path": "/c"}]
+    result = apply_patch(document, patch, max_copied=64)
+    assert result == {"a": [1, 2], "b": {"a": [1, 2]}, "c": {"a": [1, 2], "b": {"a": [1, 2]}}}
+    assert apply_patch(document, patch) == result  # no bound without max_copied
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": [1, 2.5, None, True, False, "x"], "bb": {"c": {}}},
+        [[], {}, "", 0, -12345678901234567890],
+        "text",
+        None,
+    ],
+)
+def test_json_size_never_passes_the_encoding(value: Any) -> None:
+    import json
+
+    from yieldstar_django.api.jsonvalue import json_size
+
+    encoded = len(json.dumps(value, separators=(",", ":")))
+    size = json_size(value, limit=10_000)
+    assert encoded - 4 <= size <= encoded  # an empty {} or [] counts one character short
+
+
+def test_json_size_stops_counting_past_its_limit() -> None:
+    from yieldstar_django.api.jsonvalue import json_size
+
+    big = ["x" * 10] * 1000
+    assert json_size(big, limit=100_000) == 13_001
+    assert 50 < json_size(big, limit=50) < 1_100  # the list's brackets and commas, one string

@@ -46,8 +46,11 @@ def test_root_hides_definitions_the_hook_refuses(api: Client, hidden: StoreDefin
 
 
 @pytest.mark.parametrize("path", ["/yieldstar/nope/", "/yieldstar/stores", "/yieldstar/a/b/c"])
-@pytest.mark.parametrize("method", ["get", "post", "delete"])
+@pytest.mark.parametrize("method", ["get", "post", "delete", "options"])
 def test_unknown_urls_answer_json_404(client: Client, path: str, method: str) -> None:
+    """Any method, ``OPTIONS`` included: DRF's ``OPTIONS`` answered an anonymous client
+    ``200`` with the view's metadata (its name and docstring, the media types it renders
+    and parses) for any URL under the prefix."""
     response = getattr(client, method)(path)
     assert response.status_code == 404
     assert response["Content-Type"] == "application/json"

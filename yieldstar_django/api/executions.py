@@ -2,7 +2,10 @@
 
 ``POST executions/`` needs ``yieldstar.add_execution``, ``GET executions/`` and
 ``GET executions/<id>/`` ``view_execution`` and ``POST executions/<id>/cancel/``
-``change_execution``.
+``change_execution``. A start answers the execution whole only to a user who may read it
+(``view_execution``); to one who may not, its summary (as the list shows it): starting an
+existing execution again must not show its input, result or heap to someone ``GET``
+refuses.
 A start is idempotent with an ``execution_id`` in the body (that id names one execution,
 ever) or with an ``Idempotency-Key`` (which names the execution for the user,
 ``http:<user pk>:<digest>``). A client may not pick an id in the namespaces the server
@@ -22,7 +25,7 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer
 from rest_framework import status
 from rest_framework.exceptions import NotFound, ParseError
 from rest_framework.pagination import CursorPagination
@@ -38,8 +41,13 @@ from . import idempotency
 from .base import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, YieldstarAPIView, requested_page_size
 from .exceptions import APIError, decode_row
 from .openapi import IDEMPOTENCY_KEY, errors, operation
-from .permissions import ExecutionPermission
-from .serializers import ExecutionPageSerializer, ExecutionSerializer, ExecutionStartSerializer
+from .permissions import ExecutionPermission, execution_permission
+from .serializers import (
+    ExecutionPageSerializer,
+    ExecutionSerializer,
+    ExecutionStartSerializer,
+    ExecutionSummarySerializer,
+)
 
 
 class UnknownWorkflow(APIError, code="unknown_workflow"):
@@ -95,6 +103,19 @@ def execution_body(execution: Execution) -> dict[str, Any]:
             }
             for step in steps
         ],
+    }
+
+
+def execution_summary(request: Request, execution: Execution) -> dict[str, Any]:
+    """An execution as the list shows it: no input, result, error or steps."""
+    return {
+        "id": execution.id,
+        "workflow": execution.workflow_id,
+        "status": execution.status,
+        "created_at": execution.created_at,
+        "updated_at": execution.updated_at,
+        "finished_at": execution.finished_at,
+        "url": detail_url(request, execution.id),
     }
 
 
@@ -224,18 +245,7 @@ class ExecutionStartView(YieldstarAPIView):
         )
         paginator = ExecutionPagination()
         page = paginator.paginate_queryset(queryset, request, view=self) or []
-        results = [
-            {
-                "id": execution.id,
-                "workflow": execution.workflow_id,
-                "status": execution.status,
-                "created_at": execution.created_at,
-                "updated_at": execution.updated_at,
-                "finished_at": execution.finished_at,
-                "url": detail_url(request, execution.id),
-            }
-            for execution in page
-        ]
+        results = [execution_summary(request, execution) for execution in page]
         return Response(
             {
                 "results": results,
@@ -250,12 +260,24 @@ class ExecutionStartView(YieldstarAPIView):
         "Creates an execution and requests its first run. The arguments are "
         "bound against the workflow's signature first (`400` `invalid_arguments`). Exactly "
         "one start creates an `execution_id` (`201`); another with equal arguments returns "
-        "it (`200`), with different ones is `409`.",
+        "it (`200`), with different ones is `409`. A user without `view_execution` gets "
+        "the execution's summary (as the list shows it), not its input, result or steps.",
         request=ExecutionStartSerializer,
         parameters=[IDEMPOTENCY_KEY],
         responses={
-            201: ExecutionSerializer,
-            200: OpenApiResponse(ExecutionSerializer, description="It existed already."),
+            201: PolymorphicProxySerializer(
+                "ExecutionStarted",
+                [ExecutionSerializer, ExecutionSummarySerializer],
+                None,
+            ),
+            200: OpenApiResponse(
+                PolymorphicProxySerializer(
+                    "ExecutionFound",
+                    [ExecutionSerializer, ExecutionSummarySerializer],
+                    None,
+                ),
+                description="It existed already.",
+            ),
             **errors(400, 401, 403, 409, 413, 415, 422, 500),
         },
         tags=["executions"],
@@ -302,8 +324,9 @@ class ExecutionStartView(YieldstarAPIView):
             raise ExecutionConflict(
                 f"Execution {new_id!r} exists with other arguments; nothing was started."
             )
+        may_view = request.user.has_perm(execution_permission("view"))
         return Response(
-            execution_body(execution),
+            execution_body(execution) if may_view else execution_summary(request, execution),
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
             headers={"Location": detail_url(request, new_id)},
         )

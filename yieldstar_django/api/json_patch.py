@@ -10,6 +10,11 @@ Errors: ``InvalidPatch`` when the patch document itself is malformed (not a list
 unknown ``op``, a missing member, a bad pointer); ``PatchConflict`` when an operation
 cannot apply to this document (a missing path, an index out of range);
 ``PatchTestFailed`` (a ``PatchConflict``) when a ``test`` operation does not hold.
+
+``max_copied`` bounds what the ``copy`` operations of a patch may copy in all (about the
+size of the copied values' JSON): each copy of the whole document doubles it, so a short
+patch could otherwise grow a document past any memory. The copy that passes it is a
+``PatchConflict``; the API passes ``MAX_STATE_BYTES``, which no state can exceed anyway.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .jsonvalue import copy_json, json_equal
+from .jsonvalue import copy_json, json_equal, json_size
 
 OPERATIONS: Final = ("add", "remove", "replace", "move", "copy", "test")
 
@@ -122,24 +127,50 @@ def _member_pointer(value: Any, member: str, index: int) -> Pointer:
         raise InvalidPatch(str(exc), index=index, path=value) from None
 
 
-def apply_patch(document: Any, patch: Any, *, in_place: bool = False) -> Any:
+def apply_patch(
+    document: Any, patch: Any, *, in_place: bool = False, max_copied: int | None = None
+) -> Any:
     """Apply the RFC 6902 ``patch`` to ``document`` and return the result.
 
-    Without ``in_place`` the document is copied first and never modified.
+    Without ``in_place`` the document is copied first and never modified. With
+    ``max_copied``, the values the ``copy`` operations copy may add up to that many
+    characters of JSON (about), no more (``PatchConflict`` at the copy that passes it).
     """
     operations = patch if _is_parsed(patch) else parse_patch(patch)
     if not in_place:
         document = copy_json(document)
+    budget = _CopyBudget(max_copied)
     for index, operation in enumerate(operations):
-        document = _apply_one(document, operation, index)
+        document = _apply_one(document, operation, index, budget)
     return document
+
+
+class _CopyBudget:
+    """What the ``copy`` operations of one patch may still copy (``None``: no bound)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.left = limit
+
+    def spend(self, value: Any, index: int, operation: Operation) -> None:
+        """Count the copied ``value``; ``PatchConflict`` once the copies pass the limit."""
+        if self.left is None:
+            return
+        self.left -= json_size(value, limit=self.left)
+        if self.left < 0:
+            raise _conflict(
+                f"the patch copies more than {self.limit} bytes of JSON in all "
+                "(MAX_STATE_BYTES, which no state can exceed)",
+                index,
+                operation,
+            )
 
 
 def _is_parsed(patch: Any) -> bool:
     return isinstance(patch, list) and all(isinstance(op, Operation) for op in patch)
 
 
-def _apply_one(document: Any, operation: Operation, index: int) -> Any:
+def _apply_one(document: Any, operation: Operation, index: int, budget: _CopyBudget) -> Any:
     op = operation.op
     if op == "add":
         return _add(document, operation.path, copy_json(operation.value), index, operation)
@@ -164,8 +195,9 @@ def _apply_one(document: Any, operation: Operation, index: int) -> Any:
         return document
     assert operation.from_ is not None
     if op == "copy":
-        value = copy_json(_get(document, operation.from_, index, operation))
-        return _add(document, operation.path, value, index, operation)
+        source = _get(document, operation.from_, index, operation)
+        budget.spend(source, index, operation)  # before copying: the copy could be huge
+        return _add(document, operation.path, copy_json(source), index, operation)
     # move
     if operation.from_ == operation.path:
         _get(document, operation.from_, index, operation)

@@ -72,4 +72,29 @@ def json_depth(value: Any, *, limit: int) -> int:
     return deepest
 
 
-__all__ = ["copy_json", "json_depth", "json_equal"]
+def json_size(value: Any, *, limit: int) -> int:
+    """About the length of ``value``'s compact JSON encoding (its UTF-8 bytes, escapes
+    aside: never more than the encoding's), counting stops once it exceeds ``limit`` (the
+    result is then more than ``limit``): so it costs at most about ``limit`` steps."""
+    size = 0
+    stack: list[Any] = [value]
+    while stack and size <= limit:
+        current = stack.pop()
+        if isinstance(current, dict):
+            size += 1 + 2 * len(current)  # braces, and per member a colon and a comma
+            for key, child in dict.items(current):
+                size += len(key) + 2
+                stack.append(child)
+        elif isinstance(current, list):
+            size += 1 + len(current)  # brackets and commas
+            stack.extend(current)
+        elif isinstance(current, str):
+            size += len(current) + 2
+        elif current is None or isinstance(current, bool):
+            size += 5 if current is False else 4
+        else:  # a number
+            size += len(repr(current))
+    return size
+
+
+__all__ = ["copy_json", "json_depth", "json_equal", "json_size"]

@@ -113,8 +113,9 @@ _ERROR_DESCRIPTIONS = {
     401: "Not authenticated (with an authentication scheme that challenges).",
     403: "Not authenticated, no permission, or a failed CSRF check.",
     404: "No such store definition, store id, execution or workflow.",
-    409: "A patch does not apply to the state (`patch_conflict`, `patch_test_failed`), or "
-    "the store is too contended (`contention`); nothing changed.",
+    409: "A patch does not apply to the state (`patch_conflict`, `patch_test_failed`; also "
+    "a JSON Patch whose copies pass `MAX_STATE_BYTES`), or the store is too contended "
+    "(`contention`); nothing changed.",
     412: "`If-Match` does not name the current version, or the store does not exist; or "
     "`If-None-Match: *` and the store exists (a write); nothing changed.",
     413: "The body is larger than `API_MAX_BODY_BYTES`.",

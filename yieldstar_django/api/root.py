@@ -55,8 +55,9 @@ class ApiRootView(YieldstarAPIView):
 
 
 class NotFoundView(YieldstarAPIView):
-    """Any other URL under the API's prefix, any method: a JSON ``404`` (not the project's
-    HTML page). Not in the schema."""
+    """Any other URL under the API's prefix, any method (``OPTIONS`` too, which DRF would
+    answer anyone with this view's metadata): a JSON ``404`` (not the project's HTML page).
+    Not in the schema."""
 
     permission_classes = [AllowAny]
     body_methods = frozenset()
@@ -65,7 +66,7 @@ class NotFoundView(YieldstarAPIView):
     def not_found(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         raise NotFound("There is no such endpoint in this API.", code="unknown_endpoint")
 
-    get = post = put = patch = delete = not_found
+    get = post = put = patch = delete = options = not_found
 
 
 __all__ = ["ApiRootView", "NotFoundView"]

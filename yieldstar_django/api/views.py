@@ -120,11 +120,14 @@ def replacement(request: Request, body: Any) -> Updater:
 
 def patcher(request: Request, body: Any) -> Updater:
     """PATCH's updater: the body as a JSON Patch or a merge patch (by its media type),
-    applied to the state each attempt reads. A malformed JSON Patch raises here."""
+    applied to the state each attempt reads. A malformed JSON Patch raises here; its
+    ``copy`` operations may copy ``MAX_STATE_BYTES`` in all (each copy of the whole state
+    doubles it: a short patch could otherwise grow it past any memory)."""
     media_type = body_media_type(request)
     if media_type == JSON_PATCH:
         operations = parse_patch(body)
-        return lambda draft: apply_patch(draft, operations, in_place=True)
+        limit = yieldstar_settings.MAX_STATE_BYTES
+        return lambda draft: apply_patch(draft, operations, in_place=True, max_copied=limit)
     assert media_type == MERGE_PATCH
     return lambda draft: apply_merge_patch(draft, body, in_place=True)
 
