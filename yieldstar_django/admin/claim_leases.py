@@ -1,5 +1,7 @@
 """The claim lease admin: live leased claims with their holders; "release now" (after a
-confirmation page) hands the selected held leases back through their store's ``release``.
+confirmation page) hands the selected held leases back through their store's ``release``:
+the ticked rows, or every held lease the list selects when the user chose "Select all"
+(``select_across``, which the confirmation page carries to the confirming post).
 
 A definition's ``permission`` hook narrows it as it narrows the store admin: the leases of
 a store name it hides are not listed, a lease's page needs the hook to let the user view
@@ -10,8 +12,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote
@@ -32,6 +35,9 @@ from .base import (
     hook_allows,
 )
 from .display import decoded, short_json
+
+#: How many of the selected leases the confirmation page lists.
+CONFIRM_SHOWN: Final = 200
 
 
 class LiveFilter(admin.SimpleListFilter):
@@ -116,13 +122,17 @@ class ClaimLeaseAdmin(
             self.message_user(request, refusal_message(refused), messages.ERROR)
             return None
         if request.POST.get("post") != "yes":
+            shown = list(held[:CONFIRM_SHOWN])
             context = {
                 **self.admin_site.each_context(request),
                 "title": "Release these leases now?",
                 "opts": self.model._meta,
-                "leases": list(held[:200]),
+                "leases": shown,
+                "count": len(rows),
+                "more": len(rows) - len(shown),
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
                 "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+                "select_across": selects_across(request),
             }
             return TemplateResponse(
                 request, "yieldstar_django/admin/claim_lease_release_confirm.html", context
@@ -146,6 +156,12 @@ class ClaimLeaseAdmin(
             for key, n in sorted(Counter(stores).items())
             if not hook_allows(request, key[0], "change", key[1])
         }
+
+
+def selects_across(request: HttpRequest) -> bool:
+    """Whether the action was asked for "all N items" of the list (Django's
+    ``select_across`` field, read as its action form reads it), not the ticked rows."""
+    return bool(forms.BooleanField(required=False).to_python(request.POST.get("select_across")))
 
 
 def refusal_message(refused: dict[tuple[str, str], int]) -> str:
