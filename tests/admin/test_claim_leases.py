@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -13,6 +12,8 @@ from django.utils import timezone
 from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.definition import define_store, unregister_store
 from yieldstar_django.models import ClaimLeaseRecord, Execution
+
+from .conftest import confirm_fields
 
 LEASES = "/admin/yieldstar/claimleaserecord/"
 
@@ -196,30 +197,6 @@ def test_release_now_refuses_a_store_id_the_hook_does_not_let_change(
     assert "You may not change the store of 1 selected lease" in response.content.decode()
     assert ClaimLeaseRecord.objects.get(pk=secret.pk).state == "held"
     assert get_store_client().get_store(hooked["per-id"], "secret").state == {"items": []}
-
-
-class ConfirmForm(HTMLParser):
-    """The fields a browser sends from a confirmation page's form: its hidden inputs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fields: list[tuple[str, str]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = dict(attrs)
-        name = found.get("name")
-        if tag == "input" and found.get("type") == "hidden" and name:
-            self.fields.append((name, found.get("value") or ""))
-
-
-def confirm_fields(html: str) -> dict[str, list[str]]:
-    """The confirmation form's hidden fields, as the test client posts them."""
-    parser = ConfirmForm()
-    parser.feed(html)
-    fields: dict[str, list[str]] = {}
-    for name, value in parser.fields:
-        fields.setdefault(name, []).append(value)
-    return fields
 
 
 def test_release_now_across_all_pages_releases_the_whole_selection(
