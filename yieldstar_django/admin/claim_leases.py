@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
-from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote
@@ -28,16 +27,15 @@ from django.utils.safestring import SafeString
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..runtime.claim_leases import release_now
 from .base import (
+    CONFIRM_SHOWN,
     OperateActionsMixin,
     ReadOnlyAdminMixin,
     RefuseNulMixin,
     StoreHookMixin,
     hook_allows,
+    selects_across,
 )
 from .display import decoded, short_json
-
-#: How many of the selected leases the confirmation page lists.
-CONFIRM_SHOWN: Final = 200
 
 
 class LiveFilter(admin.SimpleListFilter):
@@ -156,12 +154,6 @@ class ClaimLeaseAdmin(
             for key, n in sorted(Counter(stores).items())
             if not hook_allows(request, key[0], "change", key[1])
         }
-
-
-def selects_across(request: HttpRequest) -> bool:
-    """Whether the action was asked for "all N items" of the list (Django's
-    ``select_across`` field, read as its action form reads it), not the ticked rows."""
-    return bool(forms.BooleanField(required=False).to_python(request.POST.get("select_across")))
 
 
 def refusal_message(refused: dict[tuple[str, str], int]) -> str:
