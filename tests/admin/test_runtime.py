@@ -338,3 +338,64 @@ def test_idempotency_keys(admin_client: Client, django_user_model: Any) -> None:
     _, html = count_queries(admin_client, url)
     assert "k-1" in html
     assert admin_client.get(reverse("admin:yieldstar_idempotencykey_add")).status_code == 403
+
+
+def idempotency_key(principal: str, key: str) -> IdempotencyKey:
+    return IdempotencyKey.objects.create(
+        principal=principal, key=key, fingerprint="f" * 64, method="PUT", target="stores/a/b"
+    )
+
+
+def test_idempotency_key_search_is_an_exact_match_on_the_key(admin_client: Client) -> None:
+    """The search finds the keys equal to the term, byte for byte (a key is an opaque,
+    case-sensitive header value), and compares the key column with ``=``, which an index
+    serves (Django's ``=key`` search compares ``UPPER("key")``, which none does)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    idempotency_key("http:1", "Order-7f3a")
+    idempotency_key("http:2", "Order-7f3a")
+    idempotency_key("http:1", "order-7f3a")
+    idempotency_key("http:1", "Order-7f3a-retry")
+    url = reverse("admin:yieldstar_idempotencykey_changelist")
+    with CaptureQueriesContext(connection) as queries:
+        response = admin_client.get(url, {"q": " Order-7f3a "})
+    assert response.status_code == 200
+    found = response.context["cl"].result_list
+    assert sorted((row.principal, row.key) for row in found) == [
+        ("http:1", "Order-7f3a"),
+        ("http:2", "Order-7f3a"),
+    ]
+    table = connection.ops.quote_name(IdempotencyKey._meta.db_table)
+    column = f"{table}.{connection.ops.quote_name('key')}"
+    searches = [q["sql"] for q in queries.captured_queries if f"FROM {table}" in q["sql"]]
+    assert searches
+    for sql in searches:
+        assert f"WHERE {column} = " in sql, sql
+        assert "UPPER(" not in sql and "LIKE" not in sql, sql
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_idempotency_key_search_reads_an_index() -> None:
+    """On a table large enough for the planner to care, the search's query reads an index
+    on the key, not the whole table."""
+    from django.contrib import admin as django_admin
+    from django.db import connection
+    from django.test import RequestFactory
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {IdempotencyKey._meta.db_table} "
+            "(principal, key, fingerprint, method, target, instance_id, shared, created_at) "
+            "SELECT 'http:' || (n % 50), 'key-' || n, repeat('f', 64), 'PUT', "
+            "'stores/a/' || n, '', false, now() FROM generate_series(1, 50000) AS n"
+        )
+        cursor.execute(f"ANALYZE {IdempotencyKey._meta.db_table}")
+    model_admin = django_admin.site._registry[IdempotencyKey]
+    request = RequestFactory().get("/")
+    queryset, _ = model_admin.get_search_results(request, IdempotencyKey.objects.all(), "key-4242")
+    assert [row.key for row in queryset] == ["key-4242"]
+    plan = queryset.explain()
+    assert "Seq Scan" not in plan, plan
+    assert "Index" in plan and "key" in plan, plan
