@@ -398,4 +398,4 @@ def test_idempotency_key_search_reads_an_index() -> None:
     assert [row.key for row in queryset] == ["key-4242"]
     plan = queryset.explain()
     assert "Seq Scan" not in plan, plan
-    assert "Index" in plan and "key" in plan, plan
+    assert "yieldstar_idem_key_idx" in plan, plan  # not a full scan of the unique index
