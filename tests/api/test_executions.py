@@ -13,6 +13,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
+from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Execution, ExecutionStep, IdempotencyKey
 from yieldstar_django.runtime import start_workflow
 
@@ -266,7 +267,9 @@ def test_list_cursor_at_a_time_out_of_range_is_400(api: Client, position: str) -
         quote(base64.b64encode(b"\xff\xfe").decode("ascii")),  # not text
     ],
 )
-def test_list_malformed_cursor_is_400_as_for_store_ids(api: Client, cursor: str) -> None:
+def test_list_malformed_cursor_is_400_as_for_store_ids(
+    api: Client, counter: StoreDefinition, cursor: str
+) -> None:
     """A malformed ``cursor`` on ``GET executions/`` is refused as on the store-id list,
     ``400 parse_error`` with the same message, not ``404``: the list exists, the request
     is bad."""
@@ -274,7 +277,7 @@ def test_list_malformed_cursor_is_400_as_for_store_ids(api: Client, cursor: str)
     response = api.get(f"{START}?cursor={cursor}")
     assert response.status_code == 400, response.status_code
     assert response.json()["code"] == "parse_error"
-    store_ids = api.get(reverse("yieldstar:store-ids", args=["api-test-any"]) + "?cursor=%25")
+    store_ids = api.get(reverse("yieldstar:store-ids", args=[counter.name]) + "?cursor=%25")
     assert store_ids.status_code == 400  # the store-id list's answer, for comparison
     assert response.json()["detail"] == store_ids.json()["detail"]
 
