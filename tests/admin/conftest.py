@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -96,3 +97,27 @@ def count_queries(client: Client, url: str) -> tuple[int, str]:
         response = client.get(url)
     assert response.status_code == 200
     return len(queries), response.content.decode()
+
+
+class ConfirmForm(HTMLParser):
+    """The fields a browser sends from a confirmation page's form: its hidden inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fields: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        name = found.get("name")
+        if tag == "input" and found.get("type") == "hidden" and name:
+            self.fields.append((name, found.get("value") or ""))
+
+
+def confirm_fields(html: str) -> dict[str, list[str]]:
+    """The confirmation form's hidden fields, as the test client posts them."""
+    parser = ConfirmForm()
+    parser.feed(html)
+    fields: dict[str, list[str]] = {}
+    for name, value in parser.fields:
+        fields.setdefault(name, []).append(value)
+    return fields

@@ -13,6 +13,8 @@ from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.definition import define_store, unregister_store
 from yieldstar_django.models import ClaimLeaseRecord, Execution
 
+from .conftest import confirm_fields
+
 LEASES = "/admin/yieldstar/claimleaserecord/"
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -195,3 +197,57 @@ def test_release_now_refuses_a_store_id_the_hook_does_not_let_change(
     assert "You may not change the store of 1 selected lease" in response.content.decode()
     assert ClaimLeaseRecord.objects.get(pk=secret.pk).state == "held"
     assert get_store_client().get_store(hooked["per-id"], "secret").state == {"items": []}
+
+
+def test_release_now_across_all_pages_releases_the_whole_selection(
+    admin_client: Client, held: Any
+) -> None:
+    """Ticking "Select all N items" (``select_across``) selects the list's whole queryset,
+    not only the rows ticked on the page: the confirmation page carries that selection,
+    and confirming it (posting its form back as a browser does) releases every held lease
+    the list selects, and no other."""
+    store, first = held
+    others = [lease_on(store.name, "q", f"holder-{n}", f'"job-{n}"') for n in range(2, 5)]
+    ended = lease_on(store.name, "q", "holder-ended", '"ended"')
+    ClaimLeaseRecord.objects.filter(pk=ended.pk).update(state="completed")
+    # The browser posts the ids ticked on the page, and select_across.
+    data = {"action": "release_now", "select_across": "1", "index": "0"}
+    confirm = admin_client.post(LEASES, {**data, "_selected_action": [first.pk]})
+    assert confirm.status_code == 200
+    body = confirm.content.decode()
+    assert "Yes, release them" in body
+    for record in [first, *others]:
+        assert record.execution_id in body
+    assert "holder-ended" not in body
+    fields = confirm_fields(body)
+    assert fields["post"] == ["yes"] and fields["action"] == ["release_now"]
+    assert set(ClaimLeaseRecord.objects.values_list("state", flat=True)) == {"held", "completed"}
+    done = admin_client.post(LEASES, fields, follow=True)
+    assert done.status_code == 200
+    assert "Released 4 lease(s)" in done.content.decode()
+    states = dict(ClaimLeaseRecord.objects.values_list("pk", "state"))
+    assert states == {
+        **{record.pk: "released" for record in [first, *others]},
+        ended.pk: "completed",
+    }
+    items = get_store_client().get_store(store, "q").state["items"]
+    assert sorted(items) == ["job-2", "job-3", "job-4", "job-7"]
+
+
+def test_release_now_across_all_pages_checks_the_hook_of_every_lease(
+    admin_client: Client, held: Any, hooked: Any
+) -> None:
+    """A selection across pages is checked against the hook lease by lease, on the
+    confirmation page and on confirming: one lease on a store the user may not change
+    refuses the whole selection, and nothing is released."""
+    _, allowed = held
+    lease_on("admin-lease-locked", "q", "holder-locked", '"locked-value"')
+    data = {"action": "release_now", "select_across": "1", "_selected_action": [allowed.pk]}
+    for confirmed in (False, True):
+        response = admin_client.post(
+            LEASES, {**data, "post": "yes"} if confirmed else data, follow=True
+        )
+        body = response.content.decode()
+        assert "Yes, release them" not in body
+        assert "You may not change the store of 1 selected lease" in body
+        assert set(ClaimLeaseRecord.objects.values_list("state", flat=True)) == {"held"}

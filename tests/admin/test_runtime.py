@@ -21,7 +21,7 @@ from yieldstar_django.models import (
 from yieldstar_django.runtime import start_workflow
 
 from ..api import workflows  # noqa: F401  (registers api-test-greet)
-from .conftest import count_queries
+from .conftest import confirm_fields, count_queries
 
 pytestmark = pytest.mark.django_db
 
@@ -129,17 +129,66 @@ class TestExecutions:
         assert WakeIntent.objects.count() == before + 1
         assert [w.execution_id for w in wakes] == ["stuck"]
 
-    def test_cancel_action(self, admin_client: Client) -> None:
+    def test_cancel_action_asks_first(self, admin_client: Client) -> None:
+        """*Cancel* is irreversible: the action shows a confirmation page listing the
+        unfinished executions it will cancel, and cancels them only when that page's form
+        is posted back."""
         make_execution("to-cancel", status="waiting")
         make_execution("finished", status="completed")
-        response = admin_client.post(
-            EXECUTIONS,
-            {"action": "cancel_executions", "_selected_action": ["to-cancel", "finished"]},
-            follow=True,
-        )
+        data = {"action": "cancel_executions", "_selected_action": ["to-cancel", "finished"]}
+        confirm = admin_client.post(EXECUTIONS, data)
+        assert confirm.status_code == 200
+        body = confirm.content.decode()
+        assert "Yes, cancel them" in body
+        assert "to-cancel" in body and "api-test-greet" in body
+        assert 'name="csrfmiddlewaretoken"' in body
+        assert Execution.objects.get(pk="to-cancel").status == "waiting"
+        fields = confirm_fields(body)
+        assert fields["post"] == ["yes"] and fields["action"] == ["cancel_executions"]
+        assert fields["_selected_action"] == ["to-cancel", "finished"]
+        response = admin_client.post(EXECUTIONS, fields, follow=True)
         assert "Cancelled 1 execution(s)" in response.content.decode()
         assert Execution.objects.get(pk="to-cancel").status == "cancelled"
         assert Execution.objects.get(pk="finished").status == "completed"
+
+    def test_cancel_across_all_pages(self, admin_client: Client) -> None:
+        """With "Select all N items" the confirmation carries ``select_across``: confirming
+        cancels every unfinished execution the list selects (as filtered), no other."""
+        for n in range(3):
+            make_execution(f"across-{n}", status="waiting")
+        make_execution("across-sleeping", status="sleeping")
+        url = EXECUTIONS + "?status__exact=waiting"
+        data = {"action": "cancel_executions", "select_across": "1", "index": "0"}
+        confirm = admin_client.post(url, {**data, "_selected_action": ["across-0"]})
+        body = confirm.content.decode()
+        assert "Yes, cancel them" in body
+        assert "across-2" in body and "across-sleeping" not in body
+        assert set(Execution.objects.values_list("status", flat=True)) == {"waiting", "sleeping"}
+        response = admin_client.post(url, confirm_fields(body), follow=True)
+        assert "Cancelled 3 execution(s)" in response.content.decode()
+        statuses = dict(Execution.objects.values_list("id", "status"))
+        assert statuses == {
+            "across-0": "cancelled",
+            "across-1": "cancelled",
+            "across-2": "cancelled",
+            "across-sleeping": "sleeping",
+        }
+
+    def test_cancel_confirmation_needs_the_csrf_token(self, admin_user: Any) -> None:
+        """The confirming post is CSRF-protected: without the token it is refused, and
+        nothing is cancelled."""
+        make_execution("forged", status="waiting")
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(admin_user)
+        data = {"action": "cancel_executions", "_selected_action": ["forged"], "post": "yes"}
+        assert client.post(EXECUTIONS, data).status_code == 403
+        assert Execution.objects.get(pk="forged").status == "waiting"
+
+    def test_get_never_cancels(self, admin_client: Client) -> None:
+        make_execution("got", status="waiting")
+        query = "?action=cancel_executions&_selected_action=got&post=yes&index=0"
+        assert admin_client.get(EXECUTIONS + query).status_code in (200, 302)
+        assert Execution.objects.get(pk="got").status == "waiting"
 
     def test_buttons_on_the_page(self, admin_client: Client) -> None:
         make_execution("buttons", status="waiting")
@@ -149,20 +198,39 @@ class TestExecutions:
         _, html = count_queries(admin_client, execution_url("over"))
         assert 'value="cancel_executions"' not in html
 
+    def test_cancel_button_on_the_page_asks_first(self, admin_client: Client) -> None:
+        """The page's *Cancel execution* button (its form: the execution's id, the
+        action) leads to the same confirmation page; the execution runs on until it is
+        confirmed."""
+        make_execution("button", status="waiting")
+        _, html = count_queries(admin_client, execution_url("button"))
+        assert confirm_fields(html)["_selected_action"] == ["button"]
+        data = {"action": "cancel_executions", "_selected_action": ["button"], "index": "0"}
+        confirm = admin_client.post(EXECUTIONS, data)
+        assert confirm.status_code == 200
+        assert "Yes, cancel them" in confirm.content.decode()
+        assert Execution.objects.get(pk="button").status == "waiting"
+        admin_client.post(EXECUTIONS, confirm_fields(confirm.content.decode()))
+        assert Execution.objects.get(pk="button").status == "cancelled"
+
     def test_viewer_cannot_operate(self, staff: Callable[[str], Client]) -> None:
         make_execution("guarded", status="waiting")
         viewer = staff("viewer")
         _, html = count_queries(viewer, EXECUTIONS)
         assert "cancel_executions" not in html
-        response = viewer.post(
-            EXECUTIONS, {"action": "cancel_executions", "_selected_action": ["guarded"]}
-        )
-        assert response.status_code in (200, 302, 403)
-        assert Execution.objects.get(pk="guarded").status == "waiting"
+        data = {"action": "cancel_executions", "_selected_action": ["guarded"]}
+        for confirmed in (False, True):
+            response = viewer.post(EXECUTIONS, {**data, "post": "yes"} if confirmed else data)
+            assert response.status_code in (200, 302, 403)
+            assert "Yes, cancel them" not in response.content.decode()
+            assert Execution.objects.get(pk="guarded").status == "waiting"
         _, html = count_queries(viewer, execution_url("guarded"))
         assert 'value="cancel_executions"' not in html
         editor = staff("editor")
-        editor.post(EXECUTIONS, {"action": "cancel_executions", "_selected_action": ["guarded"]})
+        confirm = editor.post(EXECUTIONS, data)
+        assert "Yes, cancel them" in confirm.content.decode()
+        assert Execution.objects.get(pk="guarded").status == "waiting"
+        editor.post(EXECUTIONS, {**data, "post": "yes"})
         assert Execution.objects.get(pk="guarded").status == "cancelled"
 
     def test_read_only(self, admin_client: Client) -> None:
@@ -270,3 +338,64 @@ def test_idempotency_keys(admin_client: Client, django_user_model: Any) -> None:
     _, html = count_queries(admin_client, url)
     assert "k-1" in html
     assert admin_client.get(reverse("admin:yieldstar_idempotencykey_add")).status_code == 403
+
+
+def idempotency_key(principal: str, key: str) -> IdempotencyKey:
+    return IdempotencyKey.objects.create(
+        principal=principal, key=key, fingerprint="f" * 64, method="PUT", target="stores/a/b"
+    )
+
+
+def test_idempotency_key_search_is_an_exact_match_on_the_key(admin_client: Client) -> None:
+    """The search finds the keys equal to the term, byte for byte (a key is an opaque,
+    case-sensitive header value), and compares the key column with ``=``, which an index
+    serves (Django's ``=key`` search compares ``UPPER("key")``, which none does)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    idempotency_key("http:1", "Order-7f3a")
+    idempotency_key("http:2", "Order-7f3a")
+    idempotency_key("http:1", "order-7f3a")
+    idempotency_key("http:1", "Order-7f3a-retry")
+    url = reverse("admin:yieldstar_idempotencykey_changelist")
+    with CaptureQueriesContext(connection) as queries:
+        response = admin_client.get(url, {"q": " Order-7f3a "})
+    assert response.status_code == 200
+    found = response.context["cl"].result_list
+    assert sorted((row.principal, row.key) for row in found) == [
+        ("http:1", "Order-7f3a"),
+        ("http:2", "Order-7f3a"),
+    ]
+    table = connection.ops.quote_name(IdempotencyKey._meta.db_table)
+    column = f"{table}.{connection.ops.quote_name('key')}"
+    searches = [q["sql"] for q in queries.captured_queries if f"FROM {table}" in q["sql"]]
+    assert searches
+    for sql in searches:
+        assert f"WHERE {column} = " in sql, sql
+        assert "UPPER(" not in sql and "LIKE" not in sql, sql
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_idempotency_key_search_reads_an_index() -> None:
+    """On a table large enough for the planner to care, the search's query reads an index
+    on the key, not the whole table."""
+    from django.contrib import admin as django_admin
+    from django.db import connection
+    from django.test import RequestFactory
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {IdempotencyKey._meta.db_table} "
+            "(principal, key, fingerprint, method, target, instance_id, shared, created_at) "
+            "SELECT 'http:' || (n % 50), 'key-' || n, repeat('f', 64), 'PUT', "
+            "'stores/a/' || n, '', false, now() FROM generate_series(1, 50000) AS n"
+        )
+        cursor.execute(f"ANALYZE {IdempotencyKey._meta.db_table}")
+    model_admin = django_admin.site._registry[IdempotencyKey]
+    request = RequestFactory().get("/")
+    queryset, _ = model_admin.get_search_results(request, IdempotencyKey.objects.all(), "key-4242")
+    assert [row.key for row in queryset] == ["key-4242"]
+    plan = queryset.explain()
+    assert "Seq Scan" not in plan, plan
+    assert "yieldstar_idem_key_idx" in plan, plan  # not a full scan of the unique index

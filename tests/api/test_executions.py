@@ -13,6 +13,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
+from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Execution, ExecutionStep, IdempotencyKey
 from yieldstar_django.runtime import start_workflow
 
@@ -247,13 +248,38 @@ def list_from(client: Client, position: str) -> Any:
     "position",
     ["9999-12-31T23:59:59-00:01", "0001-01-01T00:00:00+00:01", "9999-12-31T23:59:59-23:00"],
 )
-def test_list_cursor_at_a_time_out_of_range_is_404(api: Client, position: str) -> None:
+def test_list_cursor_at_a_time_out_of_range_is_400(api: Client, position: str) -> None:
     """A forged cursor whose time is past the range of a timestamp (in UTC) is the invalid
-    cursor it is, not a 500."""
+    cursor it is (``400 parse_error``, as an invalid store-id cursor), not a 500."""
     start_workflow("api-test-greet", "x")
     response = list_from(api, position)
-    assert response.status_code == 404, response.status_code
-    assert response.json()["detail"] == "Invalid cursor"
+    assert response.status_code == 400, response.status_code
+    assert response.json()["code"] == "parse_error"
+    assert response.json()["detail"] == "The cursor is invalid; use the `next` link of a page."
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "%25%25%25",  # not base64
+        quote(base64.b64encode(b"o=x").decode("ascii")),  # an offset that is not a number
+        quote(base64.b64encode(b"p=yesterday").decode("ascii")),  # a position not a time
+        quote(base64.b64encode(b"\xff\xfe").decode("ascii")),  # not text
+    ],
+)
+def test_list_malformed_cursor_is_400_as_for_store_ids(
+    api: Client, counter: StoreDefinition, cursor: str
+) -> None:
+    """A malformed ``cursor`` on ``GET executions/`` is refused as on the store-id list,
+    ``400 parse_error`` with the same message, not ``404``: the list exists, the request
+    is bad."""
+    start_workflow("api-test-greet", "x")
+    response = api.get(f"{START}?cursor={cursor}")
+    assert response.status_code == 400, response.status_code
+    assert response.json()["code"] == "parse_error"
+    store_ids = api.get(reverse("yieldstar:store-ids", args=[counter.name]) + "?cursor=%25")
+    assert store_ids.status_code == 400  # the store-id list's answer, for comparison
+    assert response.json()["detail"] == store_ids.json()["detail"]
 
 
 @pytest.mark.parametrize("offset", ["+23:59", "-23:00", "+16:00"])

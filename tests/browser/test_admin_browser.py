@@ -273,3 +273,81 @@ def test_patch_decision_filter(live_server: Any, admin_user: Any, browser_page: 
     expect(rows).to_have_count(1)
     assert "status__exact=sleeping" in page.url
     assert "patched=false" in page.url
+
+
+def log_in(page: Any, url: str, user: Any) -> None:
+    page.goto(f"{url}/admin/login/?next=/admin/")
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", "password")
+    page.click("input[type=submit]")
+
+
+def test_cancel_asks_first(live_server: Any, admin_user: Any, browser_page: Any) -> None:
+    """The execution page's *Cancel execution* button leads to a confirmation page; the
+    execution is cancelled only by its *Yes, cancel them*."""
+    from playwright.sync_api import expect
+
+    from yieldstar_django.models import Execution
+
+    Execution.objects.create(
+        id="to-cancel", workflow_id="shop.checkout", status="waiting", input_json="{}"
+    )
+    page = browser_page
+    log_in(page, live_server.url, admin_user)
+    page.goto(f"{live_server.url}/admin/yieldstar/execution/to-cancel/change/")
+    page.click("button[value=cancel_executions]")
+    expect(page.locator("#content")).to_contain_text("1 unfinished execution")
+    assert Execution.objects.get(pk="to-cancel").status == "waiting"
+    page.click("input[value='Yes, cancel them']")
+    expect(page.locator(".messagelist")).to_contain_text("Cancelled 1 execution(s)")
+    assert Execution.objects.get(pk="to-cancel").status == "cancelled"
+
+
+def test_release_now_across_all_pages(live_server: Any, admin_user: Any, browser_page: Any) -> None:
+    """*Release now* on Django's "Select all N items" (more leases than a page holds)
+    releases every held lease the list selects once confirmed."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from playwright.sync_api import expect
+
+    from yieldstar_django.connector import get_store_client
+    from yieldstar_django.models import ClaimLeaseRecord
+
+    queue = define_store(
+        "browser-queue",
+        None,
+        initial=lambda id: {"items": []},
+        release=lambda draft, value: draft["items"].append(value),
+    )
+    try:
+        count = 101  # the list shows 100 a page
+        expires = timezone.now() + timedelta(minutes=5)
+        ClaimLeaseRecord.objects.bulk_create(
+            ClaimLeaseRecord(
+                id=f"holder-{n}/0",
+                execution_id=f"holder-{n}",
+                step_key="0",
+                store_name=queue.name,
+                store_id="q",
+                value_json=str(n),
+                expires_at=expires,
+            )
+            for n in range(count)
+        )
+        page = browser_page
+        log_in(page, live_server.url, admin_user)
+        page.goto(f"{live_server.url}/admin/yieldstar/claimleaserecord/")
+        page.check("#action-toggle")
+        page.click(f"text=Select all {count}")
+        page.select_option("select[name=action]", "release_now")
+        page.click("button[name=index]")
+        expect(page.locator("#content")).to_contain_text(f"All {count} held leases")
+        assert set(ClaimLeaseRecord.objects.values_list("state", flat=True)) == {"held"}
+        page.click("input[value='Yes, release them']")
+        expect(page.locator(".messagelist")).to_contain_text(f"Released {count} lease(s)")
+        assert set(ClaimLeaseRecord.objects.values_list("state", flat=True)) == {"released"}
+        items = get_store_client().get_store(queue, "q").state["items"]
+        assert sorted(items) == list(range(count))
+    finally:
+        unregister_store(queue.name)

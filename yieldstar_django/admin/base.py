@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
+from django import forms
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
@@ -14,6 +15,17 @@ from django.http import HttpRequest, HttpResponse
 
 from ..core.definition import get_definition, registered_definitions
 from .pagination import EstimatedCountPaginator
+
+#: How many of the selected rows an action's confirmation page lists (it counts the rest).
+CONFIRM_SHOWN: Final = 200
+
+
+def selects_across(request: HttpRequest) -> bool:
+    """Whether a list action was asked for "all N items" of the list (Django's
+    ``select_across`` field, read as its action form reads it), not the ticked rows. A
+    confirmation page carries it to the confirming post, whose form posts to the list URL
+    it came from, so the list's filters select the same rows again."""
+    return bool(forms.BooleanField(required=False).to_python(request.POST.get("select_across")))
 
 
 class ObjectOncePerRequestMixin:
@@ -179,6 +191,7 @@ class ReadOnlyAdminMixin(LargeTableListMixin):
 
 
 __all__ = [
+    "CONFIRM_SHOWN",
     "LargeTableListMixin",
     "ObjectOncePerRequestMixin",
     "OperateActionsMixin",
@@ -189,4 +202,5 @@ __all__ = [
     "hidden_store_names",
     "holds_nul",
     "hook_allows",
+    "selects_across",
 ]

@@ -1,5 +1,7 @@
 """The claim lease admin: live leased claims with their holders; "release now" (after a
-confirmation page) hands the selected held leases back through their store's ``release``.
+confirmation page) hands the selected held leases back through their store's ``release``:
+the ticked rows, or every held lease the list selects when the user chose "Select all"
+(``select_across``, which the confirmation page carries to the confirming post).
 
 A definition's ``permission`` hook narrows it as it narrows the store admin: the leases of
 a store name it hides are not listed, a lease's page needs the hook to let the user view
@@ -25,11 +27,13 @@ from django.utils.safestring import SafeString
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..runtime.claim_leases import release_now
 from .base import (
+    CONFIRM_SHOWN,
     OperateActionsMixin,
     ReadOnlyAdminMixin,
     RefuseNulMixin,
     StoreHookMixin,
     hook_allows,
+    selects_across,
 )
 from .display import decoded, short_json
 
@@ -116,13 +120,17 @@ class ClaimLeaseAdmin(
             self.message_user(request, refusal_message(refused), messages.ERROR)
             return None
         if request.POST.get("post") != "yes":
+            shown = list(held[:CONFIRM_SHOWN])
             context = {
                 **self.admin_site.each_context(request),
                 "title": "Release these leases now?",
                 "opts": self.model._meta,
-                "leases": list(held[:200]),
+                "leases": shown,
+                "count": len(rows),
+                "more": len(rows) - len(shown),
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
                 "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+                "select_across": selects_across(request),
             }
             return TemplateResponse(
                 request, "yieldstar_django/admin/claim_lease_release_confirm.html", context

@@ -1,13 +1,16 @@
-"""The execution admin: executions with status, error and their heap; resume and cancel;
-found by status (or in flight / finished), workflow and recorded patch decision."""
+"""The execution admin: executions with status, error and their heap; resume, and cancel
+(after a confirmation page, from the list or the execution's page); found by status (or
+in flight / finished), workflow and recorded patch decision."""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -16,11 +19,13 @@ from ..runtime.executions import cancel_execution
 from ..runtime.registry import registered_workflows
 from ..wakes import wake_now
 from .base import (
+    CONFIRM_SHOWN,
     OperateActionsMixin,
     PageContextMixin,
     ReadOnlyAdminMixin,
     RefuseNulMixin,
     SearchLookupMixin,
+    selects_across,
 )
 from .display import Undecodable, decoded, pretty_block, short_json
 from .pagination import paginate
@@ -104,7 +109,8 @@ class ExecutionAdmin(
 ):
     """Executions, newest first; a page per execution with its input, result or error and
     its heap steps (paginated). Actions: resume (request a run through the wake outbox),
-    cancel. Both need the change permission; nothing else is editable."""
+    cancel (after a confirmation page). Both need the change permission; nothing else is
+    editable."""
 
     list_display = ["id", "workflow_id", "pretty_status", "runs", "created_at", "finished_at"]
     list_filter = ["status", FinishedFilter, WorkflowNameFilter, PatchDecisionFilter]
@@ -154,14 +160,39 @@ class ExecutionAdmin(
         )
 
     @admin.action(description="Cancel selected executions", permissions=["operate"])
-    def cancel_executions(self, request: HttpRequest, queryset: QuerySet[Execution]) -> None:
-        ids = list(queryset.exclude(status__in=TERMINAL_STATUSES).values_list("id", flat=True))
+    def cancel_executions(
+        self, request: HttpRequest, queryset: QuerySet[Execution]
+    ) -> TemplateResponse | None:
+        """Cancel the unfinished executions selected, after a confirmation page (as
+        Django's delete action asks first: a cancel cannot be undone). The confirming
+        post is the page's form: the same selection, ``select_across`` included, and
+        ``post=yes``."""
+        unfinished = queryset.exclude(status__in=TERMINAL_STATUSES)
+        if request.POST.get("post") != "yes":
+            shown = list(unfinished.only("id", "workflow_id", "status")[:CONFIRM_SHOWN])
+            count = len(shown) if len(shown) < CONFIRM_SHOWN else unfinished.count()
+            context = {
+                **self.admin_site.each_context(request),
+                "title": "Cancel these executions?",
+                "opts": self.model._meta,
+                "executions": shown,
+                "count": count,
+                "more": count - len(shown),
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+                "select_across": selects_across(request),
+            }
+            return TemplateResponse(
+                request, "yieldstar_django/admin/execution_cancel_confirm.html", context
+            )
+        ids = list(unfinished.values_list("id", flat=True))
         cancelled = sum(1 for execution_id in ids if cancel_execution(execution_id))
         self.message_user(
             request,
             f"Cancelled {cancelled} execution(s); finished ones were skipped.",
             messages.SUCCESS,
         )
+        return None
 
     def page_context(self, request: HttpRequest, obj: Execution) -> dict[str, Any]:
         page = paginate(

@@ -114,6 +114,10 @@ def check_store_id(store_id: str) -> None:
         raise NotFound("No store can have this id.", code="invalid_store_id") from None
 
 
+#: What a list answers (``400``, ``parse_error``) to a ``cursor`` it did not make.
+INVALID_CURSOR = "The cursor is invalid; use the `next` link of a page."
+
+
 def requested_page_size(request: Request) -> int:
     """A list's page size: ``?limit=``, an integer from 1 to ``MAX_PAGE_SIZE`` (ASCII
     digits, leading zeros allowed), else ``DEFAULT_PAGE_SIZE`` when absent. Anything else
@@ -133,6 +137,7 @@ def requested_page_size(request: Request) -> int:
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
+    "INVALID_CURSOR",
     "MAX_PAGE_SIZE",
     "ExactContentNegotiation",
     "YieldstarAPIView",

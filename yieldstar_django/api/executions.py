@@ -15,6 +15,8 @@ user's key names, nor the ledger owner of HTTP or admin writes.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import inspect
 from datetime import UTC
@@ -38,7 +40,13 @@ from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
 from ..runtime.executions import cancel_execution, start_execution
 from ..runtime.registry import get_workflow
 from . import idempotency
-from .base import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, YieldstarAPIView, requested_page_size
+from .base import (
+    DEFAULT_PAGE_SIZE,
+    INVALID_CURSOR,
+    MAX_PAGE_SIZE,
+    YieldstarAPIView,
+    requested_page_size,
+)
 from .exceptions import APIError, decode_row
 from .openapi import IDEMPOTENCY_KEY, errors, operation
 from .permissions import ExecutionPermission, execution_permission
@@ -144,10 +152,12 @@ def check_arguments(workflow: Any, args: list[Any], kwargs: dict[str, Any]) -> N
 
 class ExecutionPagination(CursorPagination):
     """Newest first; ``limit`` from 1 to 1000 (default 100), read as the store-id list
-    reads it (``400`` for anything else)."""
+    reads it (``400`` for anything else); a ``cursor`` it did not make is ``400``
+    (``parse_error``), as on the store-id list, where DRF answers ``404``."""
 
     ordering = ("-created_at", "-id")
     page_size = DEFAULT_PAGE_SIZE
+    invalid_cursor_message = INVALID_CURSOR
 
     def get_page_size(self, request: Request) -> int:
         """``?limit=`` (``400`` out of range or not a number, where DRF's falls back to the
@@ -155,11 +165,23 @@ class ExecutionPagination(CursorPagination):
         return requested_page_size(request)
 
     def decode_cursor(self, request: Request) -> Any:
-        """DRF's cursor, refusing (``404``, as DRF does) a position that is not a time the
-        database can compare with: with ``USE_TZ`` an aware one, whose UTC form a
-        ``datetime`` can hold; its position is then that UTC form (PostgreSQL refuses a
-        literal in an offset past 15:59, which a forged cursor can name)."""
-        cursor: Any = super().decode_cursor(request)  # a Cursor (position typed int by the stubs)
+        """DRF's cursor, refusing (``400``) one that is not strict base64 (DRF's decoder
+        skips what is not base64, so ``%%%`` would be the first page), that DRF cannot
+        read (its ``404``), or whose position is not a time the database can compare
+        with: with ``USE_TZ`` an aware one, whose UTC form a ``datetime`` can hold; its
+        position is then that UTC form (PostgreSQL refuses a literal in an offset past
+        15:59, which a forged cursor can name)."""
+        encoded = request.query_params.get(self.cursor_query_param)
+        if encoded is not None:
+            try:
+                base64.b64decode(encoded.encode("ascii"), validate=True)
+            except (ValueError, binascii.Error):
+                raise ParseError(self.invalid_cursor_message) from None
+        try:
+            # a Cursor (its position typed int by the stubs)
+            cursor: Any = super().decode_cursor(request)
+        except NotFound:
+            raise ParseError(self.invalid_cursor_message) from None
         position = getattr(cursor, "position", None)
         if position is None:
             return cursor
@@ -172,7 +194,7 @@ class ExecutionPagination(CursorPagination):
         except (ValueError, OverflowError):
             moment = None
         if moment is None:
-            raise NotFound(self.invalid_cursor_message)
+            raise ParseError(self.invalid_cursor_message)
         return cursor._replace(position=str(moment))
 
 
@@ -232,7 +254,7 @@ class ExecutionStartView(YieldstarAPIView):
                 f"{DEFAULT_PAGE_SIZE}; `400` otherwise).",
             ),
         ],
-        responses={200: ExecutionPageSerializer, **errors(400, 401, 403, 404)},
+        responses={200: ExecutionPageSerializer, **errors(400, 401, 403)},
         tags=["executions"],
     )
     def get(self, request: Request) -> Response:

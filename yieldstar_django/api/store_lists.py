@@ -18,7 +18,7 @@ from rest_framework.utils.urls import replace_query_param
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import registered_definitions
 from ..models.stores import StoreInstance
-from .base import YieldstarAPIView, definition_or_404, requested_page_size
+from .base import INVALID_CURSOR, YieldstarAPIView, definition_or_404, requested_page_size
 from .openapi import (
     CURSOR,
     LIMIT,
@@ -72,7 +72,7 @@ def decode_cursor(cursor: str) -> str:
     except (ValueError, UnicodeError, binascii.Error):
         text = "\x00"
     if "\x00" in text or len(text) > MAX_KEY_LENGTH:
-        raise ParseError("The cursor is invalid; use the `next` link of a page.")
+        raise ParseError(INVALID_CURSOR)
     return text
 
 
