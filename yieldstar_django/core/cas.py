@@ -100,10 +100,12 @@ class CasStoreClient(StoreClient):
         """How many stores' last rows to remember (0: every write reads first)."""
         return self._snapshot_capacity
 
-    def queue(self, definition: StoreDefinition, id: str) -> AbstractContextManager[None]:
-        """The store's queue, entered by a write that lost ``RetryPolicy.queue_after``
-        races and held until it ends: a context in which its next attempt (which reads
-        first) cannot lose, served in arrival order. None here."""
+    def queue(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId | None = None
+    ) -> AbstractContextManager[None]:
+        """The store's queue, entered by a write (of step ``step_id``, if any) that lost
+        ``RetryPolicy.queue_after`` races and held until it ends: a context in which its
+        next attempt (which reads first) cannot lose, served in arrival order. None here."""
         return nullcontext()
 
     def may_remember(self) -> bool:
@@ -298,7 +300,7 @@ class CasStoreClient(StoreClient):
             stored, created = row, False
         else:
             stored, created = self._row_or_insert(definition, id, step_key, row), False
-        with Retries(self.retry_policy(), self.queue, definition, id) as retry:
+        with Retries(self.retry_policy(), self.queue, definition, id, step_id) as retry:
             while True:
                 if stored is None or not _admits(condition, stored, created):
                     assert condition is not None
@@ -377,7 +379,7 @@ class CasStoreClient(StoreClient):
             current = self._read(definition, id) if speculative and row is None else row
         else:
             current = self._row_or_insert(definition, id, step_key, row, made)
-        with Retries(self.retry_policy(), self.queue, definition, id) as retry:
+        with Retries(self.retry_policy(), self.queue, definition, id, step_id) as retry:
             while current is not None and condition.accepts(current):
                 retry.attempts += 1
                 outcome = self._try_deletion(
@@ -441,7 +443,7 @@ class CasStoreClient(StoreClient):
         take without a commit raises ``_Unconfirmed`` instead."""
         step_key = step_id.step_key if step_id else ""
         stored, created = self._row_or_initial(definition, id, step_key, row)
-        with Retries(self.retry_policy(), self.queue, definition, id) as retry:
+        with Retries(self.retry_policy(), self.queue, definition, id, step_id) as retry:
             while True:
                 try:
                     attempt = Attempt(
