@@ -33,7 +33,15 @@ from .commits import (
     StoreWrite,
     VersionCondition,
 )
-from .compute import Attempt, call_sync, plan_take, plan_update, require_sync, validate_state
+from .compute import (
+    Attempt,
+    call_sync,
+    decode_stored,
+    plan_take,
+    plan_update,
+    require_sync,
+    validate_state,
+)
 from .definition import StoreDefinition
 from .durable import DEFAULT_LIMITS, DurableLimits, decode_durable
 from .results import (
@@ -268,7 +276,8 @@ class CasStoreClient(StoreClient):
 
     def get_store(self, definition: StoreDefinition, id: str) -> StoreSnapshot:
         stored = self._get_or_insert(definition, id, "")
-        return StoreSnapshot(decode_durable(stored.encoded), stored.instance_id, stored.version)
+        state = decode_stored(definition, id, stored.encoded)
+        return StoreSnapshot(state, stored.instance_id, stored.version)
 
     def _conditional_update(
         self,
