@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "StoreValidationError": "yieldstar_django.core.errors",
     "WorkflowValueError": "yieldstar_django.core.errors",
     "StoreContentionError": "yieldstar_django.core.errors",
+    "CorruptStateError": "yieldstar_django.core.errors",
     "StoreStepMismatchError": "yieldstar_django.core.errors",
     "register_error_class": "yieldstar_django.core.errors",
     "StoreClient": "yieldstar_django.core.store",
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover
         DurableLimits as DurableLimits,
     )
     from .core.errors import (
+        CorruptStateError as CorruptStateError,
         StoreContentionError as StoreContentionError,
         StoreStepMismatchError as StoreStepMismatchError,
         StoreValidationError as StoreValidationError,

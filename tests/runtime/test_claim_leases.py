@@ -8,13 +8,19 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connection, connections
+from django.test import override_settings
 from django.utils import timezone
 
+from yieldstar_django import clock
+from yieldstar_django.core.commits import RetryPolicy
 from yieldstar_django.core.definition import StoreDefinition, define_store
+from yieldstar_django.core.memory import MemoryStoreClient
 from yieldstar_django.models import ClaimLeaseRecord, ClaimLeaseState, ExecutionStep
 from yieldstar_django.runtime import ClaimLease, Step, get_execution, start_workflow
 from yieldstar_django.runtime.claim_leases import end_lease, expire_due, release_now
+from yieldstar_django.testing import advance_time
 from yieldstar_django.wakes import run_relay
 
 from .conftest import Runtime
@@ -660,3 +666,59 @@ def test_a_complete_while_a_release_runs_its_callback_wins_with_either_client(
     assert completes == [True]
     assert ClaimLeaseRecord.objects.get().state == "completed"
     assert state(rt, q) == []
+
+
+def test_a_release_that_loses_its_races_retries_like_take_and_update(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hand-back that reaches the compare-and-swap cap (``CAS_MAX_ATTEMPTS`` = 1 here;
+    another connection writes the store while ``release`` runs, the first time) suspends
+    the execution (``retrying``) and runs again a second later, as ``take`` and ``update``
+    do: the step records no error, the lease stays held until the retry hands the value
+    back, once."""
+    bumped: list[str] = []
+    name = rt.name("queue")
+    rt.stores.append(name)
+
+    def racing_put_back(draft: Any, value: Any) -> None:
+        if not bumped:  # another writer commits first: this hand-back's commit loses
+            bumped.append("bump")
+            writer = threading.Thread(target=lambda: bump(q))
+            writer.start()
+            writer.join(10)
+        draft["items"].append(value)
+
+    def bump(store: StoreDefinition) -> None:
+        try:
+            rt.client.update_store(store, "q", updater=lambda d: d["items"].append("bump"))
+        finally:
+            connections.close_all()
+
+    q = define_store(name, None, initial=lambda id: {"items": ["job-1"]}, release=racing_put_back)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        return (yield from step.release(lease))
+
+    tight = {**django_settings.YIELDSTAR, "CAS_MAX_ATTEMPTS": 1, "CAS_QUEUE_AFTER": 0}
+    if isinstance(rt.client, MemoryStoreClient):  # its policy is its own, not the settings'
+        monkeypatch.setattr(rt.client, "_retry", RetryPolicy(max_attempts=1, queue_after=0))
+    try:
+        with override_settings(YIELDSTAR=tight):
+            eid = start_workflow(wf)
+            rt.pump()
+            execution = get_execution(eid)
+            assert execution.status == "retrying", (execution.status, execution.error)
+            assert bumped == ["bump"], "the hand-back lost its race"
+            assert ClaimLeaseRecord.objects.get().state == "held"
+            assert [s.status for s in ExecutionStep.objects.filter(execution_id=eid)] == [
+                "completed"
+            ], "only the take is recorded"
+            advance_time(2)  # past the contention retry's timer
+            rt.settle(lambda: get_execution(eid).is_finished)
+    finally:
+        clock.reset()
+    assert get_execution(eid).result is True
+    assert ClaimLeaseRecord.objects.get().state == "released"
+    assert state(rt, q) == ["bump", "job-1"]

@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connection, connections, transaction
+from django.test import override_settings
 
 from tests.connections import second_connection
 from yieldstar_django.core.definition import StoreDefinition
@@ -633,3 +635,71 @@ def test_a_run_inside_the_caller_s_transaction_leaves_its_lock_timeout_alone(
         assert Waiter.objects.filter(execution_id=eid).count() == 2
         assert lock_timeout() == "7s"
     assert lock_timeout() == session
+
+
+@pytest.mark.parametrize("path", ["function", "statements"])
+def test_a_queued_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    """As above, but the claim lost a race (``CAS_QUEUE_AFTER`` = 1), so its next attempt
+    is made in the store queue, whose transaction holds the claimed store's row. While it
+    does, a transaction changes the first choice's store (waking that choice's waiter) and
+    then asks for the claimed store's row. The queued claim then removes the step's
+    waiters: it must have locked them before the store's row, as every other claim does,
+    else it waits for the writer's waiter row while the writer waits for its store row,
+    and PostgreSQL cancels one of them (``deadlock detected``)."""
+    x, y, eid = waiting_on_two(rt, monkeypatch, path)
+    rt.pump()
+    push(rt, y, "d", "go")  # wakes the execution: choice 1 matches
+    WAKES.clear()  # the run below is made here
+    queued, resume = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+    writer_pid: list[int] = []
+    commits = 0
+    commit = rt.client.commit_mutation
+
+    def racing(mutation: Any) -> Any:
+        nonlocal commits
+        if mutation.step_id is not None and mutation.definition is y:  # the claim's commit
+            commits += 1
+            if commits == 1:  # a write slips in first: the claim loses, then queues
+                start_thread(lambda: push(rt, y, "d", "bump"), errors).join(10)
+            else:  # made in the queue, which holds y's row until it ends
+                queued.set()
+                resume.wait(10)
+        return commit(mutation)
+
+    monkeypatch.setattr(rt.client, "commit_mutation", racing)
+
+    def short_deadlock_timeout() -> None:  # so a deadlock is found at once (superuser)
+        with connection.cursor() as cursor:
+            cursor.execute("SET deadlock_timeout = '50ms'")
+
+    def run() -> None:
+        short_deadlock_timeout()
+        try:
+            executions_module.run_execution(eid)
+        finally:
+            queued.set()
+
+    def write() -> None:
+        short_deadlock_timeout()
+        with transaction.atomic():
+            push(rt, x, "d", "noise")  # wakes choice 0's waiter: its row stays locked
+            push(rt, y, "d", "noise")  # waits for the queued claim's lock on y
+
+    yieldstar = {**django_settings.YIELDSTAR, "CAS_QUEUE_AFTER": 1}
+    with override_settings(YIELDSTAR=yieldstar):
+        runner = start_thread(run, errors)
+        assert queued.wait(10)
+        writer = start_thread(write, errors, writer_pid)
+        await_lock_wait(writer_pid, "the writer")
+        resume.set()
+        runner.join(30)
+        writer.join(30)
+    assert not errors, errors
+    assert commits == 2, "the claim lost one race, then committed in the queue"
+    rt.settle(lambda: get_execution(eid).is_finished)
+    assert get_execution(eid).result == [1, "go"]
+    assert items(rt, y, "d") == ["noise", "bump", "noise"]
+    assert not Waiter.objects.filter(execution_id=eid).exists()

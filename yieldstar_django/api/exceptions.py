@@ -4,7 +4,8 @@ Every error body is ``{"detail": str, "code": str, ...}``; some codes add member
 (``issues`` for a schema rejection, ``path`` for a non-durable value, ``current_etag`` for
 a failed precondition, ``null`` when the store does not exist). The handler never lets a
 store error become a ``500``; the one ``500`` the API answers is ``corrupt_row``, a stored
-row whose JSON does not decode (the server's data at fault, not the request).
+row whose JSON does not decode (the server's data at fault, not the request): found by the
+views (``decode_row``) or by a write's core (``CorruptStateError``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from ..core.durable import decode_durable
 from ..core.errors import (
+    CorruptStateError,
     StoreContentionError,
     StoreStepMismatchError,
     StoreValidationError,
@@ -183,6 +185,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return _error(400, "not_durable", str(exc), path=_path(exc.path))
     if isinstance(exc, StoreContentionError):
         exc = Contention()
+    if isinstance(exc, CorruptStateError):
+        # A write (or read) through the core found the store's stored state undecodable.
+        logger.error(
+            "corrupt row: the state of store %r of %r does not decode as JSON: %s",
+            exc.store_id,
+            exc.store_name,
+            exc.reason,
+        )
+        exc = CorruptRow()
     if isinstance(exc, OperationalError):
         logger.warning("the database could not answer an API request", exc_info=exc)
         exc = DatabaseUnavailable()

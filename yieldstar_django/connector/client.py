@@ -93,15 +93,24 @@ class DatabaseStoreClient(CasStoreClient):
             queue_after=yieldstar_settings.CAS_QUEUE_AFTER,
         )
 
-    def queue(self, definition: StoreDefinition, id: str) -> AbstractContextManager[None]:
+    def queue(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId | None = None
+    ) -> AbstractContextManager[None]:
         """On PostgreSQL outside ``transaction.atomic``: the next attempt in a transaction
-        that locks the store row first (:func:`.store_queue.store_queue`). Elsewhere none:
-        SQLite runs one writer at a time, and inside a caller's transaction the lock could
-        not be released before that transaction ends."""
+        that locks the store row first (:func:`.store_queue.store_queue`), after the
+        waiters a hooked claim of ``step_id`` removes when there are several (the commit
+        hook's ``unwait``, as the commit itself takes them). Elsewhere none: SQLite runs
+        one writer at a time, and inside a caller's transaction the lock could not be
+        released before that transaction ends."""
         connection = self.connection
         if connection.vendor != "postgresql" or self.in_transaction():
             return nullcontext()
-        return store_queue(connection, self.using, definition.name, id)
+        hooked = current_hook.get()
+        unwait: tuple[str, ...] = ()
+        if hooked is not None and hooked[0] == self.using and step_id is not None:
+            unwait = hooked[1].unwait
+        execution_id = step_id.execution_id if step_id is not None else ""
+        return store_queue(connection, self.using, definition.name, id, execution_id, unwait)
 
     def snapshot_capacity(self) -> int:
         return yieldstar_settings.SNAPSHOT_CACHE_SIZE

@@ -33,7 +33,15 @@ from .commits import (
     StoreWrite,
     VersionCondition,
 )
-from .compute import Attempt, call_sync, plan_take, plan_update, require_sync, validate_state
+from .compute import (
+    Attempt,
+    call_sync,
+    decode_stored,
+    plan_take,
+    plan_update,
+    require_sync,
+    validate_state,
+)
 from .definition import StoreDefinition
 from .durable import DEFAULT_LIMITS, DurableLimits, decode_durable
 from .results import (
@@ -100,10 +108,12 @@ class CasStoreClient(StoreClient):
         """How many stores' last rows to remember (0: every write reads first)."""
         return self._snapshot_capacity
 
-    def queue(self, definition: StoreDefinition, id: str) -> AbstractContextManager[None]:
-        """The store's queue, entered by a write that lost ``RetryPolicy.queue_after``
-        races and held until it ends: a context in which its next attempt (which reads
-        first) cannot lose, served in arrival order. None here."""
+    def queue(
+        self, definition: StoreDefinition, id: str, step_id: StoreStepId | None = None
+    ) -> AbstractContextManager[None]:
+        """The store's queue, entered by a write (of step ``step_id``, if any) that lost
+        ``RetryPolicy.queue_after`` races and held until it ends: a context in which its
+        next attempt (which reads first) cannot lose, served in arrival order. None here."""
         return nullcontext()
 
     def may_remember(self) -> bool:
@@ -266,7 +276,8 @@ class CasStoreClient(StoreClient):
 
     def get_store(self, definition: StoreDefinition, id: str) -> StoreSnapshot:
         stored = self._get_or_insert(definition, id, "")
-        return StoreSnapshot(decode_durable(stored.encoded), stored.instance_id, stored.version)
+        state = decode_stored(definition, id, stored.encoded)
+        return StoreSnapshot(state, stored.instance_id, stored.version)
 
     def _conditional_update(
         self,
@@ -298,7 +309,7 @@ class CasStoreClient(StoreClient):
             stored, created = row, False
         else:
             stored, created = self._row_or_insert(definition, id, step_key, row), False
-        with Retries(self.retry_policy(), self.queue, definition, id) as retry:
+        with Retries(self.retry_policy(), self.queue, definition, id, step_id) as retry:
             while True:
                 if stored is None or not _admits(condition, stored, created):
                     assert condition is not None
@@ -377,7 +388,7 @@ class CasStoreClient(StoreClient):
             current = self._read(definition, id) if speculative and row is None else row
         else:
             current = self._row_or_insert(definition, id, step_key, row, made)
-        with Retries(self.retry_policy(), self.queue, definition, id) as retry:
+        with Retries(self.retry_policy(), self.queue, definition, id, step_id) as retry:
             while current is not None and condition.accepts(current):
                 retry.attempts += 1
                 outcome = self._try_deletion(
@@ -441,7 +452,7 @@ class CasStoreClient(StoreClient):
         take without a commit raises ``_Unconfirmed`` instead."""
         step_key = step_id.step_key if step_id else ""
         stored, created = self._row_or_initial(definition, id, step_key, row)
-        with Retries(self.retry_policy(), self.queue, definition, id) as retry:
+        with Retries(self.retry_policy(), self.queue, definition, id, step_id) as retry:
             while True:
                 try:
                     attempt = Attempt(

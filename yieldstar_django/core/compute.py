@@ -16,7 +16,7 @@ from .commits import StoredState, StoreMutation
 from .definition import StoreDefinition
 from .drafts import WriteLog, build_draft, detach
 from .durable import DurableLimits, check_durable, decode_durable, encode_durable, encode_placed
-from .errors import StoreValidationError
+from .errors import CorruptStateError, StoreValidationError
 from .paths import diff_paths
 from .results import LedgerOperation, StoreStepId, StoreTakeUnmatched, take_record, update_record
 from .selectors import track_selector, unwrap_selected
@@ -26,6 +26,7 @@ from .types import StorePath
 __all__ = [
     "Attempt",
     "call_sync",
+    "decode_stored",
     "finalize",
     "plan_take",
     "plan_update",
@@ -81,16 +82,29 @@ def validate_state(
     return state, encoded
 
 
+def decode_stored(definition: StoreDefinition, id: str, encoded: str) -> Any:
+    """The stored state ``encoded`` of store ``id``, decoded; ``CorruptStateError`` when
+    it does not decode (a row written by hand or by another program)."""
+    try:
+        return decode_durable(encoded)
+    except (ValueError, RecursionError) as exc:
+        reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        raise CorruptStateError(definition.name, id, reason) from None
+
+
 def prepare_update(
     definition: StoreDefinition,
     encoded: str,
     updater: Callable[[Any], Any],
     limits: DurableLimits,
     step_key: str,
+    *,
+    id: str,
 ) -> tuple[str, list[StorePath]]:
-    """Run ``updater`` on a draft of the state ``encoded``: (new encoding, changed paths)."""
+    """Run ``updater`` on a draft of the state ``encoded`` (stored: of store ``id``):
+    (new encoding, changed paths)."""
     log = WriteLog()
-    draft = build_draft(decode_durable(encoded), log)
+    draft = build_draft(decode_stored(definition, id, encoded), log)
     returned = call_sync(updater, "updater", draft)
     replaced = returned is not None and returned is not draft
     candidate = returned if replaced else draft
@@ -148,7 +162,9 @@ class Attempt:
 def plan_update(attempt: Attempt, updater: Updater, kind: str) -> StoreMutation:
     """The commit of ``updater`` computed from the attempt's row (recorded as ``kind``)."""
     a, stored = attempt, attempt.stored
-    encoded, paths = prepare_update(a.definition, stored.encoded, updater, a.limits, a.step_key)
+    encoded, paths = prepare_update(
+        a.definition, stored.encoded, updater, a.limits, a.step_key, id=a.id
+    )
     record = None
     if a.step_id:
         record = update_record(kind, encoded, stored.version, stored.version + 1)
@@ -166,7 +182,7 @@ def plan_take(
         require_sync(claim, "claim")
     a, stored, limits = attempt, attempt.stored, attempt.limits
     log = WriteLog()
-    draft = build_draft(decode_durable(stored.encoded), log)
+    draft = build_draft(decode_stored(a.definition, a.id, stored.encoded), log)
     found, read_paths = track_selector(draft, lambda view: call_sync(selector, "selector", view))
     if not is_selector_match(found):
         return StoreTakeUnmatched(stored.instance_id, stored.version, tuple(read_paths))

@@ -86,6 +86,25 @@ class StoreContentionError(YieldstarError):
 
 
 @dataclass(eq=False, repr=False)
+class CorruptStateError(YieldstarError):
+    """The stored state of a store does not decode as durable JSON: its row was written by
+    hand or by another program (text cut short, ``NaN``, an integer past 4,300 digits,
+    nesting past the recursion limit). Raised where a store operation decodes the stored
+    text, never for a caller's value. Nothing was changed; the row needs repairing (or
+    deleting). ``reason`` is the decoder's complaint."""
+
+    store_name: str
+    store_id: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        super().__init__(
+            f'The stored state of store "{self.store_name}" id {self.store_id!r} does not '
+            f"decode: {self.reason}"
+        )
+
+
+@dataclass(eq=False, repr=False)
 class StoreStepMismatchError(YieldstarError):
     """A step id was replayed by an operation of another kind than the one it recorded.
 
@@ -147,6 +166,7 @@ def registered_error_name(cls: type[BaseException]) -> str | None:
 
 
 for _cls in (
+    CorruptStateError,
     StoreValidationError,
     WorkflowValueError,
     StoreContentionError,
@@ -155,6 +175,7 @@ for _cls in (
     register_error_class(_cls.__name__, _cls)
 
 __all__ = [
+    "CorruptStateError",
     "DuplicateStoreError",
     "StoreContentionError",
     "StoreIssue",

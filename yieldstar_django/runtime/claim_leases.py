@@ -29,6 +29,7 @@ from ..conf import yieldstar_settings
 from ..connector import CommitHook, DatabaseStoreClient, get_store_client
 from ..core.definition import get_definition
 from ..core.durable import decode_durable
+from ..core.errors import StoreContentionError
 from ..core.memory import MemoryStoreClient
 from ..core.results import StoreStepId
 from ..core.store import StoreClient
@@ -135,7 +136,9 @@ def end(
 ) -> StepResult:
     """Engine step ``end_lease`` (``step.release`` / ``step.complete``): ``True`` if this
     step ended a held lease, ``False`` if it had already ended (expired, say). The heap
-    row commits with the lease's end (and the hand-back's store update)."""
+    row commits with the lease's end (and the hand-back's store update). A hand-back that
+    reaches ``CAS_MAX_ATTEMPTS`` suspends the execution (``retrying``) to run the step
+    again a second later, as a contended ``take`` or ``update`` does."""
     action, claim = call.args
     state = ClaimLeaseState.RELEASED if action == "release" else ClaimLeaseState.COMPLETED
 
@@ -155,6 +158,10 @@ def end(
         )
     except (LeaseLost, DatabaseError):
         raise
+    except StoreContentionError:
+        # The hand-back lost CAS_MAX_ATTEMPTS races and nothing committed (the lease is
+        # still held): suspend and run again a second later, as take and update do.
+        engine._contended(key)
     except Exception as exc:
         engine._record_error(call, key, position, row, exc, 1)
         return StepError(exc)
