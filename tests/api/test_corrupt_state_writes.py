@@ -48,3 +48,19 @@ def test_a_write_to_a_store_whose_state_does_not_decode_is_a_coded_500(
     assert_corrupt_row(response, caplog, "api-counter", "'s'")
     row = StoreInstance.objects.get(name=counter.name, store_id="s")
     assert (row.state, row.version) == (text, 0), "nothing was written"
+
+
+def test_a_write_under_an_idempotency_key_that_meets_a_corrupt_state_leaves_the_key_free(
+    api: Client, counter: StoreDefinition, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As every write that proves it did not commit: the key's claim is released, so once
+    the row is repaired another request may use the key (not ``422
+    idempotency_key_reused``)."""
+    create()
+    StoreInstance.objects.filter(name=counter.name, store_id="s").update(state="{")
+    first = write(api, "PUT", {"count": 1}, JSON, **{"Idempotency-Key": "k"})
+    assert_corrupt_row(first, caplog, "api-counter", "'s'")
+    StoreInstance.objects.filter(name=counter.name, store_id="s").update(state='{"count":0}')
+    corrected = write(api, "PUT", {"count": 2}, JSON, **{"Idempotency-Key": "k"})
+    assert corrected.status_code == 200, corrected.content
+    assert corrected.json()["state"] == {"count": 2}
