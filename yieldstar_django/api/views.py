@@ -25,7 +25,12 @@ from rest_framework.response import Response
 from ..conf import yieldstar_settings
 from ..core.commits import MISSING_INSTANCE, VersionCondition
 from ..core.definition import StoreDefinition
-from ..core.errors import StoreContentionError, StoreValidationError, WorkflowValueError
+from ..core.errors import (
+    CorruptStateError,
+    StoreContentionError,
+    StoreValidationError,
+    WorkflowValueError,
+)
 from ..core.results import (
     StoreDeleteConflict,
     StoreSnapshot,
@@ -398,6 +403,7 @@ class StoreDetailView(YieldstarAPIView):
             StoreValidationError
             | WorkflowValueError
             | StoreContentionError
+            | CorruptStateError
             | PatchError
             | APIException,
         )
