@@ -12,12 +12,49 @@ from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from ..core.definition import get_definition, registered_definitions
 from .pagination import EstimatedCountPaginator
 
 #: How many of the selected rows an action's confirmation page lists (it counts the rest).
 CONFIRM_SHOWN: Final = 200
+
+
+def confirm_action(
+    model_admin: Any,
+    request: HttpRequest,
+    template: str,
+    *,
+    action: str,
+    shown: list[Any],
+    count: int,
+    **context: Any,
+) -> TemplateResponse:
+    """The confirmation page of list action ``action`` (``template`` extends
+    ``action_confirm.html``): ``shown``, the first ``CONFIRM_SHOWN`` of the ``count`` rows it
+    will act on, and a form posting the same selection back (the ticked ids, or
+    ``select_across``) with ``post=yes``. ``context`` adds the page's words (``title``,
+    ``action_label``, ``noun``, ``none_left``, ``submit_label``)."""
+    opts = model_admin.model._meta
+    return TemplateResponse(
+        request,
+        template,
+        {
+            **model_admin.admin_site.each_context(request),
+            **context,
+            "opts": opts,
+            "changelist_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
+            "action": action,
+            "shown": shown,
+            "count": count,
+            "more": count - len(shown),
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
+            "select_across": selects_across(request),
+        },
+    )
 
 
 def selects_across(request: HttpRequest) -> bool:
@@ -199,6 +236,7 @@ __all__ = [
     "RefuseNulMixin",
     "SearchLookupMixin",
     "StoreHookMixin",
+    "confirm_action",
     "hidden_store_names",
     "holds_nul",
     "hook_allows",

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.contrib.admin.utils import quote
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -32,8 +31,8 @@ from .base import (
     ReadOnlyAdminMixin,
     RefuseNulMixin,
     StoreHookMixin,
+    confirm_action,
     hook_allows,
-    selects_across,
 )
 from .display import decoded, short_json
 
@@ -120,20 +119,18 @@ class ClaimLeaseAdmin(
             self.message_user(request, refusal_message(refused), messages.ERROR)
             return None
         if request.POST.get("post") != "yes":
-            shown = list(held[:CONFIRM_SHOWN])
-            context = {
-                **self.admin_site.each_context(request),
-                "title": "Release these leases now?",
-                "opts": self.model._meta,
-                "leases": shown,
-                "count": len(rows),
-                "more": len(rows) - len(shown),
-                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-                "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
-                "select_across": selects_across(request),
-            }
-            return TemplateResponse(
-                request, "yieldstar_django/admin/claim_lease_release_confirm.html", context
+            return confirm_action(
+                self,
+                request,
+                "yieldstar_django/admin/claim_lease_release_confirm.html",
+                action="release_now",
+                shown=list(held[:CONFIRM_SHOWN]),
+                count=len(rows),
+                title="Release these leases now?",
+                action_label="Release now",
+                noun="held lease",
+                none_left="None of the selected leases is held any more.",
+                submit_label="Yes, release them",
             )
         ids = [pk for pk, *_ in rows]
         released = release_now(ids)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 from django.contrib import admin, messages
-from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -25,7 +24,7 @@ from .base import (
     ReadOnlyAdminMixin,
     RefuseNulMixin,
     SearchLookupMixin,
-    selects_across,
+    confirm_action,
 )
 from .display import Undecodable, decoded, pretty_block, short_json
 from .pagination import paginate
@@ -170,20 +169,18 @@ class ExecutionAdmin(
         unfinished = queryset.exclude(status__in=TERMINAL_STATUSES)
         if request.POST.get("post") != "yes":
             shown = list(unfinished.only("id", "workflow_id", "status")[:CONFIRM_SHOWN])
-            count = len(shown) if len(shown) < CONFIRM_SHOWN else unfinished.count()
-            context = {
-                **self.admin_site.each_context(request),
-                "title": "Cancel these executions?",
-                "opts": self.model._meta,
-                "executions": shown,
-                "count": count,
-                "more": count - len(shown),
-                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-                "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
-                "select_across": selects_across(request),
-            }
-            return TemplateResponse(
-                request, "yieldstar_django/admin/execution_cancel_confirm.html", context
+            return confirm_action(
+                self,
+                request,
+                "yieldstar_django/admin/execution_cancel_confirm.html",
+                action="cancel_executions",
+                shown=shown,
+                count=len(shown) if len(shown) < CONFIRM_SHOWN else unfinished.count(),
+                title="Cancel these executions?",
+                action_label="Cancel",
+                noun="unfinished execution",
+                none_left="None of the selected executions is unfinished any more.",
+                submit_label="Yes, cancel them",
             )
         ids = list(unfinished.values_list("id", flat=True))
         cancelled = sum(1 for execution_id in ids if cancel_execution(execution_id))
