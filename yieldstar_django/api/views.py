@@ -24,6 +24,7 @@ from rest_framework.response import Response
 
 from ..conf import yieldstar_settings
 from ..core.commits import MISSING_INSTANCE, VersionCondition
+from ..core.compute import decode_stored
 from ..core.definition import StoreDefinition
 from ..core.errors import (
     CorruptStateError,
@@ -51,7 +52,6 @@ from .exceptions import (
     NullState,
     PreconditionFailed,
     PreconditionRequired,
-    decode_row,
 )
 from .json_patch import PatchError, apply_patch, parse_patch
 from .jsonvalue import copy_json
@@ -262,7 +262,7 @@ class StoreDetailView(YieldstarAPIView):
             raise PreconditionFailed(etag)
         if none_match is not None and none_match.matches(etag):
             return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
-        state = decode_row(stored.encoded, f"the state of store {id!r} of {definition.name!r}")
+        state = decode_stored(definition, id, stored.encoded)  # CorruptStateError: 500
         snapshot = StoreSnapshot(state, stored.instance_id, stored.version)
         return Response(snapshot_body(definition, id, snapshot), headers={"ETag": etag})
 
