@@ -14,7 +14,7 @@ from yieldstar_django.runtime.executions import ResumeResult, run_execution
 from yieldstar_django.testing import YieldstarTestMixin
 from yieldstar_django.testing.pytest_plugin import YieldstarHelper
 
-from .workflows import add_user
+from .workflows import add_user, add_user_durably
 
 
 def assert_failed_on_the_database(execution_id: str) -> None:
@@ -54,6 +54,14 @@ class StepErrorTestCaseTests(YieldstarTestMixin, TestCase):
         assert_failed_on_the_database(failed)
         self.assertEqual(get_execution(added).result, "free")
         self.assertEqual(sorted(User.objects.values_list("username", flat=True)), ["free", "taken"])
+
+    def test_a_durable_block_in_a_step_runs_as_without_the_savepoint(self) -> None:
+        """``TestCase`` allows a ``durable`` atomic block within its transaction: so does
+        the savepoint around the step."""
+        execution_id = start_workflow(add_user_durably, "durable")
+        self.assertEqual(self.run_until_idle(), 1)
+        self.assertEqual(get_execution(execution_id).result, "durable")
+        self.assertTrue(User.objects.filter(username="durable").exists())
 
 
 def test_run_execution_inside_a_callers_atomic_block(transactional_db: None) -> None:
