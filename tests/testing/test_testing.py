@@ -231,6 +231,24 @@ def test_run_until_idle_gives_up_after_its_timeout(db: None, yieldstar: Yieldsta
         yieldstar.run_until_idle(timeout=0.2)
 
 
+def test_run_until_idle_refuses_a_timeout_that_is_not_a_number_of_seconds(
+    db: None, yieldstar: YieldstarHelper
+) -> None:
+    """A ``timeout`` that is not a number, negative or NaN is a typed error naming it, and
+    nothing runs. Before, ``None`` raised an unrelated ``TypeError`` (``float + NoneType``),
+    and a negative or NaN one was taken: NaN never ran out, so a workflow that never
+    settles hung the test."""
+    execution_id = start_workflow(producer, "box-timeout")
+    for wrong in (None, "10", True):
+        with pytest.raises(TypeError, match="timeout"):
+            yieldstar.run_until_idle(timeout=wrong)  # type: ignore[arg-type]
+    for bad in (-1, -0.5, math.nan):
+        with pytest.raises(ValueError, match="timeout"):
+            yieldstar.run_until_idle(timeout=bad)
+    assert get_execution(execution_id).status == "pending"
+    assert yieldstar.run_until_idle(timeout=math.inf) == 1
+
+
 #: Rounds of ``ping_pong``: far more than either time limit below lets run (a few hundred
 #: runs), so a limit that holds stops it with rounds to go.
 ENDLESS = 150

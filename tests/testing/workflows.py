@@ -165,3 +165,32 @@ def lease_left_after(step: Any, seconds: float) -> Any:
     """A step that takes ``seconds``, then how long the lease has left when the next starts."""
     yield from step.run(_pause, seconds)
     return (yield from step.run(_lease_left, step.execution_id))
+
+
+def _add_user(username: str) -> str:
+    from django.contrib.auth.models import User
+
+    User.objects.create(username=username)
+    return username
+
+
+@workflow("ys-testing-add-user")
+def add_user(step: Any, username: str) -> Any:
+    """A step that inserts a user row: it fails at the database (``IntegrityError``) when
+    the username is taken, which fails the execution."""
+    return (yield from step.run(_add_user, username))
+
+
+def _add_user_durably(username: str) -> str:
+    from django.contrib.auth.models import User
+    from django.db import transaction
+
+    with transaction.atomic(durable=True):
+        User.objects.create(username=username)
+    return username
+
+
+@workflow("ys-testing-add-user-durably")
+def add_user_durably(step: Any, username: str) -> Any:
+    """A step that inserts a user row in a ``durable`` atomic block."""
+    return (yield from step.run(_add_user_durably, username))

@@ -11,7 +11,11 @@ Heap writes are fenced by the lease: a row is inserted only while this run still
 the lease of a live execution, in the same statement, so a run that lost its lease (or
 whose execution was cancelled) records nothing more.
 
-User code never runs inside a database transaction. A store step's updater, selector and
+User code never runs inside a database transaction of the runtime's. A run inside a
+transaction of the caller's (a ``TestCase``, or ``run_execution`` in a
+``transaction.atomic``) runs each ``step.run`` function in a savepoint
+(:func:`step_savepoints`), so a database error of the function fails the step, as in a
+worker, instead of leaving the caller's transaction unusable. A store step's updater, selector and
 claim (and the store's ``initial`` and schema) run in the store client's read/compute/CAS
 loop; the step's heap row is handed to the store commit as a
 :class:`~yieldstar_django.connector.CommitHook`, so the row and the store's change (with
@@ -25,7 +29,8 @@ import inspect
 import logging
 import reprlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
@@ -278,7 +283,8 @@ class Engine:
         attempts = (row.attempts if row is not None else 0) + 1
         assert call.fn is not None
         try:
-            value = call.fn(*call.args, **call.kwargs)
+            with step_savepoints():
+                value = call.fn(*call.args, **call.kwargs)
             if inspect.isawaitable(value) or inspect.isgenerator(value):
                 close = getattr(value, "close", None)
                 if close is not None:
@@ -467,6 +473,29 @@ _EXECUTORS: dict[str, Callable[[Engine, StepCall, str, int, ExecutionStep | None
     StepKind.END_LEASE: claim_leases.end,
     StepKind.TAKE_ANY: take_any.execute,
 }
+
+
+@contextmanager
+def step_savepoints() -> Iterator[None]:
+    """A savepoint on each connection of this thread that is in a transaction (an
+    ``atomic`` block, a ``TestCase``'s included, or autocommit off), for a ``step.run``
+    function: an error rolls back what it wrote there and leaves the transaction usable
+    (the step fails, as in a worker, whose connections are in autocommit), and its
+    ``on_commit`` hooks go with it. Nothing in autocommit mode. A ``durable`` block in the
+    function is allowed where it was without the savepoint (in a ``TestCase``, say)."""
+    with ExitStack() as stack:
+        for connection in connections.all(initialized_only=True):
+            in_transaction = connection.in_atomic_block or (
+                connection.connection is not None and not connection.autocommit
+            )
+            if not in_transaction:
+                continue
+            blocks = connection.atomic_blocks
+            durable_within = not blocks or getattr(blocks[-1], "_from_testcase", False)
+            savepoint = transaction.atomic(using=connection.alias)
+            savepoint._from_testcase = durable_within  # type: ignore[attr-defined]
+            stack.enter_context(savepoint)
+        yield
 
 
 def _close(gen: Any) -> None:

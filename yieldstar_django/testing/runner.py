@@ -17,6 +17,7 @@ answers ``deferred`` and sets a timer): it is not counted, and ``run_until_idle`
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -223,6 +224,16 @@ def _mark_delivered(alias: str, pending: Sequence[PendingWake]) -> None:
     ).update(delivered_at=clock.now())
 
 
+def _require_timeout(timeout: object) -> float:
+    """``timeout`` as seconds: ``TypeError`` unless a number (not a ``bool``),
+    ``ValueError`` if negative or NaN (``math.inf`` is no limit)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"run_until_idle() needs timeout in seconds (a number), not {timeout!r}")
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(f"run_until_idle() needs timeout >= 0 seconds, not {timeout}")
+    return float(timeout)
+
+
 def run_until_idle(timeout: float = 10.0) -> int:
     """Run every execution that is due, in this process, until none is; return how many
     runs it made.
@@ -243,9 +254,11 @@ def run_until_idle(timeout: float = 10.0) -> int:
 
     Raises ``UnregisteredWorkflowError`` naming them when only executions whose workflow
     is not registered in this process are left: their runs are deferred (and not counted).
+    A ``timeout`` that is not a number is a ``TypeError``, a negative or NaN one a
+    ``ValueError`` (nothing runs); ``math.inf`` sets no limit.
     """
+    deadline = time.monotonic() + _require_timeout(timeout)
     alias = _alias()
-    deadline = time.monotonic() + timeout
     runs_before = _queue.runs
     while True:
         expire_for_relay(alias)  # leased claims past their expiry go back, as the relay does
