@@ -387,3 +387,23 @@ def test_acknowledge_takes_due_intents_only(alias: str, wakes: WakeCollector) ->
     ]
     assert acknowledge("e", everything=True, using=alias) == 1
     assert list(left.values_list("execution_id", flat=True)) == ["other"]
+
+
+def test_the_count_line_says_how_long_it_counted(
+    alias: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The once-a-minute line is written after a round, so it may cover more than a minute
+    (a round through a large backlog, ``--interval 300``): it says how long it covered,
+    not always "last 60s", or the rate an operator reads from it is wrong."""
+    import logging
+    import time
+
+    from yieldstar_django.wakes.relay_log import RelayCounts
+
+    counts = RelayCounts(using=alias)
+    counts._last = time.monotonic() - 300
+    counts.add(delivered=600)
+    caplog.set_level(logging.INFO, logger="yieldstar_django.relay")
+    assert counts.maybe_report()
+    (line,) = [r.getMessage() for r in caplog.records if "delivered=" in r.getMessage()]
+    assert "delivered=600 failed=0" in line and "last 300s" in line, line

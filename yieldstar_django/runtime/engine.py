@@ -365,8 +365,10 @@ class Engine:
     def _timer(self, at: datetime, reason: str) -> None:
         """Schedule a durable timer at ``at``, unless one of ``reason`` is pending for that
         time already. A run woken early waits again with the timer it has (the lease
-        acknowledged only intents due by then), and re-arms one that was acknowledged
-        anyway (fired early by another clock); before, each such run wrote a new one."""
+        acknowledged only intents due by then), made deliverable at ``at`` again if that
+        early delivery pushed it past (a relay whose clock is ahead), and re-arms one that
+        was acknowledged anyway (fired early by another clock); before, each such run
+        wrote a new one."""
         timers.ensure_timer(self.execution.id, self.execution.workflow_id, at, reason=reason)
 
     def _record_error(

@@ -96,6 +96,13 @@ _INSERT_UNLESS_PENDING: Final = (
     "AND delivered_at IS NULL) RETURNING id"
 )
 
+#: Make the execution's unacknowledged timer of that reason, due at that time, deliverable
+#: then again if a delivery pushed it past (``ensure_wake``).
+_REARM_PENDING: Final = (
+    f"UPDATE {INTENT_TABLE} SET available_at = %s WHERE execution_id = %s AND reason = %s "
+    "AND due_at = %s AND delivered_at IS NULL AND available_at > %s"
+)
+
 
 @dataclass(frozen=True)
 class PendingWake:
@@ -301,8 +308,10 @@ def ensure_wake(
     using: str | None = None,
 ) -> int | None:
     """:func:`schedule_wake`, unless the execution already has an unacknowledged timer of
-    that ``reason`` due at ``at``: then nothing is written and ``None`` returned. One
-    statement, in the current transaction."""
+    that ``reason`` due at ``at``: then ``None`` is returned and that timer is made
+    deliverable at ``at`` again if a delivery pushed it past (the relay's clock ran ahead
+    of this one and delivered it early: the run it woke found it not due). One statement,
+    in the current transaction; two when a timer is pending."""
     using = database_alias(using)
     if timezone.is_naive(at):
         raise ValueError("ensure_wake needs an aware datetime")
@@ -311,6 +320,8 @@ def ensure_wake(
     with connections[using].cursor() as cursor:
         cursor.execute(_INSERT_UNLESS_PENDING, [*params, execution_id, reason, due])
         row = cursor.fetchone()
+        if row is None:
+            cursor.execute(_REARM_PENDING, [due, execution_id, reason, due, due])
     return None if row is None else int(row[0])
 
 

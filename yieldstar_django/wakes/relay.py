@@ -7,7 +7,8 @@ effect by then (broker down, process killed after the commit, a worker killed wi
 message prefetched), the due time for a durable timer. Each delivery pushes
 ``available_at`` back (``outbox.redelivery_delay``) when the relay claims the intent, before
 it publishes, so an intent is delivered again only if no run acknowledged it meanwhile, and
-no row stays locked while the broker is called. Each round then runs the upkeep registered
+no row stays locked while the broker is called. A batch the backend refuses ends the round
+(the rest waits for the next one). Each round then runs the upkeep registered
 with ``every_round`` (the runtime hands back expired leased claims; tables that outgrew
 their planner statistics are analyzed).
 """
@@ -43,17 +44,21 @@ def relay_once(
     back, committed at once; on PostgreSQL ``FOR UPDATE SKIP LOCKED``, so several relays
     share the work and never deliver one batch together), then publish with no
     transaction open, so no row lock is held while the broker answers (``deliver_claimed``).
-    A batch the backend refuses is recorded as failed and retried sooner, with backoff; a
-    relay that dies after its claim leaves the batch to be delivered again at the time the
-    claim set. Call it outside a transaction (as the command and the beat task do): inside
-    one, the claim's locks last until that transaction ends.
+    A batch the backend refuses is recorded as failed and retried sooner, with backoff, and
+    ends the round: the broker is likely down, and the rest of the backlog waits for the
+    next round rather than costing a refusal (a publish timeout, with a hung broker) per
+    batch. A relay that dies after its claim leaves the batch to be delivered again at the
+    time the claim set. Call it outside a transaction (as the command and the beat task
+    do): inside one, the claim's locks last until that transaction ends.
     """
     require_batch_size(batch_size)
     using = database_alias(using)
     delivered = 0
     while True:
         batch = claim_due(using, batch_size)
-        if batch and deliver_claimed(batch, using=using):
+        if batch and not deliver_claimed(batch, using=using):
+            return delivered
+        if batch:
             delivered += len(batch)
             logger.debug("relay: delivered %d wake(s)", len(batch))
         if len(batch) < batch_size or (stop is not None and stop.is_set()):

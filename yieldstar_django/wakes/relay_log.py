@@ -1,7 +1,7 @@
 """What the relay says about itself: one INFO line at startup (database alias, Celery app,
 broker URL with the password masked) and, at most once a minute, a one-line count of the
-wake intents delivered and failed since the last line and those overdue now (undelivered,
-deliverable for more than a minute)."""
+wake intents delivered and failed since the last line (and how many seconds ago that was)
+and those overdue now (undelivered, deliverable for more than a minute)."""
 
 from __future__ import annotations
 
@@ -59,22 +59,23 @@ class RelayCounts:
         return count_overdue(REPORT_EVERY, using=database_alias(self.using))
 
     def maybe_report(self, *, force: bool = False) -> bool:
-        """Log ``delivered=, failed=, overdue=`` at INFO if a minute passed (or ``force``),
-        then start counting again; whether a line was logged."""
+        """Log ``delivered=, failed=, overdue=`` and the seconds they were counted over at
+        INFO if a minute passed (or ``force``), then start counting again; whether a line
+        was logged. A line is logged between rounds, so it may cover more than a minute."""
         now = time.monotonic()
         if not force and now - self._last < REPORT_EVERY:
             return False
         with self._lock:
             delivered, failed = self.delivered, self.failed
             self.delivered = self.failed = 0
-            self._last = now
+            counted, self._last = now - self._last, now
         logger.info(
             "relay: delivered=%d failed=%d overdue=%d (database %r, last %.0fs)",
             delivered,
             failed,
             self.overdue(),
             self.using,
-            REPORT_EVERY,
+            counted,
         )
         return True
 
