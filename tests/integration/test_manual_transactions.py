@@ -18,10 +18,19 @@ from typing import Any
 from django.db import connections, transaction
 
 from yieldstar_django.connector import DatabaseStoreClient
-from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.core.definition import StoreDefinition, get_definition, unregister_store
 from yieldstar_django.core.results import StoreWaiter
-from yieldstar_django.models import StoreVersion, WakeIntent
+from yieldstar_django.models import (
+    Execution,
+    ExecutionStatus,
+    ExecutionStep,
+    StoreVersion,
+    WakeIntent,
+)
+from yieldstar_django.runtime import ResumeResult, run_execution, start_workflow
+from yieldstar_django.runtime.registry import unregister_workflow
 
+from . import outside
 from .conftest import WakeCollector, db
 
 _names = itertools.count()
@@ -147,3 +156,30 @@ def test_a_manual_registration_is_linearizable_with_a_commit(wakes: WakeCollecto
         WakeIntent.objects.using("sqlite").filter(execution_id="e").values_list("reason", flat=True)
     )
     assert reasons != [], "the waiter lost its wake"
+
+
+def test_a_run_in_a_manual_transaction_is_undone_by_rollback(
+    alias: str, wakes: WakeCollector
+) -> None:
+    """``run_execution`` with autocommit off: its lease, its heap and its store step join
+    the caller's transaction, and ``rollback()`` puts the execution back where it was."""
+    store_name, workflow_id = f"manual{next(_names)}", f"manual-wf{next(_names)}"
+    with outside.runtime_on(alias):
+        outside.define_counter(store_name, workflow_id)
+        try:
+            execution_id = start_workflow(workflow_id)
+            transaction.set_autocommit(False, using=alias)
+            try:
+                assert run_execution(execution_id) == ResumeResult.FINISHED
+                transaction.rollback(using=alias)
+            finally:
+                transaction.set_autocommit(True, using=alias)
+            execution = Execution.objects.using(alias).get(pk=execution_id)
+            assert (execution.status, execution.runs) == (ExecutionStatus.PENDING, 0)
+            assert not ExecutionStep.objects.using(alias).filter(execution=execution_id).exists()
+            store = get_definition(store_name)
+            assert store is not None
+            assert DatabaseStoreClient(alias).read_store(store, "s") is None
+        finally:
+            unregister_workflow(workflow_id)
+            unregister_store(store_name)
