@@ -27,7 +27,12 @@ from yieldstar_django.models import (
     StoreVersion,
     WakeIntent,
 )
-from yieldstar_django.runtime import ResumeResult, run_execution, start_workflow
+from yieldstar_django.runtime import (
+    ResumeResult,
+    cancel_execution,
+    run_execution,
+    start_workflow,
+)
 from yieldstar_django.runtime.registry import unregister_workflow
 
 from . import outside
@@ -180,6 +185,28 @@ def test_a_run_in_a_manual_transaction_is_undone_by_rollback(
             store = get_definition(store_name)
             assert store is not None
             assert DatabaseStoreClient(alias).read_store(store, "s") is None
+        finally:
+            unregister_workflow(workflow_id)
+            unregister_store(store_name)
+
+
+def test_a_cancel_in_a_manual_transaction_is_undone_by_rollback(
+    alias: str, wakes: WakeCollector
+) -> None:
+    """``cancel_execution`` with autocommit off: ``rollback()`` cancels nothing."""
+    store_name, workflow_id = f"manual{next(_names)}", f"manual-wf{next(_names)}"
+    with outside.runtime_on(alias):
+        outside.define_counter(store_name, workflow_id)
+        try:
+            execution_id = start_workflow(workflow_id)
+            transaction.set_autocommit(False, using=alias)
+            try:
+                assert cancel_execution(execution_id)
+                transaction.rollback(using=alias)
+            finally:
+                transaction.set_autocommit(True, using=alias)
+            status = Execution.objects.using(alias).get(pk=execution_id).status
+            assert status == ExecutionStatus.PENDING
         finally:
             unregister_workflow(workflow_id)
             unregister_store(store_name)
