@@ -1,5 +1,5 @@
-"""The system checks ``yieldstar.E001`` ... ``yieldstar.E005``, ``W001``, ``W002``, ``W004``,
-``W005``."""
+"""The system checks ``yieldstar.E001`` ... ``yieldstar.E005``, ``E007``, ``W001``, ``W002``,
+``W004``, ``W005``."""
 
 from __future__ import annotations
 

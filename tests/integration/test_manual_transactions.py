@@ -3,8 +3,8 @@
 
 On SQLite Django opens no transaction there (``transaction_mode`` applies only to the
 ``BEGIN`` of an ``atomic`` block in autocommit): the driver begins a deferred one at the
-first write, and a savepoint begins one that its release commits. Each test uses a second
-connection of the same process (a thread) on the same database file.
+first write, and a savepoint begins one that its release commits. The tests of concurrent
+writes use a second connection (a thread's) on the same database file.
 """
 
 from __future__ import annotations
