@@ -1,5 +1,5 @@
-"""The system checks ``yieldstar.E001`` ... ``yieldstar.E005``, ``W001``, ``W002``, ``W004``,
-``W005``."""
+"""The system checks ``yieldstar.E001`` ... ``yieldstar.E005``, ``E007``, ``W001``, ``W002``,
+``W004``, ``W005``."""
 
 from __future__ import annotations
 
@@ -120,6 +120,45 @@ def test_w004_passes_with_a_long_enough_timeout(timeout: float) -> None:
     entry = sqlite(transaction_mode="IMMEDIATE", timeout=timeout)
     with override_settings(DATABASES={"default": entry}):
         assert check_sqlite_transaction_mode() == []
+
+
+# -- E007 ------------------------------------------------------------------------
+
+
+def yieldstar_check_ids() -> list[str]:
+    """The ids of every registered ``yieldstar`` check's messages."""
+    return ids(checks.run_checks(tags=["yieldstar"]))
+
+
+@overriding_databases
+@pytest.mark.parametrize("version", [(3, 31, 1), (3, 34, 1)])
+def test_e007_a_sqlite_library_without_returning(
+    monkeypatch: pytest.MonkeyPatch, version: tuple[int, int, int]
+) -> None:
+    """Django runs on SQLite 3.31 and later, but the store's statements use ``RETURNING``
+    (SQLite 3.35): on an older library every store write would fail with a syntax error."""
+    import sqlite3
+
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", version)
+    monkeypatch.setattr(sqlite3, "sqlite_version", ".".join(map(str, version)))
+    entry = sqlite(transaction_mode="IMMEDIATE", timeout=20)
+    with override_settings(DATABASES={"default": POSTGRES, "queue": entry}):
+        messages = [m for m in checks.run_checks(tags=["yieldstar"]) if m.id == "yieldstar.E007"]
+    assert [message.obj for message in messages] == ["queue"]
+    assert "3.35" in messages[0].msg and ".".join(map(str, version)) in messages[0].msg
+
+
+@overriding_databases
+def test_e007_passes_with_sqlite_3_35_or_no_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 35, 0))
+    entry = sqlite(transaction_mode="IMMEDIATE", timeout=20)
+    with override_settings(DATABASES={"default": entry}):
+        assert "yieldstar.E007" not in yieldstar_check_ids()
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+    with override_settings(DATABASES={"default": POSTGRES}):
+        assert "yieldstar.E007" not in yieldstar_check_ids()
 
 
 # -- E002 ------------------------------------------------------------------------

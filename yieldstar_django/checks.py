@@ -10,11 +10,13 @@
 | ``yieldstar.E004`` | ``DATABASE_ALIAS`` is not a database of ``DATABASES`` |
 | ``yieldstar.E005`` | ``DATABASE_ROUTERS`` send a yieldstar model off ``DATABASE_ALIAS`` |
 | ``yieldstar.E006`` | PostgreSQL with ``OPTIONS["isolation_level"]`` above READ COMMITTED |
+| ``yieldstar.E007`` | a SQLite database on a SQLite library older than 3.35 (no ``RETURNING``) |
 | ``yieldstar.W003`` | the Celery wake backend with no Celery app created (see ``celery_app``) |
 | ``yieldstar.W004`` | a SQLite database whose ``OPTIONS["timeout"]`` is missing or under 10 s |
 | ``yieldstar.W005`` | the Celery wake backend on a Redis broker with no ``socket_timeout`` |
 
-The checks only read settings; none connects to a database. They are
+The checks only read settings (and E007 the SQLite library's version); none connects to
+a database. They are
 registered by :meth:`yieldstar_django.apps.YieldstarConfig.ready`.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -45,6 +48,7 @@ __all__ = [
     "check_postgres_isolation_level",
     "check_settings",
     "check_sqlite_transaction_mode",
+    "check_sqlite_version",
     "check_wake_backend",
     "register",
 ]
@@ -58,6 +62,10 @@ SQLITE_LOCKING_MODES = frozenset({"IMMEDIATE", "EXCLUSIVE"})
 #: default, which applies when ``OPTIONS`` sets none.
 SQLITE_MIN_TIMEOUT = 10.0
 SQLITE_DEFAULT_TIMEOUT = 5.0
+
+#: The oldest SQLite library the store's statements run on: ``RETURNING`` is 3.35's
+#: (Django itself accepts 3.31).
+SQLITE_MIN_VERSION = (3, 35, 0)
 
 #: Kombu transports whose publish waits for the broker's reply on a socket that has no
 #: timeout unless ``broker_transport_options`` sets ``socket_timeout``.
@@ -224,6 +232,30 @@ def check_sqlite_transaction_mode() -> Iterator[CheckMessage]:
         )
 
 
+@system_check
+def check_sqlite_version() -> Iterator[CheckMessage]:
+    """E007 for each SQLite database when Python's SQLite library is older than
+    ``SQLITE_MIN_VERSION``: the store's statements use ``RETURNING`` (SQLite 3.35), and
+    every store write would fail there with a syntax error. Django runs on 3.31 and later."""
+    if sqlite3.sqlite_version_info >= SQLITE_MIN_VERSION:
+        return
+    databases: Mapping[str, Mapping[str, Any]] = getattr(settings, "DATABASES", {})
+    for alias, config in databases.items():
+        engine = str(config.get("ENGINE", ""))
+        if not engine or not _is_sqlite(engine):
+            continue
+        yield checks.Error(
+            f"SQLite database {alias!r} runs on SQLite {sqlite3.sqlite_version}: yieldstar "
+            "needs SQLite 3.35 or later (RETURNING); every store write would fail.",
+            hint=(
+                "Use a Python linked to SQLite 3.35 or later (python -c 'import sqlite3; "
+                "print(sqlite3.sqlite_version)'), or PostgreSQL."
+            ),
+            obj=alias,
+            id="yieldstar.E007",
+        )
+
+
 def _short_sqlite_timeout(alias: str, timeout: Any) -> Iterator[CheckMessage]:
     """W004 if the busy ``timeout`` of SQLite database ``alias`` is under 10 s."""
     try:
@@ -380,6 +412,7 @@ def register() -> None:
     """Register every check under the ``yieldstar`` tag (idempotent)."""
     for check in (
         check_sqlite_transaction_mode,
+        check_sqlite_version,
         check_postgres_isolation_level,
         check_wake_backend,
         check_settings,

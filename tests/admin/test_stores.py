@@ -498,3 +498,33 @@ def test_the_store_page_links_executions_started_with_an_idempotency_key(
     assert f'href="{links[owners[0]]}"' in html
     assert f'href="{links["http:1"]}"' not in html
     assert f'href="{links["admin:1"]}"' not in html
+
+
+@pytest.mark.parametrize("alias", ["default", "sqlite"])
+@pytest.mark.django_db(databases=["default", "sqlite"])
+def test_the_id_search_is_a_case_sensitive_prefix(alias: str) -> None:
+    """The stores' and executions' id search finds the ids that start with the term, case
+    included (ids are case-sensitive), on both databases: SQLite's ``LIKE`` ignores the
+    case of ASCII letters."""
+    from django.contrib import admin as django_admin
+    from django.test import RequestFactory
+    from django.utils import timezone
+
+    from yieldstar_django.models import Execution
+
+    now = timezone.now()
+    ids = ["ab-1", "AB-2", "Ab-3", "xab", "a%b"]
+    for id in ids:
+        StoreInstance.objects.using(alias).create(
+            name="search", store_id=id, instance_id=f"i-{id}", version=0, state="{}",
+            created_at=now, updated_at=now,
+        )  # fmt: skip
+        Execution.objects.using(alias).create(id=id, workflow_id="wf", input_json="{}")
+    request = RequestFactory().get("/")
+    for model, column in ((StoreInstance, "store_id"), (Execution, "id")):
+        model_admin = django_admin.site._registry[model]
+        for term, found in (("ab", ["ab-1"]), ("AB", ["AB-2"]), ("a%", ["a%b"]), ("B", [])):
+            queryset, _ = model_admin.get_search_results(
+                request, model.objects.using(alias).all(), term
+            )
+            assert sorted(queryset.values_list(column, flat=True)) == found, (model, term)

@@ -10,7 +10,9 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import SEARCH_VAR
 from django.core.paginator import Paginator
+from django.db import connections
 from django.db.models import QuerySet
+from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -138,7 +140,9 @@ class PageContextMixin(ObjectOncePerRequestMixin):
 class SearchLookupMixin:
     """Search one indexed column with ``search_lookup`` (e.g. ``"store_id__startswith"``)
     instead of the admin's OR of ``icontains`` over ``search_fields``; a term holding
-    ``"\x00"`` (which no stored key holds) finds nothing."""
+    ``"\x00"`` (which no stored key holds) finds nothing. A ``__startswith`` search is
+    case-sensitive on SQLite too, whose ``LIKE`` ignores the case of ASCII letters: there
+    the column's first characters are compared with the term as well."""
 
     search_lookup: str
 
@@ -150,7 +154,12 @@ class SearchLookupMixin:
             return queryset, False
         if "\x00" in term:
             return queryset.none(), False
-        return queryset.filter(**{self.search_lookup: term}), False
+        queryset = queryset.filter(**{self.search_lookup: term})
+        column, _, lookup = self.search_lookup.rpartition("__")
+        if lookup == "startswith" and connections[queryset.db].vendor == "sqlite":
+            prefix = Substr(column, 1, len(term))
+            queryset = queryset.alias(searched_prefix=prefix).filter(searched_prefix=term)
+        return queryset, False
 
 
 class LargeTableListMixin:

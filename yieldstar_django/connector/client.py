@@ -23,8 +23,9 @@ from ..core.commits import CommitOutcome, RetryPolicy, StoreDeletion, StoredStat
 from ..core.constants import MAX_INSTANCE_ID_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.durable import DurableLimits
-from ..core.keys import check_ledger_key, check_store, check_text
+from ..core.keys import check_ledger_key, check_removal, check_store, check_text
 from ..core.results import StoreStepId, StoreWaiter
+from ..manual_transaction import open_manual_transaction
 from ..wakes.backends import is_enqueue_only
 from ..wakes.delivery import deliver_on_commit, publish_during_commit
 from ..wakes.outbox import PendingWake
@@ -48,8 +49,9 @@ class DatabaseStoreClient(CasStoreClient):
     ``commit_mutation``/``commit_deletion`` (for contention figures).
 
     Every primitive joins an enclosing ``transaction.atomic`` (or the transaction of a
-    connection with autocommit off): wakes go out only when the outermost transaction
-    commits, and a rollback wakes nobody. In autocommit, a commit on
+    connection with autocommit off, on SQLite opened ``BEGIN IMMEDIATE`` if none is open
+    yet: :mod:`yieldstar_django.manual_transaction`): wakes go out only when the outermost
+    transaction commits, and a rollback wakes nobody. In autocommit, a commit on
     PostgreSQL publishes its wakes while the database commits it, when the
     ``WAKE_BACKEND`` only enqueues (:mod:`.overlap`, ``PUBLISH_DURING_COMMIT``). No
     application code runs inside these transactions; work of a caller's that must commit
@@ -208,6 +210,7 @@ class DatabaseStoreClient(CasStoreClient):
         check_store(definition.name, id)
         check_text("instance id", stored.instance_id, MAX_INSTANCE_ID_LENGTH)
         connection = self.connection
+        open_manual_transaction(connection)
         name = definition.name
         while True:
             with transaction.atomic(using=self.using), connection.cursor() as cursor:
@@ -242,6 +245,7 @@ class DatabaseStoreClient(CasStoreClient):
         self.commit_attempts += 1
         check_ledger_key(mutation.definition.name, mutation.id, mutation.step_id)
         check_text("instance id", mutation.expected.instance_id, MAX_INSTANCE_ID_LENGTH)
+        open_manual_transaction(self.connection)
         hooked = current_hook.get()
         if hooked is not None and hooked[0] == self.using:
             outcome, pending = self._commit_hooked(mutation, hooked[1])
@@ -299,6 +303,7 @@ class DatabaseStoreClient(CasStoreClient):
     def commit_deletion(self, deletion: StoreDeletion) -> CommitOutcome:
         self.commit_attempts += 1
         check_ledger_key(deletion.definition.name, deletion.id, deletion.step_id)
+        open_manual_transaction(self.connection)
         if self._functions():
             outcome, pending = functions.commit_deletion(
                 self.connection, deletion, publish=self._publisher()
@@ -324,6 +329,8 @@ class DatabaseStoreClient(CasStoreClient):
         it, checked in the registration's transaction before it writes anything (no
         statement more on PostgreSQL): otherwise nothing is registered and
         ``LeaseNotHeld`` is raised."""
+        waiter_rows.checked_paths(waiter)
+        open_manual_transaction(self.connection)
         if self._functions():
             pending = functions.register_waiter(self.connection, waiter, fence)
         else:
@@ -335,6 +342,8 @@ class DatabaseStoreClient(CasStoreClient):
     def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
         """Delete the waiters of an execution, or of one of its steps
         (:func:`.waiters.remove_waiters`)."""
+        check_removal(execution_id, step_key)
+        open_manual_transaction(self.connection)
         waiter_rows.remove_waiters(self.connection, self.using, execution_id, step_key)
 
     def waiters(self, definition: StoreDefinition, id: str) -> list[StoreWaiter]:

@@ -25,6 +25,7 @@ from ..connector import get_store_client
 from ..core.durable import encode_durable
 from ..core.keys import check_text
 from ..core.store import StoreClient
+from ..manual_transaction import open_manual_transaction
 from ..models.runtime import Execution, ExecutionStatus
 from . import timers
 from .engine import Engine, RunCutOff
@@ -151,6 +152,7 @@ def cancel_execution(execution_id: str) -> bool:
     """
     if not _nameable(execution_id):
         return False
+    open_manual_transaction(connections[_alias()])
     with transaction.atomic(using=_alias()):
         cancelled = Execution.objects.filter(live(), pk=execution_id).update(
             status=ExecutionStatus.CANCELLED,
@@ -199,6 +201,7 @@ def run_execution(execution_id: str) -> ResumeResult:
     """
     if not _nameable(execution_id):
         return ResumeResult.GONE
+    open_manual_transaction(connections[_alias()])
     lease: Lease | None = None
     for _ in range(5):
         lease = acquire_lease(execution_id)
