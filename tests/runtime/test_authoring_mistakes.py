@@ -1,0 +1,106 @@
+"""What a workflow author gets wrong, and how the runtime answers: each mistake ends the
+execution with a typed, recorded error that names it (never a stuck execution, a retry
+loop, a silent wrong result or a crash of the worker)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from celery.exceptions import SoftTimeLimitExceeded
+
+from yieldstar_django.models import ExecutionStep
+from yieldstar_django.runtime import Step, get_execution, start_workflow
+from yieldstar_django.runtime.executions import ResumeResult, run_execution
+
+from .conftest import Runtime
+
+
+class Abort(BaseException):
+    """An error that is not an ``Exception`` (as ``asyncio.CancelledError``,
+    ``gevent.Timeout`` or ``trio.Cancelled`` are)."""
+
+
+def cancelled() -> None:
+    raise asyncio.CancelledError("the step's own task was cancelled")
+
+
+def test_a_step_raising_a_base_exception_records_it(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        try:
+            yield from step.run(cancelled)
+        except asyncio.CancelledError as exc:
+            yield from step.run(str.upper, str(exc), key="caught")
+        yield from step.run(cancelled, key="again")
+
+    eid = start_workflow(wf)
+    rt.settle()
+    execution = get_execution(eid)
+    assert execution.status == "failed", execution.status
+    assert execution.error is not None
+    assert execution.error["type"] == "asyncio.exceptions:CancelledError"
+    assert execution.error["message"] == "the step's own task was cancelled"
+    steps = rt.steps(eid)
+    assert steps["0"].status == steps["again"].status == "failed"
+    assert steps["caught"].value == "THE STEP'S OWN TASK WAS CANCELLED"
+    assert execution.runs == 1
+
+
+def test_a_workflow_raising_a_base_exception_fails(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.sleep(0)
+        raise Abort("the workflow gave up")
+
+    eid = start_workflow(wf)
+    rt.settle()
+    execution = get_execution(eid)
+    assert execution.status == "failed", execution.status
+    assert execution.error is not None
+    assert execution.error["type"].endswith(":Abort")
+    assert execution.error["message"] == "the workflow gave up"
+
+
+@pytest.mark.parametrize("exit_error", [KeyboardInterrupt, SystemExit])
+def test_the_worker_s_own_exits_are_not_recorded(rt: Runtime, exit_error: type) -> None:
+    """A worker told to stop (Ctrl-C, a warm shutdown of Celery's solo pool) stops: the
+    step is not recorded as failed, and the execution runs again later."""
+    stop = [True]
+
+    def interrupted() -> str:
+        if stop.pop() if stop else False:
+            raise exit_error()
+        return "done"
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.run(interrupted))
+
+    eid = start_workflow(wf)
+    with pytest.raises(exit_error):
+        run_execution(eid)
+    assert not ExecutionStep.objects.filter(execution_id=eid).exists()
+    assert run_execution(eid) == ResumeResult.FINISHED
+    assert get_execution(eid).result == "done"
+
+
+def test_a_time_limit_between_steps_is_not_recorded(rt: Runtime) -> None:
+    """Celery's soft time limit may fire while the workflow's own code runs, between two
+    steps: that is the worker's limit, not the workflow's failure."""
+    limit = [True]
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.sleep(0)
+        if limit.pop() if limit else False:
+            raise SoftTimeLimitExceeded()
+        return "done"
+
+    eid = start_workflow(wf)
+    with pytest.raises(SoftTimeLimitExceeded):
+        run_execution(eid)
+    assert get_execution(eid).status == "running"
+    assert run_execution(eid) == ResumeResult.FINISHED
+    assert get_execution(eid).result == "done"
