@@ -104,3 +104,50 @@ def test_a_time_limit_between_steps_is_not_recorded(rt: Runtime) -> None:
     assert get_execution(eid).status == "running"
     assert run_execution(eid) == ResumeResult.FINISHED
     assert get_execution(eid).result == "done"
+
+
+def one() -> int:
+    return 1
+
+
+def test_a_step_used_twice_fails_the_execution(rt: Runtime) -> None:
+    """A step is one request: a second ``yield from`` of it has nothing to ask, and Python
+    made it return ``None`` at once, a silent wrong result."""
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        made = step.run(one)
+        first = yield from made
+        second = yield from made
+        return [first, second]
+
+    eid = start_workflow(wf)
+    rt.settle()
+    execution = get_execution(eid)
+    assert execution.status == "failed", (execution.status, execution.result)
+    assert execution.error is not None
+    assert execution.error["type"] == "builtins:RuntimeError"
+    assert "step.run()" in execution.error["message"]
+    assert "once" in execution.error["message"]
+    assert list(rt.steps(eid)) == ["0"]
+
+
+def test_a_step_tested_for_truth_fails_the_execution(rt: Runtime) -> None:
+    """``if step.patched("x"):`` without ``yield from`` tested the step itself, always
+    true: every execution took the new branch, the recorded ones included."""
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        if step.patched("new-greeting"):
+            return "new"
+        yield from step.run(one)
+        return "old"
+
+    eid = start_workflow(wf)
+    rt.settle()
+    execution = get_execution(eid)
+    assert execution.status == "failed", (execution.status, execution.result)
+    assert execution.error is not None
+    assert execution.error["type"] == "builtins:TypeError"
+    assert "(yield from step.patched(" in execution.error["message"]
+    assert not rt.steps(eid)
