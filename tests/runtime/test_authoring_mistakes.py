@@ -151,3 +151,37 @@ def test_a_step_tested_for_truth_fails_the_execution(rt: Runtime) -> None:
     assert execution.error["type"] == "builtins:TypeError"
     assert "(yield from step.patched(" in execution.error["message"]
     assert not rt.steps(eid)
+
+
+def test_a_step_made_but_never_used_fails_the_execution(rt: Runtime) -> None:
+    """``step.update(...)`` without ``yield from`` makes a step and runs nothing: the
+    execution completed as if the store had been updated."""
+    store = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        step.update(store, "a", lambda draft: draft["items"].append("paid"))
+        yield from step.sleep(0)
+        return "done"
+
+    eid = start_workflow(wf)
+    rt.settle()
+    execution = get_execution(eid)
+    assert execution.status == "failed", (execution.status, execution.result)
+    assert execution.error is not None
+    assert execution.error["type"] == "builtins:TypeError"
+    assert "step.update()" in execution.error["message"]
+    assert "yield from" in execution.error["message"]
+    assert rt.client.get_store(store, "a").state == {"items": []}
+
+
+def test_steps_made_ahead_and_used_later_complete(rt: Runtime) -> None:
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        first = step.run(one, key="first")
+        second = step.run(str, 2, key="second")
+        return [(yield from second), (yield from first)]
+
+    eid = start_workflow(wf)
+    rt.settle()
+    assert get_execution(eid).result == ["2", 1]
