@@ -159,7 +159,7 @@ class Engine:
             try:
                 call = gen.send(send) if throw is None else gen.throw(throw)
             except StopIteration as stop:
-                return self._complete(stop.value)
+                return self._complete(step, stop.value)
             except _NOT_RECORDED:
                 raise
             except BaseException as exc:
@@ -191,7 +191,18 @@ class Engine:
             else:
                 send = result.value
 
-    def _complete(self, value: Any) -> RunOutcome:
+    def _complete(self, step: Step, value: Any) -> RunOutcome:
+        unused = step.unused_steps()
+        if unused:
+            # ``step.update(...)`` without ``yield from`` makes a step and runs nothing.
+            names = ", ".join(f"{name}()" for name in unused)
+            return failed(
+                TypeError(
+                    f"workflow {self.workflow.name!r} returned with steps it made and never "
+                    f"ran: {names}; a step runs at its `yield from` "
+                    f"(`result = yield from {unused[0]}(...)`)"
+                )
+            )
         try:
             encoded = encode_durable(
                 value,

@@ -44,14 +44,28 @@ class OneStep(Generator["StepCall", Any, R]):
     A second ``yield from`` of the same one raises ``RuntimeError`` (a plain generator
     would return ``None`` at once, running nothing). Testing it for truth raises
     ``TypeError``: ``if step.patched("x"):`` without ``yield from`` would always be true.
+    Until it starts it is in ``unused``, its ``Step``'s set of steps made and not used.
     """
 
-    __slots__ = ("_gen", "_name", "_started")
+    __slots__ = ("_gen", "_name", "_started", "_unused")
 
-    def __init__(self, gen: Generator[StepCall, Any, R], name: str) -> None:
+    def __init__(
+        self, gen: Generator[StepCall, Any, R], name: str, unused: set[OneStep[Any]]
+    ) -> None:
         self._gen = gen
         self._name = name  # "step.run", say
         self._started = False
+        self._unused = unused
+        unused.add(self)
+
+    @property
+    def name(self) -> str:
+        """The primitive that made it: ``"step.run"``, say."""
+        return self._name
+
+    def _start(self) -> None:
+        self._started = True
+        self._unused.discard(self)
 
     def __iter__(self) -> OneStep[R]:
         if self._started:
@@ -59,11 +73,12 @@ class OneStep(Generator["StepCall", Any, R]):
                 f"this {self._name}() step was already used: a step runs once, at its "
                 f"own `yield from`; call {self._name}(...) again for another step"
             )
-        self._started = True
+        self._start()
         return self
 
     def send(self, value: Any) -> StepCall:
-        self._started = True
+        if not self._started:
+            self._start()
         return self._gen.send(value)
 
     def throw(self, *args: Any) -> StepCall:
@@ -89,7 +104,7 @@ def _primitive(
 
     @functools.wraps(method)
     def primitive(self: Step, /, *args: P.args, **kwargs: P.kwargs) -> StepGenerator[R]:
-        return OneStep(method(self, *args, **kwargs), name)
+        return OneStep(method(self, *args, **kwargs), name, self._unused)
 
     return primitive
 
@@ -221,11 +236,17 @@ class Step:
     ``run`` safe to repeat).
     """
 
-    __slots__ = ("execution_id", "workflow_id")
+    __slots__ = ("_unused", "execution_id", "workflow_id")
 
     def __init__(self, execution_id: str, workflow_id: str) -> None:
         self.execution_id = execution_id
         self.workflow_id = workflow_id
+        self._unused: set[OneStep[Any]] = set()
+
+    def unused_steps(self) -> list[str]:
+        """The primitives (``"step.update"``, say) of the steps made and never used with
+        ``yield from``, in name order: a workflow that returns with one ran nothing there."""
+        return sorted(one.name for one in self._unused)
 
     @_primitive
     def run(
@@ -315,12 +336,12 @@ class Step:
     def release(self, lease: ClaimLease, *, key: str | None = None) -> StepGenerator[bool]:
         """Hand a leased value back through the store's ``release`` callback and end the
         lease. Returns ``False`` (and changes nothing) if the lease had already ended."""
-        return OneStep(self._end_lease("release", lease, key), "step.release")
+        return OneStep(self._end_lease("release", lease, key), "step.release", self._unused)
 
     def complete(self, lease: ClaimLease, *, key: str | None = None) -> StepGenerator[bool]:
         """End a lease, keeping the claim. Returns ``False`` if it had already ended (it
         expired and its value was handed back): the work done under it must not count."""
-        return OneStep(self._end_lease("complete", lease, key), "step.complete")
+        return OneStep(self._end_lease("complete", lease, key), "step.complete", self._unused)
 
     def _end_lease(
         self, action: str, lease: ClaimLease, key: str | None
