@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
+from yieldstar_django import clock
+from yieldstar_django.conf import MAX_SECONDS
+from yieldstar_django.core.definition import define_store
 from yieldstar_django.models import ExecutionStep
-from yieldstar_django.runtime import Step, get_execution, start_workflow
+from yieldstar_django.runtime import RetryableError, Step, get_execution, start_workflow
 from yieldstar_django.runtime.executions import ResumeResult, run_execution
 
 from .conftest import Runtime
@@ -185,3 +188,42 @@ def test_steps_made_ahead_and_used_later_complete(rt: Runtime) -> None:
     eid = start_workflow(wf)
     rt.settle()
     assert get_execution(eid).result == ["2", 1]
+
+
+HUGE = 10**400  # an int past a float's range: math.isfinite() raises OverflowError
+
+
+def test_an_int_of_seconds_past_a_float_s_range_is_a_value_error(rt: Runtime) -> None:
+    """``step.sleep(10**400)`` failed with ``OverflowError: int too large to convert to
+    float``, naming neither the sleep nor its limit; the docs promise ``ValueError``."""
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        refused = []
+        for seconds in (HUGE, -HUGE):
+            try:
+                yield from step.sleep(seconds)
+            except ValueError as exc:
+                refused.append(str(exc).split(":")[0])
+        return refused
+
+    eid = start_workflow(wf)
+    rt.settle()
+    assert get_execution(eid).result == [
+        f"sleep()'s time is at most {MAX_SECONDS} seconds (100 years)",
+        "sleep()'s time must be a finite, non-negative number of seconds",
+    ]
+    store = rt.define()
+    leased = define_store(rt.name("store"), None, initial=lambda id: {}, release=lambda d, v: 0)
+    rt.stores.append(leased.name)
+    step = Step("e", "w")
+    with pytest.raises(ValueError, match="take_any\\(\\)'s timeout is at most"):
+        next(step.take_any([(store, "a", lambda s: s, None)], timeout=HUGE))
+    with pytest.raises(ValueError, match="take\\(\\)'s lease is at most"):
+        next(step.take(leased, "a", lambda s: s, lease=HUGE))
+    # As one of 1e300 s: accepted, each wait capped at 100 years.
+    assert RetryableError(retry_interval=HUGE, backoff=HUGE).delay_after(3) == MAX_SECONDS
+    with pytest.raises(ValueError, match="time only moves forward"):
+        clock.advance(-HUGE)
+    with pytest.raises(ValueError, match="100 years"):
+        clock.advance(HUGE)
