@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import builtins
 import math
+import sys
 import traceback
 from dataclasses import KW_ONLY, dataclass
 from datetime import timedelta
 from importlib import import_module
 from typing import Any, ClassVar
 
-from ..conf import MAX_SECONDS
+from ..conf import MAX_SECONDS, is_finite
 from ..core.durable import check_durable
 from ..core.errors import (
     WorkflowValueError,
@@ -75,13 +76,15 @@ class RetryableError(YieldstarError):
         if retry_interval is not None:
             if isinstance(retry_interval, timedelta):
                 retry_interval = retry_interval.total_seconds()
-            if not math.isfinite(retry_interval) or retry_interval < 0:
+            if not is_finite(retry_interval) or retry_interval < 0:
                 raise ValueError("retry_interval must be a finite number >= 0")
-            self.retry_interval = float(retry_interval)  # type: ignore[misc]
+            # past MAX_SECONDS, delay_after() caps it anyway (and an int past a float's
+            # range has no float)
+            self.retry_interval = float(min(retry_interval, MAX_SECONDS))  # type: ignore[misc]
         if backoff is not None:
-            if not math.isfinite(backoff) or backoff < 1:
+            if not is_finite(backoff) or backoff < 1:
                 raise ValueError("backoff must be a finite number >= 1")
-            self.backoff = float(backoff)  # type: ignore[misc]
+            self.backoff = float(min(backoff, sys.float_info.max))  # type: ignore[misc]
 
     def delay_after(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based), at most

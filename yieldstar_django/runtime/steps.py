@@ -12,13 +12,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Concatenate, Final, NoReturn, ParamSpec, TypeVar
 
-from ..conf import MAX_SECONDS
+from ..conf import MAX_SECONDS, is_finite
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.keys import check_text
@@ -220,12 +219,21 @@ def _seconds(value: float | timedelta, what: str) -> float:
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} is a number of seconds, not {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{what} must be a finite, non-negative number of seconds: {value}")
+    if not is_finite(value) or value < 0:
+        raise ValueError(
+            f"{what} must be a finite, non-negative number of seconds: {_number(value)}"
+        )
     if value > MAX_SECONDS:
         # A longer one would overflow the timer's due time (past datetime.max).
-        raise ValueError(f"{what} is at most {MAX_SECONDS} seconds (100 years): {value}")
+        raise ValueError(f"{what} is at most {MAX_SECONDS} seconds (100 years): {_number(value)}")
     return float(value)
+
+
+def _number(value: float) -> str:
+    """``value`` for a message: an int of thousands of digits has no ``str()``."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    return str(value)
 
 
 class Step:
