@@ -227,3 +227,54 @@ def test_an_int_of_seconds_past_a_float_s_range_is_a_value_error(rt: Runtime) ->
         clock.advance(-HUGE)
     with pytest.raises(ValueError, match="100 years"):
         clock.advance(HUGE)
+
+
+class Declined(Exception):
+    """A custom error whose message reads an attribute that is not a durable value."""
+
+    def __init__(self, response: object) -> None:
+        super().__init__()
+        self.response = response
+
+    def __str__(self) -> str:
+        return f"declined: {self.response!r}"
+
+
+class Response:
+    def __repr__(self) -> str:
+        return "<Response 402>"
+
+
+def decline() -> None:
+    raise Declined(Response())
+
+
+def bad_bytes() -> str:
+    return b"\xff".decode()
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [
+        (bad_bytes, "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"),
+        (decline, "declined: <Response 402>"),
+    ],
+)
+def test_an_uncaught_revived_error_fails_with_its_recorded_message(
+    rt: Runtime, fn: Any, message: str
+) -> None:
+    """The workflow meets the error as recorded, revived without ``__init__``: a
+    ``UnicodeDecodeError``'s ``str()`` was then empty, and ``str()`` of an error that reads
+    an attribute not recorded raised, so the execution failed with the message ``""`` or
+    ``"<Declined: str() failed>"``, though the step recorded the real one."""
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.run(fn)
+
+    eid = start_workflow(wf)
+    rt.settle()
+    execution = get_execution(eid)
+    assert execution.status == "failed"
+    assert rt.steps(eid)["0"].error["message"] == message
+    assert execution.error is not None and execution.error["message"] == message
