@@ -9,12 +9,11 @@ leases keep wall-clock time: they guard against dead workers, which no test cloc
 
 from __future__ import annotations
 
-import math
 from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from .conf import MAX_SECONDS
+from .conf import MAX_SECONDS, is_finite
 
 __all__ = ["advance", "now", "offset", "reset"]
 
@@ -48,7 +47,7 @@ def advance(seconds: float | timedelta) -> None:
         seconds = seconds.total_seconds()
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         raise TypeError(f"advance() needs a number of seconds, not {seconds!r}")
-    if not math.isfinite(seconds) or seconds < 0:
+    if not is_finite(seconds) or seconds < 0:
         raise ValueError(f"time only moves forward: advance() needs seconds >= 0, not {seconds}")
     try:
         moved = _offset + timedelta(seconds=seconds)

@@ -45,6 +45,7 @@ __all__ = [
     "YieldstarSettings",
     "connect_signals",
     "is_duration",
+    "is_finite",
     "reload_settings",
     "yieldstar_settings",
 ]
@@ -66,6 +67,14 @@ API_BODY_HEADROOM: Final = 64 * KIB
 #: seconds: 100 years. Longer ones overflow the datetime arithmetic they feed (a wake's due
 #: time, a lease's expiry, a retention cutoff) or a thread's wait.
 MAX_SECONDS: Final = 100 * 365 * 24 * 3600
+
+
+def is_finite(value: float) -> bool:
+    """Whether a number is finite. An ``int`` always is: ``math.isfinite`` raises
+    ``OverflowError`` for one past a float's range (``10**400``)."""
+    return isinstance(value, int) or math.isfinite(value)
+
+
 #: The largest integer a setting may give: 2**62, with room under the 64-bit integers it
 #: meets (PostgreSQL's ``bigint``, the size of a read) for what is added to it.
 MAX_INTEGER: Final = 2**62

@@ -80,9 +80,17 @@ __all__ = ["Engine", "RunCutOff", "RunOutcome", "durable_limits", "encode_error"
 
 #: Seconds before a step that lost a compare-and-swap race too often is tried again.
 CONTENTION_RETRY_SECONDS: Final = 1.0
-#: Errors of the worker, not of the step (a Celery time limit): never recorded, they end
-#: the run and the execution resumes later.
-_NOT_RECORDED: tuple[type[BaseException], ...] = (SoftTimeLimitExceeded, Terminated)
+#: Errors of the worker, not of the step or the workflow (a Celery time limit, the process
+#: told to stop): never recorded, they end the run and the execution resumes later. Any
+#: other error, one that is not an ``Exception`` included (``asyncio.CancelledError``), is
+#: recorded: raised again at every run, it would otherwise keep the execution running.
+_NOT_RECORDED: tuple[type[BaseException], ...] = (
+    SoftTimeLimitExceeded,
+    Terminated,
+    KeyboardInterrupt,
+    SystemExit,
+    GeneratorExit,
+)
 
 #: A ``time.monotonic()`` time past which a run stops before its next step (``RunCutOff``).
 #: Set by ``yieldstar_django.testing`` around the runs it makes, so its time limit holds
@@ -156,8 +164,10 @@ class Engine:
             try:
                 call = gen.send(send) if throw is None else gen.throw(throw)
             except StopIteration as stop:
-                return self._complete(stop.value)
-            except Exception as exc:
+                return self._complete(step, stop.value)
+            except _NOT_RECORDED:
+                raise
+            except BaseException as exc:
                 return failed(exc)
             send, throw = None, None
             if not isinstance(call, StepCall):
@@ -186,7 +196,18 @@ class Engine:
             else:
                 send = result.value
 
-    def _complete(self, value: Any) -> RunOutcome:
+    def _complete(self, step: Step, value: Any) -> RunOutcome:
+        unused = step.unused_steps()
+        if unused:
+            # ``step.update(...)`` without ``yield from`` makes a step and runs nothing.
+            names = ", ".join(f"{name}()" for name in unused)
+            return failed(
+                TypeError(
+                    f"workflow {self.workflow.name!r} returned with steps it made and never "
+                    f"ran: {names}; a step runs at its `yield from` "
+                    f"(`result = yield from {unused[0]}(...)`)"
+                )
+            )
         try:
             encoded = encode_durable(
                 value,
@@ -317,7 +338,7 @@ class Engine:
             final = exc.final_error()
             self._record_error(call, key, position, row, final, attempts)
             return StepError(final)
-        except Exception as exc:
+        except BaseException as exc:
             self._record_error(call, key, position, row, exc, attempts)
             return StepError(exc)
         self._write(

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import builtins
 import math
+import sys
 import traceback
 from dataclasses import KW_ONLY, dataclass
 from datetime import timedelta
 from importlib import import_module
 from typing import Any, ClassVar
 
-from ..conf import MAX_SECONDS
+from ..conf import MAX_SECONDS, is_finite
 from ..core.durable import check_durable
 from ..core.errors import (
     WorkflowValueError,
@@ -75,13 +76,15 @@ class RetryableError(YieldstarError):
         if retry_interval is not None:
             if isinstance(retry_interval, timedelta):
                 retry_interval = retry_interval.total_seconds()
-            if not math.isfinite(retry_interval) or retry_interval < 0:
+            if not is_finite(retry_interval) or retry_interval < 0:
                 raise ValueError("retry_interval must be a finite number >= 0")
-            self.retry_interval = float(retry_interval)  # type: ignore[misc]
+            # past MAX_SECONDS, delay_after() caps it anyway (and an int past a float's
+            # range has no float)
+            self.retry_interval = float(min(retry_interval, MAX_SECONDS))  # type: ignore[misc]
         if backoff is not None:
-            if not math.isfinite(backoff) or backoff < 1:
+            if not is_finite(backoff) or backoff < 1:
                 raise ValueError("backoff must be a finite number >= 1")
-            self.backoff = float(backoff)  # type: ignore[misc]
+            self.backoff = float(min(backoff, sys.float_info.max))  # type: ignore[misc]
 
     def delay_after(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based), at most
@@ -222,6 +225,27 @@ def error_type_name(cls: type[BaseException]) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+#: The attribute of a revived error holding the message its record kept (a dunder name, so
+#: never recorded as one of its attributes).
+_RECORDED_MESSAGE = "__yieldstar_message__"
+
+
+def _message(exc: BaseException) -> str:
+    """``str(exc)``; for a revived error whose ``str()`` is empty or raises (its
+    ``__init__`` set state that was not recorded: a ``UnicodeDecodeError``'s, an attribute
+    that is not durable), the message its record kept."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    if text:
+        return text
+    recorded = vars(exc).get(_RECORDED_MESSAGE) if hasattr(exc, "__dict__") else None
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    return _safe_str(exc)
+
+
 def _safe_str(value: object) -> str:
     """``str(value)``, or a stand-in if its ``__str__`` raises (as ``traceback`` does)."""
     try:
@@ -242,7 +266,7 @@ def error_to_record(exc: BaseException) -> dict[str, Any]:
         text = "...\n" + text[-MAX_TRACEBACK_CHARS:]
     record: dict[str, Any] = {
         "type": error_type_name(type(exc)),
-        "message": _clean_text(_safe_str(exc)),
+        "message": _clean_text(_message(exc)),
         "args": [_clean_text(a) if isinstance(a, str) else a for a in args],
         "attrs": _durable_attrs(exc),
         "traceback": _clean_text(text),
@@ -295,6 +319,10 @@ def error_from_record(record: dict[str, Any]) -> BaseException:
                 setattr(exc, attr, value)
         except Exception:
             exc = WorkflowStepError(name, message)
+    try:
+        setattr(exc, _RECORDED_MESSAGE, message)  # for error_to_record
+    except Exception:
+        pass
     recorded_traceback = record.get("traceback")
     if recorded_traceback:
         try:

@@ -1,9 +1,10 @@
 """The step primitives a workflow uses as ``result = yield from step.X(...)``.
 
-Each primitive is a tiny generator: it yields one ``StepCall`` to the engine and returns
-what the engine sends back (the recorded result), or raises what it throws (the recorded
-error), at the very point the workflow called it. Every primitive takes an optional
-``key=``; without one, the step's index in the run (``"0"``, ``"1"``, ...) is its key.
+Each primitive returns a ``StepGenerator`` (a ``OneStep``), a tiny generator used once:
+it yields one ``StepCall`` to the engine and returns what the engine sends back (the
+recorded result), or raises what it throws (the recorded error), at the very point the
+workflow called it. Every primitive takes an optional ``key=``; without one, the step's
+index in the run (``"0"``, ``"1"``, ...) is its key.
 """
 
 from __future__ import annotations
@@ -11,13 +12,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Final, NoReturn, ParamSpec, TypeVar
 
-from ..conf import MAX_SECONDS
+from ..conf import MAX_SECONDS, is_finite
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import StoreDefinition
 from ..core.keys import check_text
@@ -30,9 +30,83 @@ if TYPE_CHECKING:
 __all__ = ["Step", "StepCall", "StepGenerator"]
 
 R = TypeVar("R")
+P = ParamSpec("P")
 
-#: What every primitive returns: ``yield from`` it inside a workflow.
+
+#: What every primitive returns: ``yield from`` it, once, inside a workflow.
 StepGenerator = Generator["StepCall", Any, R]
+
+
+class OneStep(Generator["StepCall", Any, R]):
+    """The ``StepGenerator`` a primitive returns: its generator, used once.
+
+    A second ``yield from`` of the same one raises ``RuntimeError`` (a plain generator
+    would return ``None`` at once, running nothing). Testing it for truth raises
+    ``TypeError``: ``if step.patched("x"):`` without ``yield from`` would always be true.
+    Until it starts it is in ``unused``, its ``Step``'s set of steps made and not used.
+    """
+
+    __slots__ = ("_gen", "_name", "_started", "_unused")
+
+    def __init__(
+        self, gen: Generator[StepCall, Any, R], name: str, unused: set[OneStep[Any]]
+    ) -> None:
+        self._gen = gen
+        self._name = name  # "step.run", say
+        self._started = False
+        self._unused = unused
+        unused.add(self)
+
+    @property
+    def name(self) -> str:
+        """The primitive that made it: ``"step.run"``, say."""
+        return self._name
+
+    def _start(self) -> None:
+        self._started = True
+        self._unused.discard(self)
+
+    def __iter__(self) -> OneStep[R]:
+        if self._started:
+            raise RuntimeError(
+                f"this {self._name}() step was already used: a step runs once, at its "
+                f"own `yield from`; call {self._name}(...) again for another step"
+            )
+        self._start()
+        return self
+
+    def send(self, value: Any) -> StepCall:
+        if not self._started:
+            self._start()
+        return self._gen.send(value)
+
+    def throw(self, *args: Any) -> StepCall:
+        return self._gen.throw(*args)
+
+    def close(self) -> None:
+        self._gen.close()
+
+    def __bool__(self) -> NoReturn:
+        raise TypeError(
+            f"a {self._name}() step is not its result: use `(yield from {self._name}(...))`"
+        )
+
+    def __repr__(self) -> str:
+        return f"<{self._name}() step>"
+
+
+def _primitive(
+    method: Callable[Concatenate[Step, P], Generator[StepCall, Any, R]],
+) -> Callable[Concatenate[Step, P], StepGenerator[R]]:
+    """Make a generator method of ``Step`` return a ``OneStep``."""
+    name = f"step.{method.__name__}"
+
+    @functools.wraps(method)
+    def primitive(self: Step, /, *args: P.args, **kwargs: P.kwargs) -> StepGenerator[R]:
+        return OneStep(method(self, *args, **kwargs), name, self._unused)
+
+    return primitive
+
 
 #: The size of the heap's ``fingerprint`` column.
 MAX_FINGERPRINT_LENGTH: Final = 512
@@ -145,12 +219,21 @@ def _seconds(value: float | timedelta, what: str) -> float:
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} is a number of seconds, not {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{what} must be a finite, non-negative number of seconds: {value}")
+    if not is_finite(value) or value < 0:
+        raise ValueError(
+            f"{what} must be a finite, non-negative number of seconds: {_number(value)}"
+        )
     if value > MAX_SECONDS:
         # A longer one would overflow the timer's due time (past datetime.max).
-        raise ValueError(f"{what} is at most {MAX_SECONDS} seconds (100 years): {value}")
+        raise ValueError(f"{what} is at most {MAX_SECONDS} seconds (100 years): {_number(value)}")
     return float(value)
+
+
+def _number(value: float) -> str:
+    """``value`` for a message: an int of thousands of digits has no ``str()``."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    return str(value)
 
 
 class Step:
@@ -161,12 +244,19 @@ class Step:
     ``run`` safe to repeat).
     """
 
-    __slots__ = ("execution_id", "workflow_id")
+    __slots__ = ("_unused", "execution_id", "workflow_id")
 
     def __init__(self, execution_id: str, workflow_id: str) -> None:
         self.execution_id = execution_id
         self.workflow_id = workflow_id
+        self._unused: set[OneStep[Any]] = set()
 
+    def unused_steps(self) -> list[str]:
+        """The primitives (``"step.update"``, say) of the steps made and never used with
+        ``yield from``, in name order: a workflow that returns with one ran nothing there."""
+        return sorted(one.name for one in self._unused)
+
+    @_primitive
     def run(
         self, fn: Callable[..., R], /, *args: Any, key: str | None = None, **kwargs: Any
     ) -> Generator[StepCall, Any, R]:
@@ -190,7 +280,10 @@ class Step:
         result: R = yield call
         return result
 
-    def sleep(self, seconds: float | timedelta, *, key: str | None = None) -> StepGenerator[None]:
+    @_primitive
+    def sleep(
+        self, seconds: float | timedelta, *, key: str | None = None
+    ) -> Generator[StepCall, Any, None]:
         """Suspend for ``seconds`` on a durable timer; returns ``None`` once they passed.
 
         The wake-up time is recorded when the sleep first runs, so replays never extend it.
@@ -198,6 +291,7 @@ class Step:
         yield StepCall("sleep", _check_key(key), "", seconds=_seconds(seconds, "sleep()'s time"))
         return None
 
+    @_primitive
     def take(
         self,
         definition: StoreDefinition,
@@ -207,7 +301,7 @@ class Step:
         *,
         lease: float | timedelta | None = None,
         key: str | None = None,
-    ) -> StepGenerator[Any]:
+    ) -> Generator[StepCall, Any, Any]:
         """Select and claim from a store, suspending until the selector matches.
 
         Returns the claimed ``selected`` value. While nothing matches, the execution waits
@@ -250,14 +344,16 @@ class Step:
     def release(self, lease: ClaimLease, *, key: str | None = None) -> StepGenerator[bool]:
         """Hand a leased value back through the store's ``release`` callback and end the
         lease. Returns ``False`` (and changes nothing) if the lease had already ended."""
-        return self._end_lease("release", lease, key)
+        return OneStep(self._end_lease("release", lease, key), "step.release", self._unused)
 
     def complete(self, lease: ClaimLease, *, key: str | None = None) -> StepGenerator[bool]:
         """End a lease, keeping the claim. Returns ``False`` if it had already ended (it
         expired and its value was handed back): the work done under it must not count."""
-        return self._end_lease("complete", lease, key)
+        return OneStep(self._end_lease("complete", lease, key), "step.complete", self._unused)
 
-    def _end_lease(self, action: str, lease: ClaimLease, key: str | None) -> StepGenerator[bool]:
+    def _end_lease(
+        self, action: str, lease: ClaimLease, key: str | None
+    ) -> Generator[StepCall, Any, bool]:
         from .claim_leases import ClaimLease
 
         if not isinstance(lease, ClaimLease):
@@ -276,13 +372,14 @@ class Step:
         )
         return ended
 
+    @_primitive
     def take_any(
         self,
         choices: Sequence[tuple[StoreDefinition, str, Selector, Claim | None]],
         timeout: float | timedelta | None = None,
         *,
         key: str | None = None,
-    ) -> StepGenerator[tuple[int | None, Any]]:
+    ) -> Generator[StepCall, Any, tuple[int | None, Any]]:
         """Wait until one of ``choices`` (``(store, id, selector, claim)`` tuples) matches.
 
         Returns ``(index, selected)`` for the one choice claimed (the first that matches,
@@ -326,9 +423,10 @@ class Step:
         )
         return result
 
+    @_primitive
     def update(
         self, definition: StoreDefinition, id: str, updater: Updater, *, key: str | None = None
-    ) -> StepGenerator[StoreUpdateResult]:
+    ) -> Generator[StepCall, Any, StoreUpdateResult]:
         """Apply ``updater`` to a store exactly once (through the applied-steps ledger)."""
         printed, legacy = _store_fingerprint(definition, id)
         if not callable(updater):
@@ -344,9 +442,10 @@ class Step:
         )
         return result
 
+    @_primitive
     def get(
         self, definition: StoreDefinition, id: str, *, key: str | None = None
-    ) -> StepGenerator[StoreSnapshot]:
+    ) -> Generator[StepCall, Any, StoreSnapshot]:
         """Read a store; the snapshot is recorded, so every replay sees the same one."""
         printed, legacy = _store_fingerprint(definition, id)
         snapshot: StoreSnapshot = yield StepCall(
@@ -359,7 +458,8 @@ class Step:
         )
         return snapshot
 
-    def patched(self, change_id: str) -> StepGenerator[bool]:
+    @_primitive
+    def patched(self, change_id: str) -> Generator[StepCall, Any, bool]:
         """Whether this execution takes the new branch of the change ``change_id``.
 
         ``True`` for an execution that reaches this call under the new code (no recorded
