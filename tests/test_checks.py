@@ -237,6 +237,13 @@ INVALID = [
     ("VERSION_HISTORY_LIMIT", 10**20),
     ("API_MAX_BODY_BYTES", 2**63),
     ("MAX_STATE_BYTES", 10**20),
+    # An int past a float's range, given for a number of seconds: the check itself raised
+    # OverflowError (math.isfinite), so `manage.py check` crashed instead of reporting it.
+    pytest.param("RELAY_DELAY", 10**400, id="RELAY_DELAY-10**400"),
+    pytest.param("RELAY_INTERVAL", 10**400, id="RELAY_INTERVAL-10**400"),
+    pytest.param("LEASE_SECONDS", 10**400, id="LEASE_SECONDS-10**400"),
+    pytest.param("RETENTION_SECONDS", 10**400, id="RETENTION_SECONDS-10**400"),
+    pytest.param("CAS_BACKOFF_MAX", 10**400, id="CAS_BACKOFF_MAX-10**400"),
 ]
 
 VALID = [
