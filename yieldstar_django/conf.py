@@ -100,7 +100,7 @@ def _is_int(value: object) -> bool:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, int | float) and not isinstance(value, bool) and is_finite(value)
 
 
 def int_at_least(minimum: int, unit: str = "") -> Rule:
