@@ -109,6 +109,60 @@ def test_a_time_limit_between_steps_is_not_recorded(rt: Runtime) -> None:
     assert get_execution(eid).result == "done"
 
 
+def _limited_once() -> Any:
+    """A callable that raises Celery's soft time limit on its first call only."""
+    limit = [True]
+
+    def check() -> None:
+        if limit and limit.pop():
+            raise SoftTimeLimitExceeded()
+
+    return check
+
+
+@pytest.mark.parametrize("where", ["take selector", "take claim", "update", "take_any"])
+def test_a_time_limit_in_a_store_step_s_user_code_is_not_recorded(rt: Runtime, where: str) -> None:
+    """Celery's soft time limit may fire while a selector, claim or updater runs: that is
+    the worker's limit, not the step's error, so the run ends unrecorded (as in a
+    ``step.run`` function or between steps) and the next run completes the step."""
+    store = rt.define(initial=lambda id: {"items": ["a"]})
+    limit = _limited_once()
+
+    def first(state: Any) -> Any:
+        if where in ("take selector", "take_any"):
+            limit()
+        return state["items"][0] if state["items"] else None
+
+    def pop(draft: Any, selected: Any) -> None:
+        if where == "take claim":
+            limit()
+        draft["items"].remove(selected)
+
+    def append(draft: Any) -> None:
+        limit()
+        draft["items"].append("b")
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        if where == "update":
+            result = yield from step.update(store, "s", append)
+            return result.state["items"]
+        if where == "take_any":
+            return (yield from step.take_any([(store, "s", first, pop)]))
+        return (yield from step.take(store, "s", first, pop))
+
+    eid = start_workflow(wf)
+    with pytest.raises(SoftTimeLimitExceeded):
+        run_execution(eid)
+    assert get_execution(eid).status == "running"
+    assert not [s for s in rt.steps(eid).values() if s.status == "failed"]
+    assert run_execution(eid) == ResumeResult.FINISHED
+    execution = get_execution(eid)
+    assert execution.status == "completed", (execution.status, execution.error)
+    expected = {"update": ["a", "b"], "take_any": [0, "a"]}.get(where, "a")
+    assert execution.result == expected
+
+
 def one() -> int:
     return 1
 
