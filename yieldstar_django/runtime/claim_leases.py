@@ -37,7 +37,7 @@ from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..models.runtime import ExecutionStep, StepStatus
 from . import store_steps
 from .leases import LeaseLost
-from .outcomes import StepError, StepResult, StepValue
+from .outcomes import NOT_RECORDED, StepError, StepResult, StepValue
 from .steps import derived_key, foreign_lease
 
 if TYPE_CHECKING:
@@ -157,6 +157,8 @@ def end(
             action=action,
         )
     except (LeaseLost, DatabaseError):
+        raise
+    except NOT_RECORDED:
         raise
     except StoreContentionError:
         # The hand-back lost CAS_MAX_ATTEMPTS races and nothing committed (the lease is

@@ -35,7 +35,6 @@ from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any, Final, NoReturn
 
-from celery.exceptions import SoftTimeLimitExceeded, Terminated
 from django.db import connections, transaction
 
 from .. import clock
@@ -59,6 +58,7 @@ from .errors import (
 )
 from .leases import Lease, LeaseLost
 from .outcomes import (
+    NOT_RECORDED,
     RunOutcome,
     StepError,
     StepResult,
@@ -80,18 +80,6 @@ __all__ = ["Engine", "RunCutOff", "RunOutcome", "durable_limits", "encode_error"
 
 #: Seconds before a step that lost a compare-and-swap race too often is tried again.
 CONTENTION_RETRY_SECONDS: Final = 1.0
-#: Errors of the worker, not of the step or the workflow (a Celery time limit, the process
-#: told to stop): never recorded, they end the run and the execution resumes later. Any
-#: other error, one that is not an ``Exception`` included (``asyncio.CancelledError``), is
-#: recorded: raised again at every run, it would otherwise keep the execution running.
-_NOT_RECORDED: tuple[type[BaseException], ...] = (
-    SoftTimeLimitExceeded,
-    Terminated,
-    KeyboardInterrupt,
-    SystemExit,
-    GeneratorExit,
-)
-
 #: A ``time.monotonic()`` time past which a run stops before its next step (``RunCutOff``).
 #: Set by ``yieldstar_django.testing`` around the runs it makes, so its time limit holds
 #: for a run that goes on from step to step without suspending; never in production.
@@ -149,6 +137,8 @@ class Engine:
         try:
             inputs = decode_durable(self.execution.input_json)
             gen = self.workflow.fn(step, *inputs["args"], **inputs["kwargs"])
+        except NOT_RECORDED:
+            raise
         except Exception as exc:
             return failed(exc)
         if not inspect.isgenerator(gen):
@@ -165,7 +155,7 @@ class Engine:
                 call = gen.send(send) if throw is None else gen.throw(throw)
             except StopIteration as stop:
                 return self._complete(step, stop.value)
-            except _NOT_RECORDED:
+            except NOT_RECORDED:
                 raise
             except BaseException as exc:
                 return failed(exc)
@@ -317,7 +307,7 @@ class Engine:
             encoded = encode_durable(
                 value, limits=self.limits, step_key=key, label=f"The result of step {key!r}"
             )
-        except _NOT_RECORDED:
+        except NOT_RECORDED:
             raise
         except RetryableError as exc:
             if attempts < exc.max_attempts:

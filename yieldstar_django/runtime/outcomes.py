@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from celery.exceptions import SoftTimeLimitExceeded, Terminated
+
 from ..conf import yieldstar_settings
 from ..core.commits import StoreMutation
 from ..core.durable import DurableLimits, decode_durable, encode_durable
@@ -17,6 +19,7 @@ from .errors import error_to_record
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
+    "NOT_RECORDED",
     "RunOutcome",
     "StepError",
     "StepResult",
@@ -63,6 +66,21 @@ def encode_error(exc: BaseException) -> str:
         record["args"], record["attrs"] = [], {}
         record["message"] = record["message"][:1000]
         return encode_durable(record)
+
+
+#: Errors of the worker, not of the step or the workflow (a Celery time limit, the process
+#: told to stop), wherever they fire (the workflow's code, a ``step.run`` function, a
+#: store step's selector, claim or updater): never recorded, they end the run and the
+#: execution resumes later. Any other error, one that is not an ``Exception`` included
+#: (``asyncio.CancelledError``), is recorded: raised again at every run, it would otherwise
+#: keep the execution running.
+NOT_RECORDED: Final[tuple[type[BaseException], ...]] = (
+    SoftTimeLimitExceeded,
+    Terminated,
+    KeyboardInterrupt,
+    SystemExit,
+    GeneratorExit,
+)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from ..core.results import (
 )
 from ..models.runtime import ExecutionStatus, ExecutionStep, StepKind, StepStatus
 from .leases import LeaseLost
-from .outcomes import StepError, StepResult, StepValue, Suspend, recorded_result
+from .outcomes import NOT_RECORDED, StepError, StepResult, StepValue, Suspend, recorded_result
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -145,6 +145,8 @@ def take(
             wait_for(engine, key, definition, call.store_id, result)
     except (LeaseLost, DatabaseError):
         raise
+    except NOT_RECORDED:
+        raise
     except StoreContentionError:
         engine._contended(key)
     except Exception as exc:
@@ -243,6 +245,8 @@ def update(
             engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
     except (LeaseLost, DatabaseError):
         raise
+    except NOT_RECORDED:
+        raise
     except StoreContentionError:
         engine._contended(key)
     except Exception as exc:
@@ -300,6 +304,8 @@ def get(
         # workflow here, as a step result that is not durable is.
         encoded = encode_durable(record, limits=engine.record_limits, step_key=key)
     except DatabaseError:
+        raise
+    except NOT_RECORDED:
         raise
     except Exception as exc:
         engine._record_error(call, key, position, row, exc, 1)

@@ -39,7 +39,7 @@ from ..core.results import StoreStepId, StoreTakeMatched, StoreTakeUnmatched
 from ..models.runtime import ExecutionStatus, ExecutionStep, StepStatus
 from . import store_steps
 from .leases import LeaseLost
-from .outcomes import StepResult, StepValue, Suspend, recorded_result
+from .outcomes import NOT_RECORDED, StepResult, StepValue, Suspend, recorded_result
 from .steps import derived_key
 
 if TYPE_CHECKING:
@@ -151,6 +151,8 @@ def execute(
                     wake_at = now + timedelta(seconds=call.timeout)
                 _wait_again(engine, call, key, position, row, wake_at, misses)
     except (LeaseLost, DatabaseError):
+        raise
+    except NOT_RECORDED:
         raise
     except StoreContentionError:
         engine._contended(key)
