@@ -163,6 +163,33 @@ def test_a_time_limit_in_a_store_step_s_user_code_is_not_recorded(rt: Runtime, w
     assert execution.result == expected
 
 
+def test_a_time_limit_recorded_by_an_earlier_version_fails_the_execution(rt: Runtime) -> None:
+    """A heap written before store steps let the worker's stops through may hold one as a
+    step's error. Replayed into the workflow, it is that record, not a stop of this run:
+    the execution fails with it instead of stopping every run, unrecorded, for ever."""
+    from yieldstar_django.runtime.outcomes import encode_error
+
+    store = rt.define(initial=lambda id: {"items": ["a"]})
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        yield from step.take(store, "s", lambda s: s["items"][0], None)
+        return "done"
+
+    eid = start_workflow(wf)
+    assert run_execution(eid) == ResumeResult.FINISHED
+    ExecutionStep.objects.filter(execution_id=eid, step_key="0").update(
+        status="failed", value_json="", error_json=encode_error(SoftTimeLimitExceeded("old"))
+    )
+    type(get_execution(eid)).objects.filter(pk=eid).update(status="running", result_json="")
+    assert run_execution(eid) == ResumeResult.FINISHED
+    execution = get_execution(eid)
+    assert execution.status == "failed", execution.status
+    assert execution.error is not None
+    limit = SoftTimeLimitExceeded
+    assert execution.error["type"] == f"{limit.__module__}:{limit.__qualname__}"
+
+
 def one() -> int:
     return 1
 
