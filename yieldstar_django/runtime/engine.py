@@ -155,8 +155,12 @@ class Engine:
                 call = gen.send(send) if throw is None else gen.throw(throw)
             except StopIteration as stop:
                 return self._complete(step, stop.value)
-            except NOT_RECORDED:
-                raise
+            except NOT_RECORDED as exc:
+                if exc is not throw:
+                    raise
+                # A step's recorded error (an earlier version recorded a worker's stop),
+                # replayed and not caught: the workflow's failure, not this run's stop.
+                return failed(exc)
             except BaseException as exc:
                 return failed(exc)
             send, throw = None, None
