@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import signal
 import subprocess
@@ -108,6 +109,38 @@ def test_failed_delivery_is_recorded_backed_off_and_retried(
         wakes.fail = None
         assert relay_once(using=alias) == 1
     assert wakes == [Wake("t", "wf")]
+
+
+def test_an_outage_logs_one_traceback_not_one_per_round(
+    alias: str, wakes: WakeCollector, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broker outage refuses every round's batch the same way: the first refusal is
+    logged with its traceback, the same refusal again in one line (at RELAY_INTERVAL 0.5 s
+    an outage of a minute logged 120 tracebacks); after a delivery succeeds, the next
+    refusal has its traceback again."""
+    caplog.set_level(logging.WARNING, logger="yieldstar_django.wakes")
+    wakes.fail = ConnectionError("broker down")
+
+    def refusals() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "wake backend failed" in r.getMessage()]
+
+    with configure(WAKE_BACKEND=wakes, RELAY_INTERVAL=60):
+        for _ in range(3):
+            schedule_wake("t", "wf", timezone.now() - timedelta(seconds=1), using=alias)
+            make_due(alias)
+            assert relay_once(using=alias) == 0
+        first, *again = refusals()
+        assert first.exc_info is not None
+        assert len(again) == 2
+        assert all(r.exc_info is None for r in again), "one traceback per outage"
+        assert all("ConnectionError: broker down" in r.getMessage() for r in again)
+        wakes.fail = None
+        make_due(alias)
+        assert relay_once(using=alias) == 1
+        wakes.fail = ConnectionError("broker down")
+        schedule_wake("u", "wf", timezone.now() - timedelta(seconds=1), using=alias)
+        assert relay_once(using=alias) == 0
+        assert refusals()[-1].exc_info is not None, "a new outage has its traceback"
 
 
 def test_large_backlogs_go_in_batches(alias: str, wakes: WakeCollector) -> None:
