@@ -29,6 +29,7 @@ from yieldstar_django.wakes import (
     acknowledge,
     celery_backend,
     deliver_wakes,
+    delivery,
     prune_delivered,
     relay_once,
     run_relay,
@@ -112,13 +113,17 @@ def test_failed_delivery_is_recorded_backed_off_and_retried(
 
 
 def test_an_outage_logs_one_traceback_not_one_per_round(
-    alias: str, wakes: WakeCollector, caplog: pytest.LogCaptureFixture
+    alias: str,
+    wakes: WakeCollector,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A broker outage refuses every round's batch the same way: the first refusal is
     logged with its traceback, the same refusal again in one line (at RELAY_INTERVAL 0.5 s
     an outage of a minute logged 120 tracebacks); after a delivery succeeds, the next
     refusal has its traceback again."""
     caplog.set_level(logging.WARNING, logger="yieldstar_django.wakes")
+    monkeypatch.setattr(delivery, "_last_refusal", None)  # a refusal of an earlier test
     wakes.fail = ConnectionError("broker down")
 
     def refusals() -> list[logging.LogRecord]:
@@ -136,7 +141,7 @@ def test_an_outage_logs_one_traceback_not_one_per_round(
         assert all("ConnectionError: broker down" in r.getMessage() for r in again)
         wakes.fail = None
         make_due(alias)
-        assert relay_once(using=alias) == 1
+        assert relay_once(using=alias) == 3  # the three intents refused before
         wakes.fail = ConnectionError("broker down")
         schedule_wake("u", "wf", timezone.now() - timedelta(seconds=1), using=alias)
         assert relay_once(using=alias) == 0

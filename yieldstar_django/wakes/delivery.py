@@ -85,17 +85,37 @@ def deliver_claimed(claimed: Sequence[ClaimedWake], *, using: str) -> bool:
 
 def publish(pending: Sequence[PendingWake]) -> BaseException | None:
     """Call the ``WAKE_BACKEND`` with the wakes of ``pending`` (one per execution); return
-    what it raised (logged), ``None`` if it accepted them. Writes nothing."""
+    what it raised (logged), ``None`` if it accepted them. Writes nothing.
+
+    A refusal is logged with its traceback the first time; the same refusal again (an
+    outage refuses every round the same way), in one line, until the backend accepts
+    wakes again in this process."""
+    global _last_refusal
     try:
         yieldstar_settings.wake_backend(_coalesce(p.wake for p in pending))
     except Exception as exc:
-        logger.warning(
-            "wake backend failed for %d wake(s); the relay will retry them",
-            len(pending),
-            exc_info=True,
-        )
+        refusal = f"{type(exc).__name__}: {exc}"
+        if refusal == _last_refusal:
+            logger.warning(
+                "wake backend failed again for %d wake(s) (%s); the relay will retry them",
+                len(pending),
+                refusal,
+            )
+        else:
+            _last_refusal = refusal
+            logger.warning(
+                "wake backend failed for %d wake(s); the relay will retry them",
+                len(pending),
+                exc_info=True,
+            )
         return exc
+    _last_refusal = None
     return None
+
+
+#: The last refusal ``publish`` logged with its traceback (type and message), while the
+#: backend has accepted nothing since.
+_last_refusal: str | None = None
 
 
 def settle(pending: Sequence[PendingWake], failure: BaseException | None, *, using: str) -> bool:
