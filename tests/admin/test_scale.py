@@ -1,0 +1,111 @@
+"""The admin on big rows and big tables: a page's cost does not grow with what it does not
+show (a state, an execution's input, a claimed value) nor with a table it reads a page of
+(a store's waiters, an execution's heap)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.core.store import StoreClient
+from yieldstar_django.models import ClaimLeaseRecord, Execution, StoreInstance
+
+from .test_runtime import EXECUTIONS, make_execution
+from .test_stores import LIST
+
+pytestmark = pytest.mark.django_db
+
+#: A column of about 300 KB: what no list page should fetch, row after row.
+BIG = "x" * 300_000
+
+
+def fetched(client: Client, url: str, data: dict[str, Any] | None = None) -> list[str]:
+    """The SQL of the queries ``url`` ran (a GET, or a POST of ``data``), which must answer
+    200."""
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(url, data) if data is not None else client.get(url)
+    assert response.status_code == 200
+    return [q["sql"] for q in queries.captured_queries]
+
+
+def selecting(queries: list[str], table: str, column: str) -> list[str]:
+    """The queries that fetch ``table.column`` whole (in a ``SELECT`` list, not inside a
+    function such as ``SUBSTR``)."""
+    name = f'"{table}"."{column}"'
+    found = []
+    for sql in queries:
+        head = sql.split(" FROM ", 1)[0]
+        if head.upper().startswith("SELECT") and any(
+            part.strip().startswith(name) for part in head[len("SELECT") :].split(",")
+        ):
+            found.append(sql)
+    return found
+
+
+def test_the_store_list_fetches_no_state(
+    admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+) -> None:
+    """The list shows no state: a page of stores of 300 KB each fetches none of them."""
+    for n in range(3):
+        store_client.get_store(counters, f"big-{n}")
+    StoreInstance.objects.filter(name=counters.name).update(
+        state='{"count":0,"tags":["' + BIG + '"]}'
+    )
+    queries = fetched(admin_client, LIST)
+    assert selecting(queries, "yieldstar_storeinstance", "store_id")  # the list's query
+    assert selecting(queries, "yieldstar_storeinstance", "state") == []
+    queries = fetched(admin_client, f"{LIST}?name={counters.name}&q=big-")
+    assert selecting(queries, "yieldstar_storeinstance", "state") == []
+
+
+def test_the_execution_list_fetches_no_input_result_or_error(admin_client: Client) -> None:
+    """The list shows id, workflow, status, runs and times: executions with inputs,
+    results and errors of 300 KB fetch none of them."""
+    for n in range(3):
+        make_execution(f"big-{n}")
+    Execution.objects.update(
+        input_json='{"args":["' + BIG + '"],"kwargs":{}}',
+        result_json=f'"{BIG}"',
+        error_json='{"message":"' + BIG + '"}',
+    )
+    for url in (EXECUTIONS, f"{EXECUTIONS}?finished=no&q=big-"):
+        queries = fetched(admin_client, url)
+        assert selecting(queries, "yieldstar_execution", "workflow_id")  # the list's query
+        for column in ("input_json", "result_json", "error_json"):
+            assert selecting(queries, "yieldstar_execution", column) == [], column
+
+
+def test_the_release_confirmation_fetches_no_whole_value(
+    admin_client: Client, counters: StoreDefinition
+) -> None:
+    """The confirmation page of *Release now* shows the first 120 characters of each
+    value: it does not fetch values of 300 KB whole."""
+    for n in range(3):
+        make_execution(f"holder-{n}")
+        ClaimLeaseRecord.objects.create(
+            id=f"holder-{n}/0",
+            execution_id=f"holder-{n}",
+            step_key="0",
+            store_name=counters.name,
+            store_id="q",
+            value_json=f'"{BIG}"',
+            expires_at=timezone.now() + timedelta(minutes=5),
+        )
+    url = reverse("admin:yieldstar_claimleaserecord_changelist")
+    data = {"action": "release_now", "_selected_action": ["holder-0/0", "holder-2/0"]}
+    with CaptureQueriesContext(connection) as queries:
+        response = admin_client.post(url, data)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "Yes, release them" in body
+    assert f'"{BIG[:118]}…' in body.replace("&quot;", '"')  # as truncatechars:120 cuts it
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert selecting(sql, "yieldstar_claim_lease", "value_json") == []
