@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -109,3 +110,49 @@ def test_the_release_confirmation_fetches_no_whole_value(
     assert f'"{BIG[:118]}…' in body.replace("&quot;", '"')  # as truncatechars:120 cuts it
     sql = [q["sql"] for q in queries.captured_queries]
     assert selecting(sql, "yieldstar_claim_lease", "value_json") == []
+
+
+def plan_of(queries: list[str], table: str) -> str:
+    """PostgreSQL's plan of the one query of ``queries`` that reads a page of ``table``
+    (``ORDER BY`` ... ``LIMIT``)."""
+    (sql,) = [q for q in queries if f'FROM "{table}"' in q and "ORDER BY" in q and "LIMIT" in q]
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {sql}")
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.postgres
+def test_the_waiters_of_a_store_are_read_a_page_at_a_time(
+    admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+) -> None:
+    """The store page lists a store's first waiters in the order they registered, through
+    an index: it does not sort every waiter of a store thousands wait on."""
+    store_client.get_store(counters, "hot")
+    store = StoreInstance.objects.get(name=counters.name, store_id="hot")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO yieldstar_waiter (workflow_id, execution_id, step_key, store_pk, "
+            "instance_id, since_version, read_paths, created_at) "
+            "SELECT 'wf', 'waiting-' || n, '0', %s, %s, 0, '[[\"count\"]]', "
+            "now() - make_interval(secs => (n * 7919) %% 5000) "
+            "FROM generate_series(1, 5000) AS n",
+            [store.pk, store.instance_id],
+        )
+        cursor.execute("ANALYZE yieldstar_waiter")
+    url = reverse("admin:yieldstar_storeinstance_change", args=[quote(store.pk)])
+    queries = fetched(admin_client, url)
+    plan = plan_of(queries, "yieldstar_waiter")
+    assert "Sort" not in plan and "Seq Scan" not in plan, plan
+
+
+@pytest.mark.postgres
+def test_a_page_of_a_long_heap_is_read_through_an_index(admin_client: Client) -> None:
+    """An execution's page reads one page of its heap, in replay order, through an index:
+    it does not sort the whole heap of an execution that recorded thousands of steps."""
+    make_execution("long", steps=5000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE yieldstar_execution_step")
+    url = reverse("admin:yieldstar_execution_change", args=[quote("long")])
+    queries = fetched(admin_client, f"{url}?steps=40")
+    plan = plan_of(queries, "yieldstar_execution_step")
+    assert "Sort" not in plan and "Seq Scan" not in plan, plan
