@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from yieldstar_django.core.definition import StoreDefinition
+from yieldstar_django.core.results import StoreStepId
 from yieldstar_django.core.store import StoreClient
 from yieldstar_django.models import ClaimLeaseRecord, Execution, StoreInstance
 
@@ -156,3 +157,27 @@ def test_a_page_of_a_long_heap_is_read_through_an_index(admin_client: Client) ->
     queries = fetched(admin_client, f"{url}?steps=40")
     plan = plan_of(queries, "yieldstar_execution_step")
     assert "Sort" not in plan and "Seq Scan" not in plan, plan
+
+
+def test_a_diff_of_long_lines_is_capped_in_characters(
+    admin_client: Client, counters: StoreDefinition, store_client: StoreClient
+) -> None:
+    """Diffs are capped in lines and each line in characters: the history of a store whose
+    every version rewrites a string of 100 KB does not render megabytes."""
+    for n in range(4):
+        store_client.update_store(
+            counters,
+            "long-lines",
+            updater=lambda draft, n=n: draft.update(tags=[str(n) * 100_000]),
+            step_id=StoreStepId("e", f"s{n}"),
+        )
+    store = StoreInstance.objects.get(name=counters.name, store_id="long-lines")
+    url = reverse("admin:yieldstar_storeinstance_change", args=[quote(store.pk)])
+    response = admin_client.get(url)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<span class="yieldstar-add">+    &quot;3333' in html  # the diffs are shown
+    # The state itself is shown (100 KB, under the pretty-print cap), and each of the 4
+    # diffs (3 against a kept previous state, and the creation) holds at most a few short
+    # lines: far from the 3 x 200 KB of whole lines.
+    assert len(html) < 160_000, len(html)
