@@ -8,7 +8,7 @@ from django import forms
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
-from django.contrib.admin.views.main import SEARCH_VAR
+from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import QuerySet
@@ -162,11 +162,27 @@ class SearchLookupMixin:
         return queryset, False
 
 
+class DeferringChangeList(ChangeList):
+    """A list that does not fetch its model admin's ``list_deferred`` columns."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
+        queryset: QuerySet[Any] = super().get_queryset(request, exclude_parameters)
+        deferred = getattr(self.model_admin, "list_deferred", ())
+        return queryset.defer(*deferred) if deferred else queryset
+
+
 class LargeTableListMixin:
-    """Lists use the estimated-count paginator, so they stay fast on large tables."""
+    """Lists use the estimated-count paginator, so they stay fast on large tables, and
+    fetch none of the ``list_deferred`` columns (large ones no list column shows: a
+    state, an execution's input), which the change page still reads."""
 
     paginator: type[Paginator[Any]] = EstimatedCountPaginator
     show_full_result_count = False
+    #: Columns the list (and its actions' querysets) does not fetch.
+    list_deferred: tuple[str, ...] = ()
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return DeferringChangeList
 
 
 class OperateActionsMixin:
@@ -238,6 +254,7 @@ class ReadOnlyAdminMixin(LargeTableListMixin):
 
 __all__ = [
     "CONFIRM_SHOWN",
+    "DeferringChangeList",
     "LargeTableListMixin",
     "ObjectOncePerRequestMixin",
     "OperateActionsMixin",

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote
 from django.db.models import QuerySet
+from django.db.models.functions import Substr
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -35,6 +36,10 @@ from .base import (
     hook_allows,
 )
 from .display import decoded, short_json
+
+#: Characters of each claimed value the confirmation page of "release now" shows (its
+#: first ones, as stored): it fetches no more of a value than that.
+CONFIRM_VALUE_CHARS: Final = 120
 
 
 class LiveFilter(admin.SimpleListFilter):
@@ -124,7 +129,11 @@ class ClaimLeaseAdmin(
                 request,
                 "yieldstar_django/admin/claim_lease_release_confirm.html",
                 action="release_now",
-                shown=list(held[:CONFIRM_SHOWN]),
+                shown=list(
+                    held.defer("value_json").annotate(
+                        value_head=Substr("value_json", 1, CONFIRM_VALUE_CHARS + 1)
+                    )[:CONFIRM_SHOWN]
+                ),
                 count=len(rows),
                 title="Release these leases now?",
                 action_label="Release now",

@@ -23,6 +23,8 @@ from ..core.errors import format_path
 MAX_PRETTY_CHARS: Final = 200_000
 #: Lines of a diff shown before "… (N more lines)".
 MAX_DIFF_LINES: Final = 60
+#: Characters of one diff line shown, the last one an ellipsis when cut.
+MAX_DIFF_LINE_CHARS: Final = 300
 #: Characters of one value shown in a list column.
 MAX_SHORT_CHARS: Final = 80
 #: How a column whose text does not decode is marked.
@@ -126,8 +128,9 @@ def json_diff_lines(
 
 
 def diff_block(old: Any, new: Any, *, max_lines: int = MAX_DIFF_LINES) -> SafeString:
-    """An HTML diff (``-`` removed, ``+`` added lines), capped at ``max_lines``; when
-    either side is an ``Undecodable``, that side's raw text instead."""
+    """An HTML diff (``-`` removed, ``+`` added lines), capped at ``max_lines`` of at most
+    ``MAX_DIFF_LINE_CHARS`` characters each; when either side is an ``Undecodable``, that
+    side's raw text instead."""
     for side in (new, old):
         if isinstance(side, Undecodable):
             return pretty_block(side)
@@ -138,7 +141,10 @@ def diff_block(old: Any, new: Any, *, max_lines: int = MAX_DIFF_LINES) -> SafeSt
     body = format_html_join(
         "",
         '<span class="{}">{}</span>',
-        ((classes.get(line[:1], "yieldstar-ctx"), line) for line in lines),
+        (
+            (classes.get(line[:1], "yieldstar-ctx"), ellipsize(line, MAX_DIFF_LINE_CHARS))
+            for line in lines
+        ),
     )
     if more:
         return format_html(
@@ -151,6 +157,7 @@ def diff_block(old: Any, new: Any, *, max_lines: int = MAX_DIFF_LINES) -> SafeSt
 
 __all__ = [
     "MAX_DIFF_LINES",
+    "MAX_DIFF_LINE_CHARS",
     "MAX_PRETTY_CHARS",
     "NOT_JSON",
     "Undecodable",

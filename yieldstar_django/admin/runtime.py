@@ -117,6 +117,7 @@ class ExecutionAdmin(
     search_help_text = "Executions whose id starts with the text."
     ordering = ["-created_at"]
     list_per_page = 100
+    list_deferred = ("input_json", "result_json", "error_json")  # the page reads them
     search_lookup = "id__startswith"
     actions = ["resume_executions", "cancel_executions"]
     change_form_template = "yieldstar_django/admin/execution_change_form.html"

@@ -231,6 +231,7 @@ class StoreInstanceAdmin(
     search_help_text = "Stores whose id starts with the text (case-sensitive)."
     ordering = ["name", "store_id"]
     list_per_page = 100
+    list_deferred = ("state",)  # the page reads it, not the list
     form = StoreStateForm
     change_form_template = "yieldstar_django/admin/store_change_form.html"
     info_fields = [

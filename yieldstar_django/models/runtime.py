@@ -167,6 +167,10 @@ class ExecutionStep(models.Model):
                 condition=Q(kind=StepKind.PATCH),
                 name="yieldstar_step_patch_idx",
             ),
+            # The execution page of the admin shows a page of the heap in replay order
+            # (``ORDER BY position, id``): a scan of this index, not a sort of the whole
+            # heap (migration 0014_admin_page_indexes).
+            models.Index(fields=["execution", "position", "id"], name="yieldstar_step_replay_idx"),
         ]
         verbose_name = "heap entry"
         verbose_name_plural = "heap entries"

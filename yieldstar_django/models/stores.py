@@ -180,6 +180,12 @@ class Waiter(models.Model):
 
     class Meta:
         constraints = natural_key("yieldstar_waiter_key", "execution_id", "step_key", "store")
+        indexes = [
+            # The store page of the admin lists a store's first waiters in the order they
+            # registered (``ORDER BY created_at, id``): a scan of this index
+            # (migration 0014_admin_page_indexes).
+            models.Index(fields=["store", "created_at", "id"], name="yieldstar_waiter_listed"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.execution_id}:{self.step_key} waits since v{self.since_version}"
