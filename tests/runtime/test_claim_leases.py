@@ -841,3 +841,50 @@ def test_hand_backs_racing_a_store_deletion_never_create_it_again(rt: Runtime) -
     assert sum(ended) == len(jobs)
     assert not ClaimLeaseRecord.objects.filter(state="held").exists()
     assert "q" not in rt.client.list_stores(q), rt.client.get_store(q, "q")
+
+
+@pytest.mark.parametrize("by", ["expiry", "holder"])
+def test_a_hand_back_that_loses_a_race_hands_back_the_value_as_taken(
+    rt: Runtime, by: str
+) -> None:
+    """``release(draft, value)`` counts the hand-backs on the value it puts back; the
+    first time it runs, another connection writes the store, so the hand-back's commit
+    loses and the client runs ``release`` again on the newer state. Each run must get the
+    value as it was taken, as each run of an updater gets a fresh draft: the item comes
+    back counted once. Failed before: every attempt was given the same decoded object,
+    so the first attempt's change to it was still there for the second, and the item
+    came back counted twice (and a value appended by reference in a lost attempt was
+    changed under the winning one)."""
+    bumped: list[str] = []
+    name = rt.name("queue")
+    rt.stores.append(name)
+
+    def count_and_put_back(draft: Any, value: Any) -> None:
+        value["returned"] = value.get("returned", 0) + 1
+        draft["items"].append(value)
+        if not bumped:  # another writer commits first: this attempt's commit loses
+            bumped.append("bump")
+            writer = threading.Thread(target=bump)
+            writer.start()
+            writer.join(10)
+
+    def bump() -> None:
+        try:
+            rt.client.update_store(q, "q", updater=lambda d: d["items"].append("bump"))
+        finally:
+            connections.close_all()
+
+    q = define_store(
+        name, None, initial=lambda id: {"items": [{"job": "job-1"}]}, release=count_and_put_back
+    )
+    gate = rt.define()
+    if by == "expiry":
+        held_lease(rt, q)
+        assert expire_due(now=later(), client=rt.client) == 1
+    else:
+        eid = released_by_the_holder(rt, q, gate)
+        rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+        rt.settle(lambda: get_execution(eid).is_finished)
+        assert get_execution(eid).result is True, get_execution(eid).error
+    assert bumped == ["bump"], "the hand-back lost its race"
+    assert state(rt, q) == ["bump", {"job": "job-1", "returned": 1}]
