@@ -844,9 +844,7 @@ def test_hand_backs_racing_a_store_deletion_never_create_it_again(rt: Runtime) -
 
 
 @pytest.mark.parametrize("by", ["expiry", "holder"])
-def test_a_hand_back_that_loses_a_race_hands_back_the_value_as_taken(
-    rt: Runtime, by: str
-) -> None:
+def test_a_hand_back_that_loses_a_race_hands_back_the_value_as_taken(rt: Runtime, by: str) -> None:
     """``release(draft, value)`` counts the hand-backs on the value it puts back; the
     first time it runs, another connection writes the store, so the hand-back's commit
     loses and the client runs ``release`` again on the newer state. Each run must get the

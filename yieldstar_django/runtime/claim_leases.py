@@ -242,10 +242,12 @@ def end_lease(
     definition = get_definition(record.store_name)
     if definition is None or definition.release is None:
         raise LookupError(f"lease {id!r}: store {record.store_name!r} has no release callback here")
-    release, value = definition.release, record.value
+    release, value_json = definition.release, record.value_json
 
     def hand_back(draft: Any) -> Any:
-        return release(draft, value)
+        # Each attempt gets the value as taken, as it gets a fresh draft: a lost attempt's
+        # changes to it (or to the draft through it) must not carry over to the next.
+        return release(draft, decode_durable(value_json))
 
     step_id = StoreStepId(record.execution_id, release_key(record.step_key))
     ran: list[bool] = []
