@@ -886,3 +886,72 @@ def test_a_hand_back_that_loses_a_race_hands_back_the_value_as_taken(rt: Runtime
         assert get_execution(eid).result is True, get_execution(eid).error
     assert bumped == ["bump"], "the hand-back lost its race"
     assert state(rt, q) == ["bump", {"job": "job-1", "returned": 1}]
+
+
+def test_release_racing_the_expiry_and_release_now_hands_back_once(rt: Runtime) -> None:
+    """Each holder releases its lease (``step.release``) while a sweeper expires it and
+    the admin's "release now" releases it, each on its own PostgreSQL connection, started
+    together (the other two a little later each round, so any may win): each lease ends
+    once, exactly one of the three says it ended it, and each value is back once."""
+    on_postgresql(rt)
+    from yieldstar_django.runtime.executions import run_execution
+
+    jobs = [f"job-{n}" for n in range(8)]
+    q = queue(rt, jobs)
+    gate = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=5)
+        yield from step.take(gate, "g", first)
+        return (yield from step.release(lease))
+
+    eids = [start_workflow(wf) for _ in jobs]
+    rt.pump()
+    assert state(rt, q) == []
+    version = rt.client.get_store(q, "q").version
+    leases = {r.execution_id: r.pk for r in ClaimLeaseRecord.objects.all()}
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+    ended: dict[str, list[int]] = {"expiry": [], "admin": []}
+
+    def holder() -> None:
+        try:
+            for eid in eids:
+                barrier.wait(10)
+                run_execution(eid)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def other(kind: str) -> None:
+        try:
+            for n, eid in enumerate(eids):
+                barrier.wait(10)
+                time.sleep(0.001 * n * (1 if kind == "expiry" else 2))
+                state = ClaimLeaseState.EXPIRED if kind == "expiry" else ClaimLeaseState.RELEASED
+                ended[kind].append(release_now([leases[eid]], state=state))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [
+        threading.Thread(target=holder),
+        threading.Thread(target=other, args=("expiry",)),
+        threading.Thread(target=other, args=("admin",)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    rt.settle(lambda: all(get_execution(e).is_finished for e in eids))
+    results = [get_execution(e).result for e in eids]
+    assert all(isinstance(r, bool) for r in results), results
+    assert sum(results) + sum(ended["expiry"]) + sum(ended["admin"]) == len(jobs)
+    assert not ClaimLeaseRecord.objects.filter(state="held").exists()
+    assert sorted(state(rt, q)) == sorted(jobs)
+    assert rt.client.get_store(q, "q").version == version + len(jobs)
