@@ -722,3 +722,236 @@ def test_a_release_that_loses_its_races_retries_like_take_and_update(
     assert get_execution(eid).result is True
     assert ClaimLeaseRecord.objects.get().state == "released"
     assert state(rt, q) == ["bump", "job-1"]
+
+
+def released_by_the_holder(rt: Runtime, q: StoreDefinition, gate: StoreDefinition) -> str:
+    """Start a workflow that takes from ``q`` with a 30 s lease, waits on ``gate`` and
+    then releases the lease (returning what ``release`` said); its execution id."""
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=30)
+        yield from step.take(gate, "g", first)
+        return (yield from step.release(lease))
+
+    eid = start_workflow(wf)
+    rt.pump()
+    assert ClaimLeaseRecord.objects.get().state == "held"
+    return eid
+
+
+@pytest.mark.parametrize("recreated", [False, True], ids=["deleted", "recreated"])
+@pytest.mark.parametrize("by", ["expiry", "admin", "holder"])
+def test_a_lease_on_a_store_deleted_since_the_take_hands_nothing_back(
+    rt: Runtime, by: str, recreated: bool
+) -> None:
+    """The store a lease was taken from is deleted (and, with ``recreated``, used again:
+    a new instance, from ``initial``) while the lease is held. The value went with the
+    deleted store: ending the lease (expiry, the admin's "release now", the holder's
+    ``release``) must neither create the deleted store again nor put the value into the
+    new instance, which never held it. The lease ends once, with nothing handed back.
+    Failed before: the hand-back ran as a plain update, which created the deleted store
+    again from ``initial`` and appended the value (here ``initial`` holds "job-1" again,
+    so "job-1" was in it twice)."""
+    q = queue(rt, ["job-1"])
+    gate = rt.define()
+    eid = released_by_the_holder(rt, q, gate)
+    assert state(rt, q) == []
+    rt.client.delete_store(q, "q")
+    if recreated:
+        assert state(rt, q) == ["job-1"]  # a new instance, from initial
+    if by == "expiry":
+        assert expire_due(now=later(), client=rt.client) == 1
+    elif by == "admin":
+        assert release_now([ClaimLeaseRecord.objects.get().pk], client=rt.client) == 1
+    else:
+        rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+        rt.settle(lambda: get_execution(eid).is_finished)
+        assert get_execution(eid).status == "completed", get_execution(eid).error
+        assert get_execution(eid).result is True  # this release ended the lease
+    assert ClaimLeaseRecord.objects.get().state != "held"
+    if recreated:
+        assert state(rt, q) == ["job-1"]
+    else:
+        assert "q" not in rt.client.list_stores(q), "the deleted store was created again"
+    assert expire_due(now=later(), client=rt.client) == 0
+
+
+def test_hand_backs_racing_a_store_deletion_never_create_it_again(rt: Runtime) -> None:
+    """Six leases on one store expire; two sweepers on their own PostgreSQL connections
+    hand them back while a third connection deletes the store (the release callbacks
+    finish only once the deletion committed, so every hand-back's commit meets it). Every
+    lease ends once and the deleted store stays deleted. Failed before: the hand-backs
+    created the store again (from ``initial``) and put the values in it."""
+    on_postgresql(rt)
+    deleted = threading.Event()
+    name = rt.name("queue")
+    rt.stores.append(name)
+    jobs = [f"job-{n}" for n in range(6)]
+
+    def put_back_after_the_delete(draft: Any, value: Any) -> None:
+        assert deleted.wait(10)
+        draft["items"].append(value)
+
+    q = define_store(
+        name, None, initial=lambda id: {"items": list(jobs)}, release=put_back_after_the_delete
+    )
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=5)
+        yield from step.sleep(3600)
+        return lease.value
+
+    for _ in jobs:
+        start_workflow(wf)
+    rt.pump()
+    assert state(rt, q) == []
+    barrier = threading.Barrier(3)
+    ended: list[int] = []
+    errors: list[BaseException] = []
+
+    def sweeper() -> None:
+        try:
+            barrier.wait(10)
+            ended.append(expire_due(now=later()))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def deleter() -> None:
+        try:
+            barrier.wait(10)
+            time.sleep(0.05)
+            rt.client.delete_store(q, "q")
+            deleted.set()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            deleted.set()
+            connections.close_all()
+
+    threads = [threading.Thread(target=f) for f in (sweeper, sweeper, deleter)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    assert sum(ended) == len(jobs)
+    assert not ClaimLeaseRecord.objects.filter(state="held").exists()
+    assert "q" not in rt.client.list_stores(q), rt.client.get_store(q, "q")
+
+
+@pytest.mark.parametrize("by", ["expiry", "holder"])
+def test_a_hand_back_that_loses_a_race_hands_back_the_value_as_taken(rt: Runtime, by: str) -> None:
+    """``release(draft, value)`` counts the hand-backs on the value it puts back; the
+    first time it runs, another connection writes the store, so the hand-back's commit
+    loses and the client runs ``release`` again on the newer state. Each run must get the
+    value as it was taken, as each run of an updater gets a fresh draft: the item comes
+    back counted once. Failed before: every attempt was given the same decoded object,
+    so the first attempt's change to it was still there for the second, and the item
+    came back counted twice (and a value appended by reference in a lost attempt was
+    changed under the winning one)."""
+    bumped: list[str] = []
+    name = rt.name("queue")
+    rt.stores.append(name)
+
+    def count_and_put_back(draft: Any, value: Any) -> None:
+        value["returned"] = value.get("returned", 0) + 1
+        draft["items"].append(value)
+        if not bumped:  # another writer commits first: this attempt's commit loses
+            bumped.append("bump")
+            writer = threading.Thread(target=bump)
+            writer.start()
+            writer.join(10)
+
+    def bump() -> None:
+        try:
+            rt.client.update_store(q, "q", updater=lambda d: d["items"].append("bump"))
+        finally:
+            connections.close_all()
+
+    q = define_store(
+        name, None, initial=lambda id: {"items": [{"job": "job-1"}]}, release=count_and_put_back
+    )
+    gate = rt.define()
+    if by == "expiry":
+        held_lease(rt, q)
+        assert expire_due(now=later(), client=rt.client) == 1
+    else:
+        eid = released_by_the_holder(rt, q, gate)
+        rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+        rt.settle(lambda: get_execution(eid).is_finished)
+        assert get_execution(eid).result is True, get_execution(eid).error
+    assert bumped == ["bump"], "the hand-back lost its race"
+    assert state(rt, q) == ["bump", {"job": "job-1", "returned": 1}]
+
+
+def test_release_racing_the_expiry_and_release_now_hands_back_once(rt: Runtime) -> None:
+    """Each holder releases its lease (``step.release``) while a sweeper expires it and
+    the admin's "release now" releases it, each on its own PostgreSQL connection, started
+    together (the other two a little later each round, so any may win): each lease ends
+    once, exactly one of the three says it ended it, and each value is back once."""
+    on_postgresql(rt)
+    from yieldstar_django.runtime.executions import run_execution
+
+    jobs = [f"job-{n}" for n in range(8)]
+    q = queue(rt, jobs)
+    gate = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=5)
+        yield from step.take(gate, "g", first)
+        return (yield from step.release(lease))
+
+    eids = [start_workflow(wf) for _ in jobs]
+    rt.pump()
+    assert state(rt, q) == []
+    version = rt.client.get_store(q, "q").version
+    leases = {r.execution_id: r.pk for r in ClaimLeaseRecord.objects.all()}
+    rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+    ended: dict[str, list[int]] = {"expiry": [], "admin": []}
+
+    def holder() -> None:
+        try:
+            for eid in eids:
+                barrier.wait(10)
+                run_execution(eid)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def other(kind: str) -> None:
+        try:
+            for n, eid in enumerate(eids):
+                barrier.wait(10)
+                time.sleep(0.001 * n * (1 if kind == "expiry" else 2))
+                state = ClaimLeaseState.EXPIRED if kind == "expiry" else ClaimLeaseState.RELEASED
+                ended[kind].append(release_now([leases[eid]], state=state))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [
+        threading.Thread(target=holder),
+        threading.Thread(target=other, args=("expiry",)),
+        threading.Thread(target=other, args=("admin",)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    rt.settle(lambda: all(get_execution(e).is_finished for e in eids))
+    results = [get_execution(e).result for e in eids]
+    assert all(isinstance(r, bool) for r in results), results
+    assert sum(results) + sum(ended["expiry"]) + sum(ended["admin"]) == len(jobs)
+    assert not ClaimLeaseRecord.objects.filter(state="held").exists()
+    assert sorted(state(rt, q)) == sorted(jobs)
+    assert rt.client.get_store(q, "q").version == version + len(jobs)

@@ -24,14 +24,18 @@ class ClaimLeaseState(models.TextChoices):
 
 
 class ClaimLeaseRecord(models.Model):
-    """One leased claim: what was taken (``value_json``) from which store, by which
-    execution step, until when. Leaves ``held`` exactly once (a conditional update)."""
+    """One leased claim: what was taken (``value_json``) from which store (and which
+    instance of it, ``instance_id``), by which execution step, until when. Leaves ``held``
+    exactly once (a conditional update)."""
 
     id = models.CharField(primary_key=True, max_length=600)
     execution_id = models.CharField(max_length=255, db_index=True)
     step_key = models.CharField(max_length=255)
     store_name = models.CharField(max_length=255)
     store_id = models.CharField(max_length=255)
+    #: The instance of the store the value was taken from: a hand-back goes only to it
+    #: (empty on leases recorded before the column existed).
+    instance_id = models.CharField(max_length=64, blank=True, default="")
     value_json = models.TextField()
     state = models.CharField(
         max_length=16, choices=ClaimLeaseState.choices, default=ClaimLeaseState.HELD

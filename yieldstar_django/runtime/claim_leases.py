@@ -8,14 +8,16 @@ now" hand the value back by running the definition's ``release(draft, value)`` a
 update with its own step id, ``StoreStepId(<holder execution>, "<take key>:release")``;
 the lease's update commits with that store update (on the in-memory client, in a
 transaction of its own inside the store's commit), so the item is handed back at most
-once. User code (selectors, claims, ``release``) never runs inside a transaction.
+once. A hand-back goes only to the instance of the store the value was taken from: a lease
+whose store was deleted since (or deleted and used again) ends with nothing handed back.
+User code (selectors, claims, ``release``) never runs inside a transaction.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -27,6 +29,7 @@ from django.utils import timezone
 from .. import clock
 from ..conf import yieldstar_settings
 from ..connector import CommitHook, DatabaseStoreClient, get_store_client
+from ..core.commits import StoreMutation
 from ..core.definition import get_definition
 from ..core.durable import decode_durable
 from ..core.errors import StoreContentionError
@@ -95,12 +98,13 @@ def take(
 ) -> StepResult:
     """Engine step ``take_lease``: ``take``, with the lease row written in the transaction
     that commits the claim and its heap row. The heap row records the lease: its
-    ``wake_at`` is the lease's ``expires_at``, its ``recorded_at`` when it was taken."""
+    ``wake_at`` is the lease's ``expires_at``, its ``recorded_at`` when it was taken. The
+    lease row records the instance of the store the claim committed on."""
     assert call.definition is not None
     definition = call.definition
     length = timedelta(seconds=call.seconds)
 
-    def create_lease(selected_json: str, now: datetime) -> datetime:
+    def create_lease(selected_json: str, now: datetime, instance_id: str) -> datetime:
         record, _ = ClaimLeaseRecord.objects.using(engine.alias).get_or_create(
             id=lease_id(engine.execution.id, key),
             defaults={
@@ -108,6 +112,7 @@ def take(
                 "step_key": key,
                 "store_name": definition.name,
                 "store_id": call.store_id,
+                "instance_id": instance_id,
                 "value_json": selected_json,
                 "expires_at": now + length,
             },
@@ -174,6 +179,26 @@ class _AlreadyEnded(Exception):
     """Rolls back a hand-back whose lease another process ended first."""
 
 
+class _StoreGone(Exception):
+    """Stops a hand-back (before its commit) into a store that is not the instance the
+    lease's value was taken from: deleted since (the commit would create it again), or
+    deleted and used again (a new instance, which never held the value)."""
+
+
+def _taken_from(record: ClaimLeaseRecord) -> Callable[[StoreMutation], None]:
+    """A check of a hand-back's mutation: ``_StoreGone`` unless it commits on the instance
+    ``record`` was taken from (a lease recorded without its instance, by an earlier
+    release, is handed back to whatever instance there is, as it was)."""
+
+    def check(mutation: StoreMutation) -> None:
+        if record.instance_id and (
+            mutation.created or mutation.expected.instance_id != record.instance_id
+        ):
+            raise _StoreGone(record.pk)
+
+    return check
+
+
 def end_lease(
     id: str,
     state: str,
@@ -189,7 +214,10 @@ def end_lease(
     For ``released``/``expired`` the definition's ``release(draft, value)`` runs as a
     store update (outside any transaction, in the store client's CAS loop), and the lease's
     conditional update commits with it (a commit hook), so a value is handed back at most
-    once. ``also(ended)`` is more database work committed with the outcome. With
+    once. A hand-back goes only to the instance of the store the value was taken from: if
+    the store was deleted since (or deleted and used again), the lease ends with nothing
+    handed back (and nothing created). ``also(ended)`` is more database work committed
+    with the outcome. With
     ``holder`` (an execution id), a lease that execution did not take raises
     ``ValueError`` before anything is written (``action`` names the step in its message).
     """
@@ -214,13 +242,16 @@ def end_lease(
     definition = get_definition(record.store_name)
     if definition is None or definition.release is None:
         raise LookupError(f"lease {id!r}: store {record.store_name!r} has no release callback here")
-    release, value = definition.release, record.value
+    release, value_json = definition.release, record.value_json
 
     def hand_back(draft: Any) -> Any:
-        return release(draft, value)
+        # Each attempt gets the value as taken, as it gets a fresh draft: a lost attempt's
+        # changes to it (or to the draft through it) must not carry over to the next.
+        return release(draft, decode_durable(value_json))
 
     step_id = StoreStepId(record.execution_id, release_key(record.step_key))
     ran: list[bool] = []
+    check = _taken_from(record)
 
     def work() -> None:
         if not mark():
@@ -229,16 +260,22 @@ def end_lease(
             also(True)
         ran.append(True)
 
-    hook = _in_the_commit(client, alias, work)
+    hook = _in_the_commit(client, alias, work, check)
     if hook is None:
         # A database client of another database: end the lease first (so a complete
         # racing it fails), then hand back (the ledger makes a repeated hand-back a no-op);
-        # a hand-back that fails puts the lease back to held, and ``also`` runs after.
+        # a hand-back that fails puts the lease back to held, and ``also`` runs after. A
+        # store gone since the take gets nothing, and the lease stays ended.
         with transaction.atomic(using=alias):
             ended = mark()
         if ended:
             try:
-                client.update_store(definition, record.store_id, updater=hand_back, step_id=step_id)
+                with _checked(client, check):
+                    client.update_store(
+                        definition, record.store_id, updater=hand_back, step_id=step_id
+                    )
+            except _StoreGone:
+                _gone(record)
             except BaseException:
                 ClaimLeaseRecord.objects.using(alias).filter(pk=id, state=state).update(
                     state=ClaimLeaseState.HELD, ended_at=None
@@ -253,6 +290,15 @@ def end_lease(
             client.update_store(definition, record.store_id, updater=hand_back, step_id=step_id)
     except _AlreadyEnded:
         pass
+    except _StoreGone:
+        # Nothing to hand back to: end the lease on its own (``also`` with it).
+        with transaction.atomic(using=alias):
+            ended = mark()
+            if also is not None:
+                also(ended)
+        if ended:
+            _gone(record)
+        return ended
     if ran:
         return True
     # Another process ended it first (or its hand-back is already in the ledger).
@@ -263,25 +309,65 @@ def end_lease(
 
 
 def _in_the_commit(
-    client: StoreClient, alias: str, work: Callable[[], None]
+    client: StoreClient,
+    alias: str,
+    work: Callable[[], None],
+    check: Callable[[StoreMutation], None],
 ) -> AbstractContextManager[None] | None:
     """A context in which ``client``'s next store commit does ``work`` (the lease's end
     and the step's record, on ``alias``) and applies only if it returns: in the commit's
     transaction on the database client of ``alias``, in a transaction of its own inside
     the commit on the in-memory client; ``None`` for a client that cannot (a database
-    client of another database)."""
+    client of another database). ``check(mutation)`` runs before each commit: what it
+    raises stops the store call with nothing committed."""
     if isinstance(client, DatabaseStoreClient):
         if client.using != alias:
             return None
-        return client.commit_hook(CommitHook(lambda mutation: work))
+
+        def prepare(mutation: StoreMutation) -> Callable[[], None]:
+            check(mutation)
+            return work
+
+        return client.commit_hook(CommitHook(prepare))
     if isinstance(client, MemoryStoreClient):
 
         def atomic_work() -> None:
             with transaction.atomic(using=alias):
                 work()
 
-        return client.commit_hook(lambda mutation: atomic_work)
+        def prepare_atomic(mutation: StoreMutation) -> Callable[[], None]:
+            check(mutation)
+            return atomic_work
+
+        return client.commit_hook(prepare_atomic)
     return None
+
+
+def _checked(
+    client: StoreClient, check: Callable[[StoreMutation], None]
+) -> AbstractContextManager[None]:
+    """A context in which ``client``'s store commits run ``check(mutation)`` first (and
+    nothing more), where the client can take a hook."""
+
+    def prepare(mutation: StoreMutation) -> Callable[[], None]:
+        check(mutation)
+        return lambda: None
+
+    if isinstance(client, DatabaseStoreClient):
+        return client.commit_hook(CommitHook(prepare))
+    if isinstance(client, MemoryStoreClient):
+        return client.commit_hook(prepare)
+    return nullcontext()
+
+
+def _gone(record: ClaimLeaseRecord) -> None:
+    logger.warning(
+        "claim lease %s ended with nothing handed back: its store %s/%s was deleted since "
+        "the take (the value went with it)",
+        record.pk,
+        record.store_name,
+        record.store_id,
+    )
 
 
 def _client(client: StoreClient | None) -> StoreClient:

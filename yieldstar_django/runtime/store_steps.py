@@ -72,13 +72,14 @@ def take(
     key: str,
     position: int,
     row: ExecutionStep | None,
-    also: Callable[[str, datetime], datetime | None] | None = None,
+    also: Callable[[str, datetime, str], datetime | None] | None = None,
 ) -> StepResult:
     """Take, and record a match in the same transaction as the store's commit.
 
-    ``also(selected_json, now)`` is more database work of the step, in the transaction of
-    its heap row (a claim lease); it returns the row's ``wake_at`` (or ``None``), and
-    ``now`` is the row's ``recorded_at``.
+    ``also(selected_json, now, instance_id)`` is more database work of the step, in the
+    transaction of its heap row (a claim lease); it returns the row's ``wake_at`` (or
+    ``None``), ``now`` is the row's ``recorded_at`` and ``instance_id`` the instance of the
+    store the claim committed on.
 
     The selector and claim run outside any transaction (the store client's CAS loop);
     the commit itself drops the step's waiter (so the claim does not wake this very
@@ -98,14 +99,14 @@ def take(
         encoded = selected_json(engine, key, recorded_result(mutation))
 
         def write() -> None:
-            complete(encoded)
+            complete(encoded, mutation.expected.instance_id)
             hooked.append(encoded)
 
         return write
 
-    def complete(encoded: str) -> None:
+    def complete(encoded: str, instance_id: str) -> None:
         now = clock.now()
-        wake_at = also(encoded, now) if also is not None else None
+        wake_at = also(encoded, now, instance_id) if also is not None else None
         engine._write(
             call,
             key,
@@ -134,7 +135,7 @@ def take(
             encoded = selected_json(engine, key, result)
             with transaction.atomic(using=engine.alias):
                 drop_waiter()
-                complete(encoded)
+                complete(encoded, result.instance_id)
         elif row is None:
             with transaction.atomic(using=engine.alias):
                 engine._write(call, key, position, None, status=StepStatus.PENDING)
