@@ -117,3 +117,31 @@ def test_admin_ledger_section_walks_the_ledger_index(alias: str) -> None:
             text = "\n".join(str(row[-1]) for row in cursor.fetchall())
         assert "yieldstar_applied_step_recent" in text, text
         assert "TEMP B-TREE" not in text, text
+
+
+#: Every index of the app's tables that another index of the same table makes redundant:
+#: not unique, no predicate, its columns (with their operator classes and collations) the
+#: first columns of the other, which answers every lookup it answers.
+REDUNDANT_INDEXES = """
+SELECT a.indexrelid::regclass::text, b.indexrelid::regclass::text
+  FROM pg_index a
+  JOIN pg_index b ON b.indrelid = a.indrelid AND b.indexrelid <> a.indexrelid
+ WHERE a.indrelid::regclass::text LIKE 'yieldstar%%'
+   AND NOT a.indisunique AND a.indpred IS NULL AND b.indpred IS NULL
+   AND a.indexprs IS NULL AND b.indexprs IS NULL
+   AND (' ' || b.indkey::text || ' ') LIKE (' ' || a.indkey::text || ' %%')
+   AND (' ' || b.indclass::text || ' ') LIKE (' ' || a.indclass::text || ' %%')
+   AND (' ' || b.indcollation::text || ' ') LIKE (' ' || a.indcollation::text || ' %%')
+ ORDER BY 1, 2
+"""
+
+
+@pytest.mark.postgres
+@db("default")
+def test_no_index_is_a_prefix_of_another() -> None:
+    """Each index costs every insert of its table (a heap row per step, a waiter per
+    waiting take) a write: an index whose columns begin another index of the table adds
+    that cost and answers nothing the other does not."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute(REDUNDANT_INDEXES)
+        assert cursor.fetchall() == []
