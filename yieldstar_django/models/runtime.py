@@ -140,7 +140,11 @@ class ExecutionStep(models.Model):
     retrying at ``wake_at``, a take waiting for a match.
     """
 
-    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="steps")
+    # Lookups by execution are served by the unique (execution, step_key) and the replay
+    # index (execution, position, id), which begin with it: no index of its own.
+    execution = models.ForeignKey(
+        Execution, on_delete=models.CASCADE, related_name="steps", db_index=False
+    )
     step_key = models.CharField(max_length=255)
     position = models.PositiveIntegerField(help_text="Index of the step in replay order.")
     kind = models.CharField(max_length=16, choices=StepKind.choices)

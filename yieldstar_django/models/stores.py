@@ -171,6 +171,8 @@ class Waiter(models.Model):
         related_name="waiters",
         verbose_name="store",
         db_column="store_pk",
+        # Served by ``yieldstar_waiter_listed`` (store, created_at, id), which begins with it.
+        db_index=False,
     )
     instance_id = models.CharField("instance id", max_length=64)
     since_version = models.BigIntegerField("since version")
