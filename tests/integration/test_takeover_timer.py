@@ -45,8 +45,10 @@ from .conftest import WakeCollector, configure
 LEASE = 0.3
 
 
-class WorkerDied(BaseException):
-    """The worker process is gone (SIGKILL): it releases nothing and never renews again."""
+class WorkerDied(SystemExit):
+    """The worker process is gone (SIGKILL): it releases nothing and never renews again.
+    A stop the engine leaves unrecorded (``runtime.outcomes.NOT_RECORDED``), as a SIGKILL
+    records nothing: any other ``BaseException`` of the workflow's is its failure."""
 
 
 @pytest.fixture
