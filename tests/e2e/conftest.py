@@ -154,12 +154,12 @@ class Env:
             "PYTHONUNBUFFERED": "1",
         }
 
-    def spawn(self, name: str, argv: list[str]) -> Process:
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Process:
         log = self.logs / f"{name}-{len(self.processes)}.log"
         handle = log.open("wb")
         popen = subprocess.Popen(
-            argv, cwd=ROOT, env=self.environ(), stdout=handle, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            argv, cwd=ROOT, env={**self.environ(), **(env or {})}, stdout=handle,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         handle.close()
         process = Process(name, popen, log)
@@ -167,8 +167,15 @@ class Env:
         return process
 
     def start_worker(
-        self, name: str = "worker", *, concurrency: int = 2, wait: bool = True
+        self,
+        name: str = "worker",
+        *,
+        concurrency: int = 2,
+        wait: bool = True,
+        env: dict[str, str] | None = None,
     ) -> Process:
+        """A worker on the module's queue; ``env`` adds to its environment (see
+        ``worker_settings``)."""
         worker = self.spawn(
             name,
             [
@@ -177,6 +184,7 @@ class Env:
                 "--without-mingle", "--without-gossip", "--without-heartbeat",
                 "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h",
             ],
+            env,
         )  # fmt: skip
         if wait:
             worker.wait_ready()
