@@ -173,6 +173,7 @@ class Env:
         concurrency: int = 2,
         wait: bool = True,
         env: dict[str, str] | None = None,
+        pool: str = "prefork",
     ) -> Process:
         """A worker on the module's queue; ``env`` adds to its environment (see
         ``worker_settings``)."""
@@ -180,7 +181,7 @@ class Env:
             name,
             [
                 sys.executable, "-m", "celery", "-A", "tests.e2e.celery_app", "worker",
-                "-Q", self.queue, "-c", str(concurrency), "--loglevel=INFO",
+                "-Q", self.queue, "-P", pool, "-c", str(concurrency), "--loglevel=INFO",
                 "--without-mingle", "--without-gossip", "--without-heartbeat",
                 "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h",
             ],
