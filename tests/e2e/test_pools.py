@@ -74,3 +74,24 @@ def test_sigterm_to_every_process_of_a_prefork_worker_is_a_kill_mid_step(
     assert execution.status == "completed", execution.error
     assert len(attempts(tmp_path)) == 2
     e2e.stop_all()
+
+
+def test_a_cold_shutdown_of_a_solo_worker_mid_step_fails_nothing(e2e: Env, tmp_path: Path) -> None:
+    """A cold shutdown (SIGQUIT; a second Ctrl+C; SIGTERM under ``REMAP_SIGTERM=SIGQUIT``)
+    cancels the tasks in progress from Celery's signal handler, which the solo pool runs
+    in the thread of the task: what it raises there (Celery's solo pool cannot cancel a
+    task: ``NotImplementedError``) surfaces in the step. That is the worker stopping, not
+    the step failing: nothing is recorded, and the execution is taken over once its
+    lease expires, the interrupted step run again."""
+    e2e.start_relay()
+    worker = e2e.start_worker("solo", pool="solo", concurrency=1)
+    execution_id = start_workflow("e2e.paused_step", str(tmp_path))
+    wait_until("the step to start", lambda: attempts(tmp_path) != [])
+    worker.popen.send_signal(signal.SIGQUIT)
+    wait_until("the worker to exit", lambda: worker.popen.poll() is not None, 60)
+    e2e.start_worker("rescuer")
+    wait_until("the execution to finish", lambda: get_execution(execution_id).is_finished, 90)
+    execution = get_execution(execution_id)
+    assert execution.status == "completed", execution.error
+    assert len(attempts(tmp_path)) == 2
+    e2e.stop_all()
