@@ -283,6 +283,19 @@ def kill_mid_step_and_rescue(
     assert execution.runs >= 2
 
 
+def delete_queue(app: Celery, url: str, queue: str) -> None:
+    """Delete the module's queue and its exchange (Celery names both after the queue) from
+    the shared RabbitMQ at ``url`` (given: the app's ``broker_url`` reads
+    ``CELERY_BROKER_URL`` first); a private Redis goes away with its server."""
+    try:
+        with app.connection_for_write(url) as connection:
+            channel = connection.default_channel
+            channel.queue_delete(queue)
+            channel.exchange_delete(queue)
+    except Exception:  # never declared (no worker, no publish) or unreachable: nothing to do
+        pass
+
+
 @pytest.fixture(scope="module")
 def e2e(
     broker: Broker, django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
@@ -323,6 +336,8 @@ def e2e(
         else:
             os.environ["CELERY_BROKER_URL"] = inherited
     env.stop_all()
+    if broker.kind == "amqp":
+        delete_queue(app, broker.url, queue)
     app.close()
     _state.set_default_app(previous)
     if previous is not None:
