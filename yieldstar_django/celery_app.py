@@ -33,9 +33,16 @@ def current_app() -> Celery:
 
 def is_default_app(app: Celery) -> bool:
     """Whether ``app`` is the fallback app Celery makes up when no app was created: the
-    default app named ``"default"`` (an app made default with ``set_default()`` is the
-    project's own)."""
-    return app is getattr(_state, "default_app", None) and app.main == "default"
+    default app named ``"default"`` that Celery creates with no fixups and without making
+    it current (``Celery("default", fixups=[], set_as_current=False)``). An app made default
+    with ``set_default()`` is the project's own, and so is a project app that happens to be
+    named ``"default"``: it has Celery's fixups (the Django one made it the default app)."""
+    return (
+        app is getattr(_state, "default_app", None)
+        and app.main == "default"
+        and not app.set_as_current
+        and not app.fixups
+    )
 
 
 def require_configured_app() -> Celery:

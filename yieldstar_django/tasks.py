@@ -7,7 +7,9 @@
 and safe to deliver twice or late: the execution's lease serializes runs, and a wake that
 arrives during a run makes that run go again. Each call closes stale database connections
 before and after it runs, as Django does around a request (Celery workers get no request
-signals).
+signals), but never one inside a ``transaction.atomic`` block: a task run eagerly
+(``task_always_eager``, ``.apply()``) in a transaction of its caller's (a ``TestCase``'s,
+a view's under ``ATOMIC_REQUESTS``) leaves that transaction alone.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError, close_old_connections, connections
+from django.db import InterfaceError, OperationalError, connections
 
 from .conf import database_alias, yieldstar_settings
 from .retention import prune_finished
@@ -29,6 +31,21 @@ __all__ = ["prune_executions", "relay_wakes", "resume_execution"]
 
 #: Longest Celery countdown between two retries after a database error, in seconds.
 MAX_RETRY_COUNTDOWN = 30
+
+
+def _close_stale_connections() -> None:
+    """Django's ``close_old_connections`` (what it runs around a request), except for a
+    connection inside a ``transaction.atomic`` block.
+
+    In a worker no task runs inside one. A task run eagerly (``task_always_eager``,
+    ``.apply()``) runs in its caller's thread, inside the caller's transaction when there
+    is one (a ``TestCase``'s, a view's under ``ATOMIC_REQUESTS``): closing that connection
+    would end the transaction, lose what it wrote and refuse every later query in the
+    block. Celery's own Django fixup leaves an eager task's connections alone so.
+    """
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()
 
 
 @shared_task(
@@ -48,7 +65,7 @@ def resume_execution(self: Any, execution_id: str) -> str:
     or one on a new connection (the database restarting, say), retries the task with a
     short backoff; beyond that the execution's durable timers resume it.
     """
-    close_old_connections()
+    _close_stale_connections()
     kept = connections[database_alias()].connection
     try:
         try:
@@ -65,7 +82,7 @@ def resume_execution(self: Any, execution_id: str) -> str:
         )
         raise self.retry(exc=exc, countdown=countdown) from exc
     finally:
-        close_old_connections()
+        _close_stale_connections()
 
 
 def _dropped_broken_connection(kept: object) -> bool:
@@ -89,11 +106,11 @@ def prune_executions(batch_size: int = 500) -> int:
     age = yieldstar_settings.RETENTION_SECONDS
     if age is None:
         return 0
-    close_old_connections()
+    _close_stale_connections()
     try:
         return prune_finished(older_than=age, batch_size=batch_size).executions
     finally:
-        close_old_connections()
+        _close_stale_connections()
 
 
 @shared_task(name="yieldstar_django.relay_wakes", ignore_result=True)
@@ -103,10 +120,10 @@ def relay_wakes(using: str | None = None) -> int:
     Closes stale database connections before and after, as Django does around a request.
     """
     using = database_alias(using)
-    close_old_connections()
+    _close_stale_connections()
     try:
         delivered = relay_once(using=using)
         run_round_tasks(using)
         return delivered
     finally:
-        close_old_connections()
+        _close_stale_connections()

@@ -154,12 +154,12 @@ class Env:
             "PYTHONUNBUFFERED": "1",
         }
 
-    def spawn(self, name: str, argv: list[str]) -> Process:
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Process:
         log = self.logs / f"{name}-{len(self.processes)}.log"
         handle = log.open("wb")
         popen = subprocess.Popen(
-            argv, cwd=ROOT, env=self.environ(), stdout=handle, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            argv, cwd=ROOT, env={**self.environ(), **(env or {})}, stdout=handle,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         handle.close()
         process = Process(name, popen, log)
@@ -167,16 +167,25 @@ class Env:
         return process
 
     def start_worker(
-        self, name: str = "worker", *, concurrency: int = 2, wait: bool = True
+        self,
+        name: str = "worker",
+        *,
+        concurrency: int = 2,
+        wait: bool = True,
+        env: dict[str, str] | None = None,
+        pool: str = "prefork",
     ) -> Process:
+        """A worker on the module's queue; ``env`` adds to its environment (see
+        ``worker_settings``)."""
         worker = self.spawn(
             name,
             [
                 sys.executable, "-m", "celery", "-A", "tests.e2e.celery_app", "worker",
-                "-Q", self.queue, "-c", str(concurrency), "--loglevel=INFO",
+                "-Q", self.queue, "-P", pool, "-c", str(concurrency), "--loglevel=INFO",
                 "--without-mingle", "--without-gossip", "--without-heartbeat",
                 "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h",
             ],
+            env,
         )  # fmt: skip
         if wait:
             worker.wait_ready()
@@ -274,6 +283,19 @@ def kill_mid_step_and_rescue(
     assert execution.runs >= 2
 
 
+def delete_queue(app: Celery, url: str, queue: str) -> None:
+    """Delete the module's queue and its exchange (Celery names both after the queue) from
+    the shared RabbitMQ at ``url`` (given: the app's ``broker_url`` reads
+    ``CELERY_BROKER_URL`` first); a private Redis goes away with its server."""
+    try:
+        with app.connection_for_write(url) as connection:
+            channel = connection.default_channel
+            channel.queue_delete(queue)
+            channel.exchange_delete(queue)
+    except Exception:  # never declared (no worker, no publish) or unreachable: nothing to do
+        pass
+
+
 @pytest.fixture(scope="module")
 def e2e(
     broker: Broker, django_db_setup: None, tmp_path_factory: pytest.TempPathFactory
@@ -314,6 +336,8 @@ def e2e(
         else:
             os.environ["CELERY_BROKER_URL"] = inherited
     env.stop_all()
+    if broker.kind == "amqp":
+        delete_queue(app, broker.url, queue)
     app.close()
     _state.set_default_app(previous)
     if previous is not None:

@@ -7,6 +7,7 @@ and a queue of its own (``YIELDSTAR_E2E_QUEUE``), so nothing else consumes its t
 
 from __future__ import annotations
 
+import json
 import os
 
 from tests.settings import *  # noqa: F403
@@ -26,6 +27,10 @@ INSTALLED_APPS = [*INSTALLED_APPS, "tests.e2e"]
 CELERY_BROKER_URL = os.environ["YIELDSTAR_E2E_BROKER_URL"]
 CELERY_TASK_DEFAULT_QUEUE = os.environ["YIELDSTAR_E2E_QUEUE"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A test's own broker transport options (JSON), e.g. a short Redis visibility timeout.
+CELERY_BROKER_TRANSPORT_OPTIONS = json.loads(
+    os.environ.get("YIELDSTAR_E2E_TRANSPORT_OPTIONS", "{}")
+)
 
 YIELDSTAR = dict(E2E_YIELDSTAR)
 

@@ -98,6 +98,20 @@ def paused_step(step: Step, marker_dir: str) -> Any:
     return value
 
 
+def pushed(values: list[Any]) -> Any:
+    def append(draft: Any) -> None:
+        draft["items"].extend({"value": v, "claimed_by": None} for v in values)
+
+    return append
+
+
+@workflow("e2e.pusher")
+def pusher(step: Step, store_id: str, values: list[Any]) -> Any:
+    """Pushes from a worker: the wakes of the takers go out from the worker's own thread."""
+    yield from step.update(jobs, store_id, pushed(values))
+    return len(values)
+
+
 @workflow("e2e.quick")
 def quick(step: Step) -> Any:
     return (yield from step.run(now_iso))

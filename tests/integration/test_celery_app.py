@@ -111,6 +111,25 @@ def test_an_app_made_the_default_is_the_projects_own(monkeypatch: pytest.MonkeyP
         _state.set_default_app(previous)
 
 
+def test_a_project_app_named_default_is_the_projects_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project may name its app ``Celery("default")``; Celery's Django fixup makes it the
+    default app when it is the first one (as it makes any project app). It is not Celery's
+    unconfigured fallback, which Celery makes up itself, also named ``"default"``: the
+    wakes must go out, and W003 must not warn."""
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
+    previous = _state.default_app
+    _state.set_default_app(None)
+    app = Celery("default", broker="redis://127.0.0.1:6379/9", set_as_current=False)
+    try:
+        assert _state.default_app is app  # made default by the Django fixup
+        with current(app):
+            assert require_configured_app() is app
+            with configure(WAKE_BACKEND=celery_backend):
+                assert check_celery_app() == []
+    finally:
+        _state.set_default_app(previous)
+
+
 @pytest.mark.django_db(transaction=True, databases=["default"])
 def test_relay_leaves_the_intent_undelivered_with_the_default_app() -> None:
     schedule_wake("e-trap", "wf", timezone.now() - timedelta(seconds=1))

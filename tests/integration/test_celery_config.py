@@ -4,12 +4,17 @@ Celery signal receivers, a broker that stops answering."""
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from celery import Celery
 
+from tests.paths import ROOT
 from yieldstar_django.models import WakeIntent
 
 from .conftest import BOTH, POSTGRES, Spawn
@@ -134,3 +139,38 @@ def test_with_the_documented_timeouts_a_broker_that_does_not_answer_costs_second
     intent = WakeIntent.objects.using(alias).get(execution_id="e")
     assert (intent.delivered_at, intent.attempts) == (None, 1)
     assert "Timeout" in intent.last_error
+
+
+#: The pages that show a Celery beat schedule for yieldstar's beat tasks.
+BEAT_PAGES = ("docs/operations/relay.md", "docs/operations/retention.md")
+BEAT_TASKS = {"yieldstar_django.relay_wakes", "yieldstar_django.prune_executions"}
+
+
+def documented_beat_blocks(page: str) -> list[str]:
+    """The Python blocks of ``page`` that configure a beat schedule."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), re.DOTALL)
+    return [block for block in blocks if "beat_schedule" in block.lower()]
+
+
+def test_the_documented_beat_schedules_add_up_in_one_place() -> None:
+    """Celery has one beat schedule. The relay's page schedules ``relay_wakes`` and the
+    retention page ``prune_executions``: a project that runs both on beat follows both.
+    Each must therefore add its entry to the same setting, ``CELERY_BEAT_SCHEDULE`` (which
+    ``config_from_object(..., namespace="CELERY")`` reads as ``beat_schedule``); an
+    ``app.conf.beat_schedule = {...}`` in the Celery module replaces that setting's whole
+    schedule, and the relay (every durable timer, every lease takeover) silently stops."""
+    entries: dict[str, Any] = {}
+    for page in BEAT_PAGES:
+        blocks = documented_beat_blocks(page)
+        assert blocks, f"{page} shows no beat schedule"
+        for block in blocks:
+            assert "app.conf" not in block, f"{page}: replaces the schedule from the Celery module"
+            settings_module: dict[str, Any] = {}
+            exec(block, settings_module)  # a settings fragment: no Celery app in scope
+            schedule = settings_module.get("CELERY_BEAT_SCHEDULE")
+            assert isinstance(schedule, dict), f"{page}: not the CELERY_BEAT_SCHEDULE setting"
+            assert not set(schedule) & set(entries), f"{page}: an entry of another page's name"
+            entries.update(schedule)
+    app = Celery("beat-docs", set_as_current=False)
+    app.config_from_object(SimpleNamespace(CELERY_BEAT_SCHEDULE=entries), namespace="CELERY")
+    assert {entry["task"] for entry in app.conf.beat_schedule.values()} == BEAT_TASKS

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.worker import state as worker_state
 
 from yieldstar_django import clock
 from yieldstar_django.conf import MAX_SECONDS
@@ -161,6 +162,59 @@ def test_a_time_limit_in_a_store_step_s_user_code_is_not_recorded(rt: Runtime, w
     assert execution.status == "completed", (execution.status, execution.error)
     expected = {"update": ["a", "b"], "take_any": [0, "a"]}.get(where, "a")
     assert execution.result == expected
+
+
+@pytest.mark.parametrize("where", ["run", "between steps", "update", "take selector"])
+def test_an_error_raised_while_the_worker_shuts_down_cold_is_not_recorded(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """A cold shutdown of a Celery worker (SIGQUIT, a second Ctrl+C) cancels the tasks in
+    progress from its signal handler; in the solo pool that handler runs in the thread of
+    the task, and what it raises (``NotImplementedError``: the solo pool cannot cancel)
+    surfaces wherever the workflow was. Celery has set ``should_terminate`` by then. That
+    is the worker stopping, not the step or the workflow failing: the run ends unrecorded
+    and the next one (in another worker) completes the execution."""
+    monkeypatch.setattr(worker_state, "should_terminate", None)
+    store = rt.define(initial=lambda id: {"items": ["a"]})
+    pending = [True]
+
+    def cold_shutdown(here: str) -> None:
+        if where == here and pending and pending.pop():
+            worker_state.should_terminate = 1  # EX_FAILURE, as Celery's handler sets it
+            raise NotImplementedError(
+                "<class 'celery.concurrency.solo.TaskPool'> does not implement kill_job"
+            )
+
+    def work() -> str:
+        cold_shutdown("run")
+        return "worked"
+
+    def first(state: Any) -> Any:
+        cold_shutdown("take selector")
+        return state["items"][0] if state["items"] else None
+
+    def append(draft: Any) -> None:
+        cold_shutdown("update")
+        draft["items"].append("b")
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        done = [(yield from step.run(work))]
+        cold_shutdown("between steps")
+        done.append((yield from step.update(store, "s", append)).state["items"])
+        done.append((yield from step.take(store, "s", first, lambda d, s: d["items"].remove(s))))
+        return done
+
+    eid = start_workflow(wf)
+    with pytest.raises(BaseException):  # noqa: B017 (whatever stops the run, unrecorded)
+        run_execution(eid)
+    assert get_execution(eid).status == "running"
+    assert not [s for s in rt.steps(eid).values() if s.status == "failed"]
+    worker_state.should_terminate = None  # the next run is another worker's
+    assert run_execution(eid) == ResumeResult.FINISHED
+    execution = get_execution(eid)
+    assert execution.status == "completed", (execution.status, execution.error)
+    assert execution.result == ["worked", ["a", "b"], "a"]
 
 
 def test_a_time_limit_recorded_by_an_earlier_version_fails_the_execution(rt: Runtime) -> None:

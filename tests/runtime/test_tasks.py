@@ -12,7 +12,7 @@ from django.db import OperationalError, connection
 
 from tests.connections import second_connection
 from yieldstar_django import tasks
-from yieldstar_django.runtime import get_execution
+from yieldstar_django.runtime import get_execution, start_workflow
 
 from .conftest import Runtime
 from .test_steps import start_taking_items
@@ -121,3 +121,30 @@ def test_a_connection_cut_during_the_run_is_replaced_at_once(
     assert tasks.resume_execution.apply(args=[eid], throw=True).get() == "finished"
     assert retried == [] and len(cuts) == 1
     assert get_execution(eid).result == "done"
+
+
+@pytest.mark.django_db(databases=["default"])
+def test_a_task_run_eagerly_inside_the_callers_transaction_leaves_it_usable(
+    yieldstar: Any,
+) -> None:
+    """``task_always_eager`` (a common test setting) and ``.apply()`` run a task in the
+    caller's thread, inside the caller's transaction when there is one: a ``TestCase``'s
+    (here pytest-django's ``db``), a view's under ``ATOMIC_REQUESTS``. The stale-connection
+    cleanup each task makes around its run in a worker must leave that connection alone:
+    closing it ends the caller's transaction, which loses what it wrote and refuses every
+    query until the ``atomic`` block ends (as Celery's own Django fixup leaves an eager
+    task's connections alone)."""
+    from tests.testing.example.workflows import pick_next
+
+    execution_id = start_workflow(pick_next, "north")  # uncommitted: the test's transaction
+    app = tasks.resume_execution.app
+    eager = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    try:
+        assert tasks.resume_execution.delay(execution_id).get() == "suspended"
+        assert tasks.prune_executions.delay().get() == 0
+        assert tasks.resume_execution.apply(args=[execution_id]).get() == "suspended"
+    finally:
+        app.conf.task_always_eager = eager
+    assert connection.in_atomic_block and not connection.needs_rollback
+    assert get_execution(execution_id).status == "waiting"

@@ -3,11 +3,12 @@ and how a run ended; errors as recorded text."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from celery.exceptions import SoftTimeLimitExceeded, Terminated
+from celery.exceptions import SoftTimeLimitExceeded, Terminated, WorkerTerminate
 
 from ..conf import yieldstar_settings
 from ..core.commits import StoreMutation
@@ -25,12 +26,14 @@ __all__ = [
     "StepResult",
     "StepValue",
     "Suspend",
+    "WorkerShuttingDown",
     "completed",
     "durable_limits",
     "encode_error",
     "failed",
     "record_limits",
     "recorded_result",
+    "worker_shutting_down_cold",
 ]
 
 #: Longest error message kept in a recorded error.
@@ -55,8 +58,35 @@ def record_limits(limits: DurableLimits) -> DurableLimits:
     return DurableLimits(max_bytes=limits.max_bytes + RECORD_ROOM, max_depth=limits.max_depth + 1)
 
 
+class WorkerShuttingDown(WorkerTerminate):
+    """Raised instead of recording an error while this process's Celery worker shuts down
+    cold (a ``SystemExit``, so it is in ``NOT_RECORDED``): the run ends unrecorded."""
+
+
+def worker_shutting_down_cold() -> bool:
+    """Whether this process is a Celery worker shutting down cold (SIGQUIT, a second
+    Ctrl+C, SIGTERM under ``REMAP_SIGTERM=SIGQUIT``): Celery has set
+    ``celery.worker.state.should_terminate``, as its own ``maybe_shutdown`` tests it."""
+    state = sys.modules.get("celery.worker.state")
+    flag = getattr(state, "should_terminate", None)
+    return flag is not None and flag is not False
+
+
 def encode_error(exc: BaseException) -> str:
-    """The canonical text of ``error_to_record(exc)``, trimmed to fit the limits."""
+    """The canonical text of ``error_to_record(exc)``, trimmed to fit the limits.
+
+    Every error a run records goes through here. While the worker shuts down cold it raises
+    ``WorkerShuttingDown`` instead: Celery cancels the tasks in progress from its signal
+    handler, which the solo pool runs in the thread of the task, so what the cancel raises
+    (``NotImplementedError`` from the solo pool) surfaces in a step or in the workflow's
+    code. That is the worker stopping, like the errors of ``NOT_RECORDED``, not the step
+    failing: the execution runs again from its last recorded step once its lease expires.
+    """
+    if worker_shutting_down_cold():
+        raise WorkerShuttingDown(
+            f"the Celery worker is shutting down cold; {type(exc).__name__} raised in the run "
+            "is not recorded"
+        ) from exc
     record = error_to_record(exc)
     if len(record["message"]) > MAX_MESSAGE_CHARS:
         record["message"] = record["message"][:MAX_MESSAGE_CHARS] + "..."
@@ -73,7 +103,8 @@ def encode_error(exc: BaseException) -> str:
 #: store step's selector, claim or updater): never recorded, they end the run and the
 #: execution resumes later. Any other error, one that is not an ``Exception`` included
 #: (``asyncio.CancelledError``), is recorded: raised again at every run, it would otherwise
-#: keep the execution running.
+#: keep the execution running. (Nor is any error raised while the worker shuts down cold:
+#: see ``encode_error``.)
 NOT_RECORDED: Final[tuple[type[BaseException], ...]] = (
     SoftTimeLimitExceeded,
     Terminated,
