@@ -63,6 +63,53 @@ class StepErrorTestCaseTests(YieldstarTestMixin, TestCase):
         self.assertEqual(get_execution(execution_id).result, "durable")
         self.assertTrue(User.objects.filter(username="durable").exists())
 
+    def test_a_durable_block_in_a_step_is_refused_inside_the_tests_own_atomic_block(
+        self,
+    ) -> None:
+        """Inside an ``atomic`` block of the test's own, Django refuses a ``durable`` block:
+        so does the savepoint around the step, and the step fails with Django's error."""
+        execution_id = start_workflow(add_user_durably, "durable")
+        with transaction.atomic():
+            self.assertEqual(self.run_until_idle(), 1)
+        assert_refused_durable_block(execution_id)
+
+
+def assert_refused_durable_block(execution_id: str) -> None:
+    execution = get_execution(execution_id)
+    assert execution.status == "failed"
+    assert execution.error is not None
+    assert execution.error["type"] == "builtins:RuntimeError"
+    assert "durable atomic block cannot be nested" in execution.error["message"]
+    assert not User.objects.filter(username="durable").exists()
+
+
+def test_a_durable_block_in_a_step_is_refused_inside_a_callers_atomic_block(
+    transactional_db: None,
+) -> None:
+    """Outside a test case's transaction the savepoint relaxes nothing: in a caller's
+    ``transaction.atomic``, a ``durable`` block in a step raises Django's ``RuntimeError``,
+    as it would without the savepoint; the step fails with it and the caller commits."""
+    with transaction.atomic():
+        execution_id = start_workflow(add_user_durably, "durable")
+        assert run_execution(execution_id) == ResumeResult.FINISHED
+    assert_refused_durable_block(execution_id)
+
+
+def test_a_durable_block_in_a_step_runs_with_autocommit_off(transactional_db: None) -> None:
+    """With autocommit off and no ``atomic`` block Django allows a ``durable`` block (it
+    becomes a savepoint of the caller's transaction): so does the savepoint around the
+    step, and the caller's commit keeps the row."""
+    execution_id = start_workflow(add_user_durably, "durable")
+    transaction.set_autocommit(False)
+    try:
+        assert run_execution(execution_id) == ResumeResult.FINISHED
+        transaction.commit()
+    finally:
+        transaction.rollback()
+        transaction.set_autocommit(True)
+    assert get_execution(execution_id).result == "durable"
+    assert User.objects.filter(username="durable").exists()
+
 
 def test_run_execution_inside_a_callers_atomic_block(transactional_db: None) -> None:
     """``run_execution`` inside a ``transaction.atomic`` of the caller's: the step's error
