@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import DatabaseError, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -39,8 +39,7 @@ from ..core.store import StoreClient
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..models.runtime import ExecutionStep, StepStatus
 from . import store_steps
-from .leases import LeaseLost
-from .outcomes import NOT_RECORDED, StepError, StepResult, StepValue
+from .outcomes import StepError, StepResult, StepValue
 from .steps import derived_key, foreign_lease
 
 if TYPE_CHECKING:
@@ -161,9 +160,7 @@ def end(
             holder=engine.execution.id,
             action=action,
         )
-    except (LeaseLost, DatabaseError):
-        raise
-    except NOT_RECORDED:
+    except store_steps.PASSED_THROUGH:
         raise
     except StoreContentionError:
         # The hand-back lost CAS_MAX_ATTEMPTS races and nothing committed (the lease is
@@ -320,27 +317,20 @@ def _in_the_commit(
     the commit on the in-memory client; ``None`` for a client that cannot (a database
     client of another database). ``check(mutation)`` runs before each commit: what it
     raises stops the store call with nothing committed."""
-    if isinstance(client, DatabaseStoreClient):
-        if client.using != alias:
-            return None
+    if isinstance(client, DatabaseStoreClient) and client.using != alias:
+        return None
 
-        def prepare(mutation: StoreMutation) -> Callable[[], None]:
-            check(mutation)
-            return work
+    def atomic_work() -> None:
+        with transaction.atomic(using=alias):
+            work()
 
-        return client.commit_hook(CommitHook(prepare))
-    if isinstance(client, MemoryStoreClient):
+    done = atomic_work if isinstance(client, MemoryStoreClient) else work
 
-        def atomic_work() -> None:
-            with transaction.atomic(using=alias):
-                work()
+    def prepare(mutation: StoreMutation) -> Callable[[], None]:
+        check(mutation)
+        return done
 
-        def prepare_atomic(mutation: StoreMutation) -> Callable[[], None]:
-            check(mutation)
-            return atomic_work
-
-        return client.commit_hook(prepare_atomic)
-    return None
+    return _hooked(client, prepare)
 
 
 def _checked(
@@ -353,11 +343,19 @@ def _checked(
         check(mutation)
         return lambda: None
 
+    return _hooked(client, prepare) or nullcontext()
+
+
+def _hooked(
+    client: StoreClient, prepare: Callable[[StoreMutation], Callable[[], None]]
+) -> AbstractContextManager[None] | None:
+    """``client``'s commit hook running ``prepare(mutation)`` before each commit and what it
+    returns in it (the database and in-memory clients); ``None`` for another client."""
     if isinstance(client, DatabaseStoreClient):
         return client.commit_hook(CommitHook(prepare))
     if isinstance(client, MemoryStoreClient):
         return client.commit_hook(prepare)
-    return nullcontext()
+    return None
 
 
 def _gone(record: ClaimLeaseRecord) -> None:

@@ -39,6 +39,7 @@ from django.db import connections, transaction
 
 from .. import clock
 from ..conf import yieldstar_settings
+from ..connector.client import in_callers_transaction
 from ..connector.cursors import execute
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import WorkflowValueError
@@ -502,10 +503,7 @@ def step_savepoints() -> Iterator[None]:
     function is allowed where it was without the savepoint (in a ``TestCase``, say)."""
     with ExitStack() as stack:
         for connection in connections.all(initialized_only=True):
-            in_transaction = connection.in_atomic_block or (
-                connection.connection is not None and not connection.autocommit
-            )
-            if not in_transaction:
+            if connection.connection is None or not in_callers_transaction(connection):
                 continue
             blocks = connection.atomic_blocks
             durable_within = not blocks or getattr(blocks[-1], "_from_testcase", False)

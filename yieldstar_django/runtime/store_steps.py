@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from django.db import DatabaseError, transaction
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .steps import StepCall
 
 __all__ = [
+    "PASSED_THROUGH",
     "commit_hook",
     "get",
     "heap_client",
@@ -51,6 +52,11 @@ __all__ = [
     "update_json",
     "wait_for",
 ]
+
+
+#: What a store step lets through, unrecorded: a run that lost its lease, a database error
+#: (the run ends, the execution resumes later) and the worker's own stops.
+PASSED_THROUGH: Final[tuple[type[BaseException], ...]] = (LeaseLost, DatabaseError, *NOT_RECORDED)
 
 
 def revive(kind: str, value_json: str) -> Any:
@@ -144,9 +150,7 @@ def take(
             # Registering again replaces the step's waiter: a take's step key names one
             # store (its fingerprint), and a waiter is keyed by execution, step and store.
             wait_for(engine, key, definition, call.store_id, result)
-    except (LeaseLost, DatabaseError):
-        raise
-    except NOT_RECORDED:
+    except PASSED_THROUGH:
         raise
     except StoreContentionError:
         engine._contended(key)
@@ -244,9 +248,7 @@ def update(
             # Committed by an earlier run, or by a client not handed the hook.
             encoded = update_json(engine, key, result)
             engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded)
-    except (LeaseLost, DatabaseError):
-        raise
-    except NOT_RECORDED:
+    except PASSED_THROUGH:
         raise
     except StoreContentionError:
         engine._contended(key)
@@ -304,9 +306,7 @@ def get(
         # A state past today's limits (written under larger ones) is raised into the
         # workflow here, as a step result that is not durable is.
         encoded = encode_durable(record, limits=engine.record_limits, step_key=key)
-    except DatabaseError:
-        raise
-    except NOT_RECORDED:
+    except PASSED_THROUGH:
         raise
     except Exception as exc:
         engine._record_error(call, key, position, row, exc, 1)

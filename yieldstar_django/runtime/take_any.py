@@ -26,7 +26,7 @@ from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from django.db import DatabaseError, OperationalError, connections, transaction
+from django.db import OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import clock
@@ -38,8 +38,7 @@ from ..core.errors import StoreContentionError
 from ..core.results import StoreStepId, StoreTakeMatched, StoreTakeUnmatched
 from ..models.runtime import ExecutionStatus, ExecutionStep, StepStatus
 from . import store_steps
-from .leases import LeaseLost
-from .outcomes import NOT_RECORDED, StepResult, StepValue, Suspend, recorded_result
+from .outcomes import StepResult, StepValue, Suspend, recorded_result
 from .steps import derived_key
 
 if TYPE_CHECKING:
@@ -150,9 +149,7 @@ def execute(
                 if row is None and call.timeout is not None:
                     wake_at = now + timedelta(seconds=call.timeout)
                 _wait_again(engine, call, key, position, row, wake_at, misses)
-    except (LeaseLost, DatabaseError):
-        raise
-    except NOT_RECORDED:
+    except store_steps.PASSED_THROUGH:
         raise
     except StoreContentionError:
         engine._contended(key)
