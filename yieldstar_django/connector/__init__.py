@@ -1,4 +1,4 @@
-"""The database store client: the seed's compare-and-swap protocol on Django's database.
+"""The database store client: the compare-and-swap store protocol on Django's database.
 
 Modules: :mod:`.client` (``DatabaseStoreClient``, ``get_store_client``), :mod:`.portable`
 (the commit as statements), :mod:`.functions` (the commit as one PL/pgSQL call),

@@ -1,4 +1,4 @@
-"""``DatabaseStoreClient``: the seed's compare-and-swap protocol on a Django database.
+"""``DatabaseStoreClient``: the compare-and-swap store protocol on a Django database.
 
 ``CasStoreClient`` (``core/cas.py``) runs all user code (``initial``, updaters,
 selectors, claims, schemas) before any transaction and hands this client canonical JSON

@@ -1,1 +1,1 @@
-"""The store protocol of the seed, free of Django settings and the app registry."""
+"""The compare-and-swap store protocol, free of Django settings and the app registry."""
