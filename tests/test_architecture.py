@@ -210,8 +210,8 @@ def layer_violations(imports: list[Import], layer_of: dict[str, tuple[int, str]]
 
 
 def cycles(imports: list[Import], allowed: frozenset[tuple[str, str]]) -> list[str]:
-    """One cycle through each strongly connected part of the import graph (an edge in
-    ``allowed`` left out), each step with the import that makes it."""
+    """The cycles a depth-first walk of the import graph closes (an edge in ``allowed`` left
+    out; at least one through every cyclic part), each step with the import that makes it."""
     graph: dict[str, dict[str, Import]] = {}
     for found in imports:
         edge = (found.module, found.target)
