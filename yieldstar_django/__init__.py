@@ -15,7 +15,7 @@ __version__ = "0.1.0.dev0"
 _EXPORTS: dict[str, str] = {
     # core protocol
     "define_store": "yieldstar_django.definitions",
-    "StoreDefinition": "yieldstar_django.core.definition",
+    "StoreDefinition": "yieldstar_django.definitions",  # with the Django schema kinds
     "StoreSnapshot": "yieldstar_django.core.results",
     "StoreUpdateResult": "yieldstar_django.core.results",
     "StoreUpdateFromResult": "yieldstar_django.core.results",

@@ -8,6 +8,8 @@ from importlib.util import find_spec
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
 
+from . import schema_adapters  # noqa: F401  (the Django schema kinds, before any models module)
+
 #: Modules of this app imported in ``ready()`` when they exist, for their side effects
 #: (registering Celery tasks, signal receivers).
 OPTIONAL_MODULES = ("yieldstar_django.tasks", "yieldstar_django.signals")

@@ -1,5 +1,6 @@
 """``define_store`` as the project exports it: a store name taken elsewhere is a Django
-misconfiguration (``ImproperlyConfigured``)."""
+misconfiguration (``ImproperlyConfigured``), and a DRF serializer class or a callable
+raising Django's ``ValidationError`` is a schema (``schema_adapters``, registered on import)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from . import schema_adapters  # noqa: F401  (registers the Django schema kinds)
 from .core import definition as core_definition
 from .core.definition import PermissionHook, StoreDefinition
 from .core.errors import DuplicateStoreError as CoreDuplicateStoreError

@@ -1,12 +1,20 @@
-"""Every supported schema kind accepts, transforms and rejects with issues and paths."""
+"""Every supported schema kind accepts, transforms and rejects with issues and paths.
+
+The DRF and Django kinds are the Django side's (``yieldstar_django.schema_adapters``,
+registered when the app config or ``define_store`` is imported); the core compiles the
+others without Django.
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from typing import Any
 
 import pytest
-from django.core.exceptions import ValidationError
 
+from yieldstar_django import schema_adapters
 from yieldstar_django.core.errors import StoreValidationError
 from yieldstar_django.core.schema import compile_schema, describe_schema
 
@@ -34,7 +42,17 @@ def test_callable_may_transform_and_may_reject() -> None:
     assert reject(no, {}) == [{"message": "nope", "path": ()}]
 
 
+def test_a_callable_raising_another_error_lets_it_through() -> None:
+    def broken(value: Any) -> None:
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError, match="bug"):
+        compile_schema("s", broken)({})
+
+
 def test_django_validation_error_with_fields() -> None:
+    from django.core.exceptions import ValidationError
+
     def validate(value: Any) -> None:
         raise ValidationError({"count": ["too small"], "__all__": ["bad %(x)s"]}, params={"x": 1})
 
@@ -60,6 +78,8 @@ def test_drf_serializer() -> None:
     assert ("count",) in paths
     assert ("items", 1, "name") in paths
     assert describe_schema(State).startswith("DRF serializer")
+    assert schema_adapters.is_drf_serializer(State)
+    assert not schema_adapters.is_drf_serializer(State())
 
 
 def test_pydantic_model_and_type_adapter() -> None:
@@ -142,3 +162,78 @@ def test_issue_paths_keep_dict_keys_that_read_as_digits_as_keys(kind: str) -> No
         tuple(map(repr, path))
         for path in [("counts", "7"), ("counts", "²"), ("counts", "٣"), ("seen", 1)]
     )
+
+
+def _run(script: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_the_core_compiles_schemas_without_django() -> None:
+    script = """
+        import sys
+        for blocked in ("django", "rest_framework"):
+            sys.modules[blocked] = None
+        from yieldstar_django.core.definition import StoreDefinition
+        from yieldstar_django.core.errors import StoreValidationError
+        from yieldstar_django.core.memory import MemoryStoreClient
+        from yieldstar_django.core.schema import compile_schema
+
+        def positive(state):
+            if state["n"] < 0:
+                raise ValueError("negative")
+
+        d = StoreDefinition("plain", positive, lambda id: {"n": 0})
+        c = MemoryStoreClient()
+        assert c.update_store(d, "a", updater=lambda s: s.update(n=1)).state == {"n": 1}
+        try:
+            c.update_store(d, "a", updater=lambda s: s.update(n=-1))
+        except StoreValidationError as exc:
+            assert exc.issues == [{"message": "negative", "path": ()}]
+        try:
+            compile_schema("s", 42)
+        except TypeError as exc:
+            assert "DRF" not in str(exc), exc
+        assert not any(name.split(".")[0] in ("django", "rest_framework") for name in
+                       [n for n, m in sys.modules.items() if m is not None])
+        print("ok")
+        """
+    assert _run(script) == "ok"
+
+
+def test_define_store_takes_drf_and_django_validation_before_the_app_registry() -> None:
+    """As in a ``models`` module: settings configured, the app registry not ready."""
+    script = """
+        from django.conf import settings
+        settings.configure(USE_I18N=False)
+        from django.apps import apps
+        from django.core.exceptions import ValidationError
+        from rest_framework import serializers
+        import yieldstar_django as y
+
+        class Count(serializers.Serializer):
+            n = serializers.IntegerField(min_value=0)
+
+        def positive(state):
+            if state["n"] < 0:
+                raise ValidationError({"n": ["negative"]})
+
+        assert not apps.ready
+        c = y.MemoryStoreClient()
+        for schema, message in [(Count, "greater than or equal to 0"), (positive, "negative")]:
+            d = y.define_store(schema.__name__, schema, initial=lambda id: {"n": 0})
+            assert c.update_store(d, "a", updater=lambda s: s.update(n=1)).state == {"n": 1}
+            try:
+                c.update_store(d, "a", updater=lambda s: s.update(n=-1))
+                raise AssertionError("accepted")
+            except y.StoreValidationError as exc:
+                (issue,) = exc.issues
+                assert issue["path"] == ("n",) and message in issue["message"], issue
+        d = y.StoreDefinition("direct", Count, lambda id: {"n": 0})
+        assert d.validator({"n": 2}) == {"n": 2}
+        print("ok")
+        """
+    assert _run(script) == "ok"

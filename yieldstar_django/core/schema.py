@@ -2,32 +2,72 @@
 
 See ``docs/concepts/stores.md``.
 
-Supported: a callable ``validate(value)`` (returning ``None`` accepts its input unchanged;
-``ValueError``/``TypeError`` or Django's ``ValidationError`` reject), a DRF ``Serializer``
-class, a pydantic model class or ``TypeAdapter``, a JSON Schema ``dict`` (``jsonschema``), or
-``None`` (any durable value). Optional libraries are imported only when such a schema is used.
+Supported here: a callable ``validate(value)`` (returning ``None`` accepts its input
+unchanged; ``ValueError``/``TypeError`` reject), a pydantic model class or ``TypeAdapter``,
+a JSON Schema ``dict`` (``jsonschema``), or ``None`` (any durable value). Optional
+libraries are imported only when such a schema is used. Other kinds of schema, and other
+errors a callable may reject with, are taught by the layer that knows them
+(``register_schema_adapter``, ``register_rejection``): the Django side registers DRF
+``Serializer`` classes and Django's ``ValidationError`` (``yieldstar_django.schema_adapters``).
 Every rejection becomes ``StoreValidationError`` with ``issues`` of ``{"message", "path"}``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import StoreIssue, StoreValidationError
 from .types import PathSegment, StorePath
 
 Validator = Callable[[Any], Any]
+#: The issues of an error a callable schema raised.
+Rejection = Callable[[Any], list[StoreIssue]]
+
+
+@dataclass(frozen=True)
+class SchemaAdapter:
+    """A kind of schema the core does not know: ``accepts(schema)`` says whether a schema
+    is of it, ``validator(store_name, schema)`` compiles one into a ``Validator`` (raising
+    ``StoreValidationError`` on a rejection), ``describe(schema)`` names it."""
+
+    accepts: Callable[[Any], bool]
+    validator: Callable[[str, Any], Validator]
+    describe: Callable[[Any], str]
+
+
+_adapters: dict[str, SchemaAdapter] = {}
+
+
+def _message(exc: Any) -> list[StoreIssue]:
+    return [{"message": str(exc) or type(exc).__name__, "path": ()}]
+
+
+_rejections: dict[type, Rejection] = {ValueError: _message, TypeError: _message}
+
+
+def register_schema_adapter(name: str, adapter: SchemaAdapter) -> None:
+    """Make ``compile_schema`` and ``describe_schema`` accept the schemas ``adapter``
+    accepts, ahead of the pydantic and callable kinds. ``name`` (say ``"DRF Serializer
+    class"``) is what the error of an unsupported schema lists; registering it again
+    replaces its adapter."""
+    _adapters[name] = adapter
+
+
+def register_rejection(error_class: type[BaseException], issues: Rejection) -> None:
+    """Make a callable schema that raises ``error_class`` (or a subclass of it) reject the
+    value with ``issues(exc)``, as ``ValueError`` and ``TypeError`` do (one message at the
+    root). The most derived registered class of the error wins."""
+    _rejections[error_class] = issues
+
+
+def _adapter(schema: Any) -> SchemaAdapter | None:
+    return next((a for a in list(_adapters.values()) if a.accepts(schema)), None)
 
 
 def _mro_names(cls: type) -> set[str]:
     return {f"{base.__module__}.{base.__qualname__}" for base in cls.__mro__}
-
-
-def _is_drf_serializer(schema: Any) -> bool:
-    return isinstance(schema, type) and (
-        "rest_framework.serializers.BaseSerializer" in _mro_names(schema)
-    )
 
 
 def _is_pydantic_model(schema: Any) -> bool:
@@ -38,16 +78,16 @@ def _is_type_adapter(schema: Any) -> bool:
     return type(schema).__module__.startswith("pydantic") and hasattr(schema, "validate_python")
 
 
-def _segment(value: Any) -> PathSegment:
-    """A path segment as the library named it: a list index is an ``int``, anything else
-    (a dict key or field name, even ``"7"``) its ``str``."""
+def path_segment(value: Any) -> PathSegment:
+    """A path segment as a schema library named it: a list index is an ``int``, anything
+    else (a dict key or field name, even ``"7"``) its ``str``."""
     if isinstance(value, int) and not isinstance(value, bool):
         return int(value)
     return str(value)
 
 
 def _path(parts: Iterable[Any]) -> StorePath:
-    return tuple(_segment(p) for p in parts)
+    return tuple(path_segment(p) for p in parts)
 
 
 def describe_schema(schema: Any) -> str:
@@ -56,8 +96,9 @@ def describe_schema(schema: Any) -> str:
         return "any durable value"
     if isinstance(schema, dict):
         return "JSON Schema"
-    if _is_drf_serializer(schema):
-        return f"DRF serializer {schema.__qualname__}"
+    adapter = _adapter(schema)
+    if adapter is not None:
+        return adapter.describe(schema)
     if _is_pydantic_model(schema):
         return f"pydantic model {schema.__qualname__}"
     if _is_type_adapter(schema):
@@ -71,8 +112,9 @@ def compile_schema(store_name: str, schema: Any) -> Validator:
         return lambda value: value
     if isinstance(schema, dict):
         return _json_schema_validator(store_name, schema)
-    if _is_drf_serializer(schema):
-        return _drf_validator(store_name, schema)
+    adapter = _adapter(schema)
+    if adapter is not None:
+        return adapter.validator(store_name, schema)
     if _is_pydantic_model(schema):
         return _pydantic_validator(
             store_name, schema.model_validate, lambda model: model.model_dump(mode="json")
@@ -83,74 +125,34 @@ def compile_schema(store_name: str, schema: Any) -> Validator:
         )
     if callable(schema) and not isinstance(schema, type):
         return _callable_validator(store_name, schema)
+    kinds = ", ".join(["a callable", *(f"a {name}" for name in _adapters)])
     raise TypeError(
-        f"Unsupported schema for store {store_name!r}: {schema!r}. Use a callable, a DRF "
-        "Serializer class, a pydantic model or TypeAdapter, a JSON Schema dict, or None."
+        f"Unsupported schema for store {store_name!r}: {schema!r}. Use {kinds}, a pydantic "
+        "model or TypeAdapter, a JSON Schema dict, or None."
     )
 
 
 def _callable_validator(store_name: str, schema: Callable[[Any], Any]) -> Validator:
-    from django.core.exceptions import ValidationError as DjangoValidationError
-
     def validate(value: Any) -> Any:
         try:
             result = schema(value)
-        except DjangoValidationError as exc:
-            raise StoreValidationError(store_name, _django_issues(exc)) from exc
-        except (ValueError, TypeError) as exc:
-            raise StoreValidationError(
-                store_name, [{"message": str(exc) or type(exc).__name__, "path": ()}]
-            ) from exc
+        except Exception as exc:
+            issues = _rejection_issues(exc)
+            if issues is None:
+                raise
+            raise StoreValidationError(store_name, issues) from exc
         return value if result is None else result
 
     return validate
 
 
-def _django_issues(exc: Any, base: StorePath = ()) -> list[StoreIssue]:
-    issues: list[StoreIssue] = []
-    if hasattr(exc, "error_dict"):
-        for field, errors in exc.error_dict.items():
-            path = base if field == "__all__" else (*base, _segment(field))
-            for error in errors:
-                issues.extend(_django_issues(error, path))
-        return issues
-    for error in getattr(exc, "error_list", [exc]):
-        message = error.message
-        if error.params:
-            try:
-                message = message % error.params
-            except (TypeError, KeyError, ValueError):
-                pass
-        issues.append({"message": str(message), "path": base})
-    return issues
-
-
-def _drf_issues(errors: Any, base: StorePath = ()) -> list[StoreIssue]:
-    issues: list[StoreIssue] = []
-    if isinstance(errors, Mapping):
-        for key, value in errors.items():
-            path = base if key == "non_field_errors" else (*base, _segment(key))
-            issues.extend(_drf_issues(value, path))
-    elif isinstance(errors, list):
-        if all(isinstance(item, str) for item in errors):
-            issues.extend({"message": str(item), "path": base} for item in errors)
-        else:
-            for index, item in enumerate(errors):
-                if item:
-                    issues.extend(_drf_issues(item, (*base, index)))
-    elif errors:
-        issues.append({"message": str(errors), "path": base})
-    return issues
-
-
-def _drf_validator(store_name: str, serializer_class: Any) -> Validator:
-    def validate(value: Any) -> Any:
-        serializer = serializer_class(data=value)
-        if not serializer.is_valid():
-            raise StoreValidationError(store_name, _drf_issues(serializer.errors))
-        return serializer.validated_data
-
-    return validate
+def _rejection_issues(exc: Exception) -> list[StoreIssue] | None:
+    """The issues of a registered rejection ``exc`` is, or ``None``."""
+    for cls in type(exc).__mro__:
+        issues = _rejections.get(cls)
+        if issues is not None:
+            return issues(exc)
+    return None
 
 
 def _pydantic_issues(exc: Any) -> list[StoreIssue]:
@@ -197,4 +199,13 @@ def _json_schema_validator(store_name: str, schema: dict[str, Any]) -> Validator
     return validate
 
 
-__all__ = ["Validator", "compile_schema", "describe_schema"]
+__all__ = [
+    "Rejection",
+    "SchemaAdapter",
+    "Validator",
+    "compile_schema",
+    "describe_schema",
+    "path_segment",
+    "register_rejection",
+    "register_schema_adapter",
+]
