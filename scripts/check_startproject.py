@@ -1,12 +1,15 @@
 """A first run as a new user: README installation steps in a brand-new Django project.
 
-Creates a virtualenv and a ``django-admin startproject`` project in a temporary directory,
+Builds this checkout's sdist and wheel and checks them (``scripts/check_wheel.py``), then
+creates a virtualenv and a ``django-admin startproject`` project in a temporary directory,
 applies the code blocks of the README's "Installation in a Django project" section and
 nothing else (``bash`` blocks are run, the ``/path/to/yieldstar-django`` placeholder being
-this checkout; ``python`` blocks whose first line names a file, ``# settings.py``, are
-appended to that file of the project package, ``yourproject`` being its name), then, on
-SQLite and with no reachable broker:
+the built wheel, so the package is installed as a user installs a release; ``python``
+blocks whose first line names a file, ``# settings.py``, are appended to that file of the
+project package, ``yourproject`` being its name), then, on SQLite and with no reachable
+broker:
 
+- the package is imported from the virtualenv (the wheel), not from the checkout;
 - the OpenAPI schema view and the API root answer 200 to a logged-in superuser
   (``orders/test_api.py``, written by this script);
 - the docs' testing example (``tests/testing/example``, copied into a new app) passes under
@@ -25,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from check_wheel import build_and_check
 
 ROOT = Path(__file__).resolve().parent.parent
 PLACEHOLDER_CHECKOUT = "/path/to/yieldstar-django"
@@ -83,6 +88,7 @@ def main() -> None:
 
 
 def check(work: Path) -> None:
+    wheel = build_and_check(work / "dist", ROOT)
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "VIRTUAL_ENV"}}
@@ -98,7 +104,7 @@ def check(work: Path) -> None:
     python = str(venv / "bin" / "python")
     started = False
     for language, code in install_section((ROOT / "README.md").read_text()):
-        code = code.replace(PLACEHOLDER_CHECKOUT, str(ROOT)).replace(PLACEHOLDER_PROJECT, PROJECT)
+        code = code.replace(PLACEHOLDER_CHECKOUT, str(wheel)).replace(PLACEHOLDER_PROJECT, PROJECT)
         if language == "bash":
             for line in code.splitlines():
                 line = line.strip()
@@ -125,6 +131,16 @@ def check(work: Path) -> None:
 
     if not started:
         sys.exit("the README's installation section never installs the package")
+    installed = run(
+        [python, "-c", "import yieldstar_django as y; print(y.__file__, y.__version__)"],
+        site,
+        env,
+    ).split()
+    if not Path(installed[0]).is_relative_to(venv) or not wheel.name.startswith(
+        f"yieldstar_django-{installed[1]}-"
+    ):
+        sys.exit(f"yieldstar_django is not the wheel's: {installed} ({wheel.name})")
+    print(f"ok: yieldstar_django {installed[1]} installed from {wheel.name}")
     # The example app of docs/howto/testing.md, as a user would write it.
     run([python, "manage.py", "startapp", "orders"], site, env)
     for name in ("workflows.py", "test_workflows.py"):

@@ -4,7 +4,8 @@
 # Starts the services (scripts/services.sh), creates or refreshes .venv
 # (scripts/_venv.sh), then runs, stopping at the first failure:
 #   ruff check, ruff format --check, mypy, pytest -n 2 "$@", mkdocs build --strict,
-#   scripts/check_startproject.sh (the README's installation in a new project),
+#   scripts/check_startproject.sh (the built wheel, checked, then installed by the
+#   README's steps in a new project),
 # then the Django 6.x leg of the support matrix: the same install on Python 3.13 in
 # .venv-django6 runs the suites that need no browser or worker fleet: unit, conformance,
 # checks and settings, integration, API, admin, the runtime, the testing helpers, the
@@ -50,8 +51,9 @@ step ruff format --check .
 step mypy yieldstar_django demo_project bench
 step pytest "${workers[@]}" "$@"
 step mkdocs build --strict --quiet
-# A brand-new startproject project with the README's installation steps only (a fresh
-# virtualenv: about a minute). YIELDSTAR_STARTPROJECT=0 leaves it out while iterating.
+# The wheel built and checked, then a brand-new startproject project with the README's
+# installation steps only (a fresh virtualenv: about a minute). YIELDSTAR_STARTPROJECT=0
+# leaves it out while iterating.
 if [ "${YIELDSTAR_STARTPROJECT:-1}" != "0" ]; then
   step bash scripts/check_startproject.sh
 fi

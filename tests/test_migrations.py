@@ -16,24 +16,8 @@ MIGRATIONS = sorted(
 )
 #: The migrations whose only SQL is PostgreSQL's functions, indexes and table settings.
 POSTGRES_ONLY = {
-    "0002_postgres": ("CREATE OR REPLACE FUNCTION yieldstar_commit_mutation_v3", "DROP INDEX"),
-    "0003_waiter_woken_at": (
-        "CREATE OR REPLACE FUNCTION yieldstar_wake_waiters_v1",
-        "LANGUAGE sql STABLE",
-    ),
-    "0004_commit_unwaits": ("CREATE FUNCTION yieldstar_commit_mutation_v2", None),
-    "0006_commit_deletes": ("CREATE FUNCTION yieldstar_commit_deletion_v2", None),
-    "0007_register_waiter": (
-        "CREATE OR REPLACE FUNCTION yieldstar_register_waiter_v1",
-        "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v1",
-    ),
-    "0008_generic_plans": (
-        "SET plan_cache_mode = force_generic_plan",
-        "ALTER FUNCTION yieldstar_commit_mutation_v3 RESET plan_cache_mode",
-    ),
-    "0009_claims_lock_waiters_first": ("CREATE OR REPLACE FUNCTION", None),
-    "0011_register_waiter_fenced": (
-        "CREATE OR REPLACE FUNCTION yieldstar_register_waiter_v2",
+    "0002_postgres": (
+        "CREATE OR REPLACE FUNCTION yieldstar_commit_mutation_v3",
         "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v2",
     ),
 }

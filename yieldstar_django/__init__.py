@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from .lazy import lazy_exports
 
-__version__ = "0.1.0.dev0"
+__version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     # core protocol

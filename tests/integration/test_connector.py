@@ -508,32 +508,6 @@ def test_a_fenced_registration_does_not_deadlock_a_cancel_then_store_write(
     assert client.waiters(d, "q") == []
 
 
-@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
-def test_the_previous_registration_function_still_registers(
-    alias: str, wakes: WakeCollector
-) -> None:
-    """``yieldstar_register_waiter_v1`` (called by the previous release's processes during
-    a rolling deploy) stays beside ``_v2``, unfenced: it registers and wakes as before."""
-    d = jobs_store()
-    client = DatabaseStoreClient(alias)
-    snap = client.get_store(d, "q")
-    rows = waiter_path_rows([("jobs",)])
-    with connections[alias].cursor() as cursor:
-        cursor.execute(
-            "SELECT intent_ids FROM yieldstar_register_waiter_v1(%s, %s, 'wf', 'e', 'take', "
-            "%s, 0, %s, %s::smallint[], %s::text[], %s::smallint[], %s::text[], now(), 0, "
-            "now())",
-            [
-                d.name, "q", snap.instance_id, '[["jobs"]]', [k for k, _ in rows],
-                [p for _, p in rows], [k for k, _ in rows], [p for _, p in rows],
-            ],
-        )  # fmt: skip
-        assert cursor.fetchone() == (None,)
-    assert [w.execution_id for w in client.waiters(d, "q")] == ["e"]
-    client.update_store(d, "q", updater=lambda s: s["jobs"].append(1))
-    assert wakes == [Wake("e", "wf")]
-
-
 # --- bad values ---------------------------------------------------------------------------
 
 
@@ -901,57 +875,3 @@ def test_a_ledger_row_older_than_the_operation_column_still_replays(alias: str) 
     with pytest.raises(StoreStepMismatchError):
         client.take_from_store(d, "k", selector=first_job, claim=None, step_id=step)
     assert client.read_store(d, "k") == current
-
-
-@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
-def test_the_previous_commit_function_still_commits_and_wakes(
-    alias: str, wakes: WakeCollector
-) -> None:
-    """``yieldstar_commit_mutation_v2`` (called by the previous release's processes during
-    a rolling deploy) keeps its contract as a wrapper of ``_v3``: it commits, wakes the
-    waiters the change touches, and removes none."""
-    d = jobs_store()
-    client = DatabaseStoreClient(alias)
-    snap = client.get_store(d, "q")
-    wait_for_job(client, d)
-    match = path_match([("jobs",)])
-    with connections[alias].cursor() as cursor:
-        cursor.execute(
-            "SELECT status, intent_ids FROM yieldstar_commit_mutation_v2(%s, %s, %s, %s, "
-            "false, NULL, %s, %s, false, %s::text[], %s::text[], NULL, NULL, NULL, "
-            "'update', true, NULL, 0)",
-            [
-                d.name, "q", snap.instance_id, snap.version, '{"jobs": [1], "other": 0}',
-                '[["jobs"]]', match.read_keys, match.prefix_keys,
-            ],
-        )  # fmt: skip
-        status, intents = cursor.fetchone()
-    assert status == "committed"
-    assert len(intents) == 1
-    assert client.get_store(d, "q").state == {"jobs": [1], "other": 0}
-    assert [w.execution_id for w in client.waiters(d, "q")] == ["e"]
-
-
-@pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
-def test_the_previous_deletion_function_still_deletes_and_wakes(
-    alias: str, wakes: WakeCollector
-) -> None:
-    """``yieldstar_commit_deletion_v2`` (the previous release's deletion) keeps its
-    contract as a wrapper of ``_v3``: a stale version is a conflict with the current row
-    and changes nothing; the current one deletes the store, its waiters gone and woken."""
-    d = jobs_store()
-    client = DatabaseStoreClient(alias)
-    snap = client.get_store(d, "q")
-    wait_for_job(client, d)
-    call = (
-        "SELECT status, current_version, wake_execution_ids FROM yieldstar_commit_deletion_v2("
-        "%s, %s, %s, %s, NULL, NULL, NULL, 'delete', 0)"
-    )
-    with connections[alias].cursor() as cursor:
-        cursor.execute(call, [d.name, "q", snap.instance_id, snap.version + 1])
-        assert cursor.fetchone() == ("conflict", snap.version, None)
-        assert client.waiters(d, "q")
-        cursor.execute(call, [d.name, "q", snap.instance_id, snap.version])
-        assert cursor.fetchone() == ("committed", None, ["e"])
-    assert client.read_store(d, "q") is None
-    assert client.waiters(d, "q") == []

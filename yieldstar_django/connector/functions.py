@@ -1,12 +1,12 @@
 """The commit, and a waiter's registration, as one call of a PL/pgSQL function
 (PostgreSQL): one round trip.
 
-The function is ``yieldstar_django/sql/yieldstar_commit_mutation_v3.sql`` (deletions since
-migration ``0006_commit_deletes``); its steps are those of :mod:`.portable`. With a
-``publish`` (outside ``transaction.atomic``), the call runs in its own transaction and its
-wakes are published while the database commits it (:mod:`.overlap`). The registration is
-``yieldstar_register_waiter_v2.sql`` (migration ``0011_register_waiter_fenced``; fenced by
-a run's lease when given one), the statements of :func:`.waiters.register_waiter`.
+The function is ``yieldstar_django/sql/yieldstar_commit_mutation_v3.sql`` (deletions
+too); its steps are those of :mod:`.portable`. With a ``publish`` (outside
+``transaction.atomic``), the call runs in its own transaction and its wakes are published
+while the database commits it (:mod:`.overlap`). The registration is
+``yieldstar_register_waiter_v2.sql`` (fenced by a run's lease when given one), the
+statements of :func:`.waiters.register_waiter`. Migration ``0002_postgres`` creates both.
 """
 
 from __future__ import annotations

@@ -34,8 +34,7 @@ class IdempotencyKey(models.Model):
 
     class Meta:
         constraints = natural_key("yieldstar_idempotency_key", "principal", "key")
-        #: The admin's search by key alone (the unique index leads with the principal;
-        #: migration 0013_idempotency_key_index).
+        #: The admin's search by key alone (the unique index leads with the principal).
         indexes = [models.Index(fields=["key"], name="yieldstar_idem_key_idx")]
 
     def __str__(self) -> str:

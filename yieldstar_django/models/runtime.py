@@ -165,7 +165,7 @@ class ExecutionStep(models.Model):
         constraints = natural_key("yieldstar_step_unique_key", "execution", "step_key")
         indexes = [
             # The recorded decisions of ``step.patched()``, by change id and value: the
-            # executions admin's patch decision filter (migration 0012_step_patch_index).
+            # executions admin's patch decision filter.
             models.Index(
                 fields=["step_key", "value_json"],
                 condition=Q(kind=StepKind.PATCH),
@@ -173,7 +173,7 @@ class ExecutionStep(models.Model):
             ),
             # The execution page of the admin shows a page of the heap in replay order
             # (``ORDER BY position, id``): a scan of this index, not a sort of the whole
-            # heap (migration 0014_admin_page_indexes).
+            # heap.
             models.Index(fields=["execution", "position", "id"], name="yieldstar_step_replay_idx"),
         ]
         verbose_name = "heap entry"

@@ -184,8 +184,7 @@ class Waiter(models.Model):
         constraints = natural_key("yieldstar_waiter_key", "execution_id", "step_key", "store")
         indexes = [
             # The store page of the admin lists a store's first waiters in the order they
-            # registered (``ORDER BY created_at, id``): a scan of this index
-            # (migration 0014_admin_page_indexes).
+            # registered (``ORDER BY created_at, id``): a scan of this index.
             models.Index(fields=["store", "created_at", "id"], name="yieldstar_waiter_listed"),
         ]
 

@@ -3,9 +3,10 @@
 
 Each function is written once, in the file named after it. Function names carry a version
 (``_v2``): a change of a function's contract is a new name, created by a new migration
-beside the old one (which a later migration drops), so a rolling deploy never calls a body
+beside the old one (which a later release drops), so a rolling deploy never calls a body
 it does not expect; a change that keeps the contract is a migration that loads the file
-again (``CREATE OR REPLACE``). Statement files hold statements separated by ``;`` at the
+again (``CREATE OR REPLACE``). A file stays as long as a migration loads it. The rules are
+in docs/internals/versioning.md. Statement files hold statements separated by ``;`` at the
 end of a line; a function file is one statement.
 """
 
@@ -17,16 +18,7 @@ from typing import Any
 
 from django.db import migrations
 
-__all__ = [
-    "COMMIT_FUNCTIONS",
-    "GENERIC_PLAN_FUNCTIONS",
-    "REGISTER_WAITER_DROP",
-    "REGISTER_WAITER_V2_DROP",
-    "PostgresOnly",
-    "load",
-    "postgres_only",
-    "statements",
-]
+__all__ = ["PostgresOnly", "load", "postgres_only", "statements"]
 
 
 def load(name: str) -> str:
@@ -37,42 +29,6 @@ def load(name: str) -> str:
 def statements(name: str) -> list[str]:
     """The statements of a file of plain statements (not of a function body)."""
     return [part.strip() for part in load(name).split(";\n") if part.strip()]
-
-
-#: The commit functions as of ``0006_commit_deletes``, as statements in the order they
-#: run: the helpers the commit calls (the ledger lookup and insert, the wake intents), the
-#: commit (``yieldstar_commit_mutation_v3``, deletions included), the type of its answer
-#: and the wrappers of the earlier contracts that return it (``yieldstar_commit_mutation_v2``
-#: and ``yieldstar_commit_deletion_v2``: each dropped and created again, since an earlier
-#: body may return its columns as OUT parameters).
-COMMIT_FUNCTIONS = [
-    *map(
-        load,
-        (
-            "yieldstar_ledger_status_v1",
-            "yieldstar_record_step_v1",
-            "yieldstar_write_intents_v1",
-            "yieldstar_commit_mutation_v3",
-            "yieldstar_commit_outcome_v1",
-        ),
-    ),
-    *statements("yieldstar_commit_mutation_v2"),
-    *statements("yieldstar_commit_deletion_v2"),
-]
-
-
-#: Drops ``yieldstar_register_waiter_v1`` (migration ``0007_register_waiter``, backward;
-#: the name has one signature).
-REGISTER_WAITER_DROP = "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v1"
-#: Drops ``yieldstar_register_waiter_v2``, the registration fenced by a run's lease
-#: (migration ``0011_register_waiter_fenced``, backward; the name has one signature).
-REGISTER_WAITER_V2_DROP = "DROP FUNCTION IF EXISTS yieldstar_register_waiter_v2"
-
-#: The functions the connector called that run with ``plan_cache_mode =
-#: force_generic_plan`` (migration ``0008_generic_plans``), each name with one signature.
-#: ``yieldstar_register_waiter_v2`` (migration ``0011_register_waiter_fenced``) is created
-#: with it.
-GENERIC_PLAN_FUNCTIONS = ("yieldstar_commit_mutation_v3", "yieldstar_register_waiter_v1")
 
 
 class PostgresOnly(migrations.RunPython):

@@ -44,8 +44,7 @@ AS $$
 -- A p_operation of 'delete' deletes the store instead (if still at (p_instance_id,
 -- p_version); unconditionally when p_instance_id is NULL), with its waiters, waking them
 -- all; its versions stay as history, its ledger rows stay authoritative. Only the
--- identifying, step and p_relay_delay arguments apply (yieldstar_commit_deletion_v2 is
--- this call).
+-- identifying, step and p_relay_delay arguments apply.
 -- The waiter lookup is yieldstar_wake_waiters_v1, and enable_seqscan is off for the
 -- whole body: every lookup here is an equality on a unique or btree index, and no plan
 -- cached while a table was small scans it in full later. Since any plan of each

@@ -42,7 +42,7 @@ AS $$
 -- locked before the store's, the order of a transaction that cancels an execution and
 -- then writes a store it waits on (the other order deadlocks with it); a commit's heap
 -- row takes only FOR KEY SHARE on the execution's row, which a share lock does not block.
--- Without a token (NULL), held is true and nothing more is checked: v1.
+-- Without a token (NULL), held is true and nothing more is checked.
 -- It runs with the settings of yieldstar_commit_mutation_v3 (no sequential scan, each
 -- statement planned once per connection).
 DECLARE
