@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_exports
 from .errors import NonDeterminismError, RetryableError, StepKeyError, WorkflowStepError
 from .registry import Workflow, get_workflow, registered_workflows, workflow
-from .steps import Step
+from .steps import ClaimLease, Step
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..models.runtime import Execution, ExecutionStatus
-    from .claim_leases import ClaimLease
     from .executions import (
         ResumeResult,
         cancel_execution,
@@ -38,7 +37,6 @@ _LAZY: dict[str, str] = {
     "run_execution": "yieldstar_django.runtime.executions",
     "start_workflow": "yieldstar_django.runtime.executions",
     "ResumeResult": "yieldstar_django.runtime.executions",
-    "ClaimLease": "yieldstar_django.runtime.claim_leases",
     "Execution": "yieldstar_django.models.runtime",
     "ExecutionStatus": "yieldstar_django.models.runtime",
 }

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +39,7 @@ from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
 from ..models.runtime import ExecutionStep, StepStatus
 from . import store_steps
 from .outcomes import StepError, StepResult, StepValue
-from .steps import derived_key, foreign_lease
+from .steps import ClaimLease, derived_key, foreign_lease
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -59,20 +58,6 @@ __all__ = [
 logger = logging.getLogger("yieldstar_django.runtime")
 
 _SECOND = timedelta(seconds=1)
-
-
-@dataclass(frozen=True)
-class ClaimLease:
-    """What a leased ``step.take`` returns: the claimed ``value`` and the lease to pass to
-    ``step.release`` or ``step.complete``. ``seconds`` is the length of the lease the take
-    recorded (to the microsecond), on its first run and on every replay, whatever
-    ``lease=`` the code replaying it passes."""
-
-    lease_id: str
-    store_name: str
-    store_id: str
-    value: Any
-    seconds: float
 
 
 def lease_id(execution_id: str, step_key: str) -> str:
