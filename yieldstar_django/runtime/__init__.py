@@ -6,8 +6,10 @@ may import it at any time: the names that need the models (``start_workflow``,
 are imported on first access (PEP 562).
 
 Layout: ``registry`` (``@workflow``), ``steps`` (the primitives), ``engine`` (replay of one
-run), ``leases`` (one run at a time), ``executions`` (start, cancel, resume), ``timers``
-(the calls into the wake outbox), ``errors``.
+run), ``context`` (the step contract every step kind is written against), ``kinds`` (the
+step kinds: ``plain_steps``, ``store_steps``, ``take_any``, ``claim_leases``,
+``patches``), ``leases`` (one run at a time), ``starts`` and ``executions`` (start, cancel,
+resume), ``timers`` (the calls into the wake outbox), ``errors``.
 """
 
 from __future__ import annotations
