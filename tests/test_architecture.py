@@ -21,17 +21,6 @@ PACKAGE = ROOT / "yieldstar_django"
 PAGE = ROOT / "docs" / "internals" / "architecture.md"
 CORE = "yieldstar_django.core"
 
-#: Imports inside ``runtime/`` that close a cycle, pending the runtime's refactoring (a step
-#: context the store steps are handed instead of importing the engine's neighbours). It
-#: must be empty: an entry is an exact edge (importer, imported), and one that no longer
-#: exists fails the test until it is removed. Nothing else may be allowed.
-PENDING_RUNTIME_CYCLE: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("yieldstar_django.runtime.registry", "yieldstar_django.runtime.executions"),
-        ("yieldstar_django.runtime.steps", "yieldstar_django.runtime.claim_leases"),
-    }
-)
-
 
 @dataclass(frozen=True)
 class Import:
@@ -209,14 +198,13 @@ def layer_violations(imports: list[Import], layer_of: dict[str, tuple[int, str]]
     ]
 
 
-def cycles(imports: list[Import], allowed: frozenset[tuple[str, str]]) -> list[str]:
-    """The cycles a depth-first walk of the import graph closes (an edge in ``allowed`` left
-    out; at least one through every cyclic part), each step with the import that makes it."""
+def cycles(imports: list[Import]) -> list[str]:
+    """The cycles a depth-first walk of the import graph closes (at least one through every
+    cyclic part), each step with the import that makes it."""
     graph: dict[str, dict[str, Import]] = {}
     for found in imports:
-        edge = (found.module, found.target)
         inside = found.target.startswith("yieldstar_django") and found.target != found.module
-        if inside and edge not in allowed:
+        if inside:
             graph.setdefault(found.module, {}).setdefault(found.target, found)
     reported: list[str] = []
     done: set[str] = set()
@@ -312,11 +300,7 @@ def test_every_import_points_to_its_layer_or_one_below() -> None:
 
 
 def test_the_imports_form_no_cycle() -> None:
-    imports = _all_imports()
-    edges = {(found.module, found.target) for found in imports}
-    stale = sorted(PENDING_RUNTIME_CYCLE - edges)
-    assert stale == [], f"PENDING_RUNTIME_CYCLE allows imports that are gone: remove {stale}"
-    assert cycles(imports, PENDING_RUNTIME_CYCLE) == []
+    assert cycles(_all_imports()) == []
 
 
 def test_no_module_uses_another_modules_private_names() -> None:
@@ -389,19 +373,17 @@ def test_an_upward_function_level_import_is_named_with_its_line() -> None:
     ]
 
 
-def test_a_cycle_through_a_function_level_import_is_found_and_only_an_allowed_edge_breaks_it() -> (
-    None
-):
+def test_a_cycle_through_a_function_level_import_is_found() -> None:
     imports = [
         *imports_of("yieldstar_django.a", "a.py", "from . import b\n", {"yieldstar_django.b"}),
         *imports_of(
             "yieldstar_django.b", "b.py", "def f():\n    from .a import g\n", {"yieldstar_django.a"}
         ),
     ]
-    (found,) = cycles(imports, frozenset())
+    (found,) = cycles(imports)
     assert "yieldstar_django.a -> yieldstar_django.b -> yieldstar_django.a" in found
     assert "b.py:2 (function-level) from .a import g" in found
-    assert cycles(imports, frozenset({("yieldstar_django.b", "yieldstar_django.a")})) == []
+    assert cycles(imports[:1]) == []
 
 
 def test_private_names_of_another_module_are_found() -> None:

@@ -95,10 +95,10 @@ def die_in_commit(
 
     setup_django(db_names, {})
     with runtime_on(alias):
-        from yieldstar_django.runtime import engine
+        from yieldstar_django.runtime.context import RunState
 
         define_counter(store_name, workflow_id)
-        original = engine.Engine._write
+        original = RunState.write
 
         def write_then_die(self: Any, *args: Any, **kwargs: Any) -> None:
             from django.db import connections
@@ -107,6 +107,6 @@ def die_in_commit(
             os._exit(17)
             original(self, *args, **kwargs)  # pragma: no cover
 
-        engine.Engine._write = write_then_die  # type: ignore[method-assign]
+        RunState.write = write_then_die  # type: ignore[method-assign]
         run_once(alias, workflow_id, execution_id)
     os._exit(0)  # the step did not reach its heap row

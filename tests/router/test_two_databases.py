@@ -25,7 +25,7 @@ from yieldstar_django.models import (
 )
 from yieldstar_django.models.runtime import StepKind, StepStatus
 from yieldstar_django.runtime import Step, get_execution, start_workflow, workflow
-from yieldstar_django.runtime.engine import Engine
+from yieldstar_django.runtime.context import RunState
 from yieldstar_django.testing import run_until_idle
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "yieldstar"])
@@ -82,14 +82,14 @@ def test_a_take_commits_its_step_row_with_the_store(monkeypatch: pytest.MonkeyPa
     client = get_store_client()
     client.update_store(queue, "q2", updater=lambda draft: draft["items"].append("job"))
     before = client.get_store(queue, "q2")
-    original = Engine._write
+    original = RunState.write
 
-    def failing_write(self: Engine, call: Any, *args: Any, **kwargs: Any) -> None:
+    def failing_write(self: RunState, call: Any, *args: Any, **kwargs: Any) -> None:
         if call.kind == StepKind.TAKE and kwargs.get("status") == StepStatus.COMPLETED:
             raise RuntimeError("the heap write fails")
         original(self, call, *args, **kwargs)
 
-    monkeypatch.setattr(Engine, "_write", failing_write)
+    monkeypatch.setattr(RunState, "write", failing_write)
     eid = start_workflow(consume, "q2")
     run_until_idle()
 

@@ -6,8 +6,10 @@ may import it at any time: the names that need the models (``start_workflow``,
 are imported on first access (PEP 562).
 
 Layout: ``registry`` (``@workflow``), ``steps`` (the primitives), ``engine`` (replay of one
-run), ``leases`` (one run at a time), ``executions`` (start, cancel, resume), ``timers``
-(the calls into the wake outbox), ``errors``.
+run), ``context`` (the step contract every step kind is written against), ``kinds`` (the
+step kinds: ``plain_steps``, ``store_steps``, ``take_any``, ``claim_leases``,
+``patches``), ``leases`` (one run at a time), ``starts`` and ``executions`` (start, cancel,
+resume), ``timers`` (the calls into the wake outbox), ``errors``.
 """
 
 from __future__ import annotations
@@ -17,11 +19,10 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_exports
 from .errors import NonDeterminismError, RetryableError, StepKeyError, WorkflowStepError
 from .registry import Workflow, get_workflow, registered_workflows, workflow
-from .steps import Step
+from .steps import ClaimLease, Step
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..models.runtime import Execution, ExecutionStatus
-    from .claim_leases import ClaimLease
     from .executions import (
         ResumeResult,
         cancel_execution,
@@ -38,7 +39,6 @@ _LAZY: dict[str, str] = {
     "run_execution": "yieldstar_django.runtime.executions",
     "start_workflow": "yieldstar_django.runtime.executions",
     "ResumeResult": "yieldstar_django.runtime.executions",
-    "ClaimLease": "yieldstar_django.runtime.claim_leases",
     "Execution": "yieldstar_django.models.runtime",
     "ExecutionStatus": "yieldstar_django.models.runtime",
 }

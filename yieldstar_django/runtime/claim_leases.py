@@ -18,9 +18,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
@@ -32,21 +31,19 @@ from ..connector import CommitHook, DatabaseStoreClient, get_store_client
 from ..core.commits import StoreMutation
 from ..core.definition import get_definition
 from ..core.durable import decode_durable
-from ..core.errors import StoreContentionError
 from ..core.memory import MemoryStoreClient
 from ..core.results import StoreStepId
 from ..core.store import StoreClient
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
-from ..models.runtime import ExecutionStep, StepStatus
+from ..models.runtime import StepKind
 from . import store_steps
-from .outcomes import StepError, StepResult, StepValue
-from .steps import derived_key, foreign_lease
-
-if TYPE_CHECKING:
-    from .engine import Engine
-    from .steps import StepCall
+from .context import Kind, LedgerKey, StepContext
+from .outcomes import StepResult, StepValue
+from .steps import ClaimLease, StepCall, derived_key, foreign_lease
 
 __all__ = [
+    "END_LEASE",
+    "TAKE_LEASE",
     "ClaimLease",
     "end_lease",
     "expire_due",
@@ -61,20 +58,6 @@ logger = logging.getLogger("yieldstar_django.runtime")
 _SECOND = timedelta(seconds=1)
 
 
-@dataclass(frozen=True)
-class ClaimLease:
-    """What a leased ``step.take`` returns: the claimed ``value`` and the lease to pass to
-    ``step.release`` or ``step.complete``. ``seconds`` is the length of the lease the take
-    recorded (to the microsecond), on its first run and on every replay, whatever
-    ``lease=`` the code replaying it passes."""
-
-    lease_id: str
-    store_name: str
-    store_id: str
-    value: Any
-    seconds: float
-
-
 def lease_id(execution_id: str, step_key: str) -> str:
     """The id of the lease taken by one take step (one per step, ever)."""
     return f"{execution_id}/{step_key}"
@@ -85,29 +68,29 @@ def release_key(step_key: str) -> str:
     return derived_key(step_key, ":release")
 
 
-def _lease(engine: Engine, call: StepCall, key: str, value: Any, seconds: float) -> ClaimLease:
+def _lease(ctx: StepContext, value: Any, seconds: float) -> ClaimLease:
+    call = ctx.call
     assert call.definition is not None
     return ClaimLease(
-        lease_id(engine.execution.id, key), call.definition.name, call.store_id, value, seconds
+        lease_id(ctx.execution_id, ctx.key), call.definition.name, call.store_id, value, seconds
     )
 
 
-def take(
-    engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
-) -> StepResult:
+def take(ctx: StepContext) -> StepResult:
     """Engine step ``take_lease``: ``take``, with the lease row written in the transaction
     that commits the claim and its heap row. The heap row records the lease: its
     ``wake_at`` is the lease's ``expires_at``, its ``recorded_at`` when it was taken. The
     lease row records the instance of the store the claim committed on."""
+    call, key = ctx.call, ctx.key
     assert call.definition is not None
     definition = call.definition
     length = timedelta(seconds=call.seconds)
 
     def create_lease(selected_json: str, now: datetime, instance_id: str) -> datetime:
-        record, _ = ClaimLeaseRecord.objects.using(engine.alias).get_or_create(
-            id=lease_id(engine.execution.id, key),
+        record, _ = ClaimLeaseRecord.objects.using(ctx.alias).get_or_create(
+            id=lease_id(ctx.execution_id, key),
             defaults={
-                "execution_id": engine.execution.id,
+                "execution_id": ctx.execution_id,
                 "step_key": key,
                 "store_name": definition.name,
                 "store_id": call.store_id,
@@ -118,58 +101,63 @@ def take(
         )
         return record.expires_at
 
-    result = store_steps.take(engine, call, key, position, row, also=create_lease)
+    result = store_steps.take(ctx, also=create_lease)
     if isinstance(result, StepValue):
-        return StepValue(_lease(engine, call, key, result.value, length / _SECOND))
+        return StepValue(_lease(ctx, result.value, length / _SECOND))
     return result
 
 
-def replayed(engine: Engine, call: StepCall, key: str, row: ExecutionStep) -> ClaimLease:
+def replayed(ctx: StepContext) -> ClaimLease:
     """The ``ClaimLease`` of a recorded leased take: the lease its heap row recorded
     (``wake_at`` - ``recorded_at``), not the one the replaying code asks for. A row written
     before leases were recorded there (no ``wake_at``) replays with the code's length."""
+    row = ctx.row
+    assert row is not None
     if row.wake_at is not None and row.recorded_at is not None:
         seconds = (row.wake_at - row.recorded_at) / _SECOND
     else:
-        seconds = call.seconds
-    return _lease(engine, call, key, decode_durable(row.value_json), seconds)
+        seconds = ctx.call.seconds
+    return _lease(ctx, decode_durable(row.value_json), seconds)
 
 
-def end(
-    engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
-) -> StepResult:
+def end(ctx: StepContext) -> StepResult:
     """Engine step ``end_lease`` (``step.release`` / ``step.complete``): ``True`` if this
     step ended a held lease, ``False`` if it had already ended (expired, say). The heap
     row commits with the lease's end (and the hand-back's store update). A hand-back that
-    reaches ``CAS_MAX_ATTEMPTS`` suspends the execution (``retrying``) to run the step
+    reaches ``CAS_MAX_ATTEMPTS`` committed nothing (the lease is still held): the step runs
     again a second later, as a contended ``take`` or ``update`` does."""
-    action, claim = call.args
+    action, claim = ctx.call.args
     state = ClaimLeaseState.RELEASED if action == "release" else ClaimLeaseState.COMPLETED
 
     def record(ended: bool) -> None:
-        value_json = "true" if ended else "false"
-        engine._write(call, key, position, row, status=StepStatus.COMPLETED, value_json=value_json)
+        ctx.record("true" if ended else "false")
 
-    try:
-        ended = end_lease(
-            claim.lease_id,
-            state,
-            engine.client,
-            using=engine.alias,
-            also=record,
-            holder=engine.execution.id,
-            action=action,
-        )
-    except store_steps.PASSED_THROUGH:
-        raise
-    except StoreContentionError:
-        # The hand-back lost CAS_MAX_ATTEMPTS races and nothing committed (the lease is
-        # still held): suspend and run again a second later, as take and update do.
-        engine._contended(key)
-    except Exception as exc:
-        engine._record_error(call, key, position, row, exc, 1)
-        return StepError(exc)
+    ended = end_lease(
+        claim.lease_id,
+        state,
+        ctx.client,
+        using=ctx.alias,
+        also=record,
+        holder=ctx.execution_id,
+        action=action,
+    )
     return StepValue(ended)
+
+
+def _ledger_keys(call: StepCall, key: str) -> tuple[LedgerKey, ...]:
+    """A leased take's ledger entries: its claim's and its hand-back's."""
+    ((name, store_id, _),) = store_steps.store_key(call, key)
+    return (name, store_id, key), (name, store_id, release_key(key))
+
+
+TAKE_LEASE = Kind(
+    StepKind.TAKE_LEASE,
+    take,
+    replayed,
+    ledger_keys=_ledger_keys,
+    waiters=store_steps.own_key,
+)
+END_LEASE = Kind(StepKind.END_LEASE, end)
 
 
 class _AlreadyEnded(Exception):

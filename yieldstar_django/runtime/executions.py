@@ -9,20 +9,18 @@ execution, or while another worker runs it, does no harm.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import timedelta
 from enum import StrEnum
 from typing import Any, Final
 
-from django.db import IntegrityError, connections, transaction
+from django.db import connections, transaction
 from django.utils import timezone
 
 from .. import clock, wakes
 from ..conf import yieldstar_settings
 from ..connector import get_store_client
-from ..core.durable import encode_durable
 from ..core.keys import check_text
 from ..core.store import StoreClient
 from ..manual_transaction import open_manual_transaction
@@ -30,8 +28,9 @@ from ..models.runtime import Execution, ExecutionStatus
 from . import timers
 from .engine import Engine, RunCutOff
 from .leases import Lease, LeaseLost, acquire_lease, live, mark_wake_pending
-from .outcomes import RunOutcome, durable_limits
+from .outcomes import RunOutcome
 from .registry import Workflow, get_workflow, registered_workflows
+from .starts import create_execution
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
@@ -99,39 +98,7 @@ def start_execution(
     surrogates).
     """
     wf = _resolve(fn_or_name)
-    input_json = encode_durable(
-        {"args": list(args), "kwargs": kwargs},
-        limits=durable_limits(),
-        label=f'The arguments of workflow "{wf.name}"',
-    )
-    if execution_id is not None:
-        if not isinstance(execution_id, str) or not execution_id or len(execution_id) > 255:
-            raise ValueError("execution_id must be a non-empty str of at most 255 characters")
-        check_text("execution id", execution_id)  # NUL, lone surrogates: ValueError
-    new_id = execution_id or str(uuid.uuid4())
-    with transaction.atomic(using=_alias()):
-        if execution_id is None:
-            Execution.objects.create(id=new_id, workflow_id=wf.name, input_json=input_json)
-        else:
-            try:
-                with transaction.atomic(using=_alias()):
-                    Execution.objects.create(id=new_id, workflow_id=wf.name, input_json=input_json)
-            except IntegrityError:
-                existing = (
-                    Execution.objects.filter(pk=new_id)
-                    .values_list("workflow_id", flat=True)
-                    .first()
-                )
-                if existing is None:
-                    raise
-                if existing != wf.name:
-                    raise ValueError(
-                        f"execution {new_id!r} already exists for workflow {existing!r}, "
-                        f"not {wf.name!r}"
-                    ) from None
-                return new_id, False
-        timers.request_run(new_id, wf.name, reason="start")
-    return new_id, True
+    return create_execution(wf.name, args, kwargs, execution_id)
 
 
 def get_execution(execution_id: str) -> Execution:

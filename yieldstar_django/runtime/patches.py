@@ -15,17 +15,14 @@ keys of the steps after it. Recorded ``patch`` rows are ignored by the frontier 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final
 
 from ..core.durable import decode_durable
-from ..models.runtime import StepKind, StepStatus
-from .errors import NonDeterminismError, StepKeyError
+from ..models.runtime import StepKind
+from .context import Kind, StepContext
+from .outcomes import StepResult, StepValue
 
-if TYPE_CHECKING:
-    from .engine import Engine
-    from .steps import StepCall
-
-__all__ = ["PATCH_KEY_PREFIX", "decide", "patch_key"]
+__all__ = ["PATCH", "PATCH_KEY_PREFIX", "decide", "patch_key"]
 
 PATCH_KEY_PREFIX: Final = "patch:"
 
@@ -35,30 +32,27 @@ def patch_key(change_id: str) -> str:
     return PATCH_KEY_PREFIX + change_id
 
 
-def decide(engine: Engine, call: StepCall) -> bool:
-    """Return the recorded decision for ``call``, or make and record it (see module doc)."""
-    assert call.key is not None
-    key = call.key
-    if key in engine.used:
-        raise StepKeyError(
-            f"patch {key[len(PATCH_KEY_PREFIX) :]!r} is checked twice in execution "
-            f"{engine.execution.id!r}; each change id names one branch point"
-        )
-    engine.used.add(key)
-    row = engine.heap.get(key)
-    if row is not None:
-        if row.kind != StepKind.PATCH:
-            raise NonDeterminismError.at(
-                engine.execution.id,
-                key,
-                recorded=(row.kind, row.fingerprint),
-                replayed=(call.kind, call.fingerprint),
-            )
-        return bool(decode_durable(row.value_json))
-    ahead = [k for k, r in engine.heap.items() if k not in engine.used and r.kind != StepKind.PATCH]
-    decision = not ahead
-    value_json = "true" if decision else "false"
-    engine._write(
-        call, key, engine.position, None, status=StepStatus.COMPLETED, value_json=value_json
-    )
-    return decision
+def decide(ctx: StepContext) -> StepResult:
+    """Make the decision of a patch reached for the first time and record it: ``True``
+    unless a step other than a patch is recorded and not replayed yet (see module doc)."""
+    decision = not any(row.kind != StepKind.PATCH for row in ctx.unreplayed())
+    ctx.record("true" if decision else "false")
+    return StepValue(decision)
+
+
+def _replay(ctx: StepContext) -> Any:
+    assert ctx.row is not None
+    return bool(decode_durable(ctx.row.value_json))
+
+
+#: Keyed ``patch:<change_id>`` (``Step.patched``), without a step index.
+PATCH = Kind(
+    StepKind.PATCH,
+    decide,
+    _replay,
+    indexed=False,
+    reused=(
+        "patch {fingerprint!r} is checked twice in execution {execution!r}; each change id "
+        "names one branch point"
+    ),
+)

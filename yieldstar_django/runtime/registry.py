@@ -43,9 +43,9 @@ class Workflow(Generic[P, R]):
 
     def start(self, *args: Any, execution_id: str | None = None, **kwargs: Any) -> str:
         """Start an execution of this workflow; see ``start_workflow``."""
-        from .executions import start_workflow
+        from .starts import create_execution  # the models: imported once the app is ready
 
-        return start_workflow(self, *args, execution_id=execution_id, **kwargs)
+        return create_execution(get_workflow(self.name).name, args, kwargs, execution_id)[0]
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r}>"

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Concatenate, Final, NoReturn, ParamSpec, TypeVar
+from typing import Any, Concatenate, Final, NoReturn, ParamSpec, TypeVar
 
 from ..conf import MAX_SECONDS, is_finite
 from ..core.constants import MAX_KEY_LENGTH
@@ -24,10 +24,7 @@ from ..core.keys import check_text
 from ..core.results import StoreSnapshot, StoreUpdateResult
 from ..core.store import Claim, Selector, Updater
 
-if TYPE_CHECKING:
-    from .claim_leases import ClaimLease
-
-__all__ = ["Step", "StepCall", "StepGenerator"]
+__all__ = ["ClaimLease", "Step", "StepCall", "StepGenerator"]
 
 R = TypeVar("R")
 P = ParamSpec("P")
@@ -112,6 +109,20 @@ def _primitive(
 MAX_FINGERPRINT_LENGTH: Final = 512
 #: What ends a fingerprint that carries a digest of the step's full description.
 DIGEST_MARK: Final = " ~sha256:"
+
+
+@dataclass(frozen=True)
+class ClaimLease:
+    """What a leased ``step.take`` returns: the claimed ``value`` and the lease to pass to
+    ``step.release`` or ``step.complete``. ``seconds`` is the length of the lease the take
+    recorded (to the microsecond), on its first run and on every replay, whatever
+    ``lease=`` the code replaying it passes."""
+
+    lease_id: str
+    store_name: str
+    store_id: str
+    value: Any
+    seconds: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -354,8 +365,6 @@ class Step:
     def _end_lease(
         self, action: str, lease: ClaimLease, key: str | None
     ) -> Generator[StepCall, Any, bool]:
-        from .claim_leases import ClaimLease
-
         if not isinstance(lease, ClaimLease):
             raise TypeError(
                 f"{action}() needs the ClaimLease a leased take returned, not {lease!r}"

@@ -24,28 +24,23 @@ import logging
 from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from django.db import OperationalError, connections, transaction
+from django.db import OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import clock
-from ..connector import CommitHook
 from ..connector.client import in_callers_transaction
 from ..core.commits import StoreMutation
 from ..core.durable import decode_durable, encode_durable
-from ..core.errors import StoreContentionError
 from ..core.results import StoreStepId, StoreTakeMatched, StoreTakeUnmatched
-from ..models.runtime import ExecutionStatus, ExecutionStep, StepStatus
+from ..models.runtime import ExecutionStatus, StepKind
 from . import store_steps
+from .context import Kind, LedgerKey, StepContext
 from .outcomes import StepResult, StepValue, Suspend, recorded_result
-from .steps import derived_key
+from .steps import StepCall, derived_key
 
-if TYPE_CHECKING:
-    from .engine import Engine
-    from .steps import StepCall
-
-__all__ = ["GIVE_WAY_AFTER_MS", "choice_key", "execute", "revive"]
+__all__ = ["GIVE_WAY_AFTER_MS", "TAKE_ANY", "choice_key", "execute", "revive"]
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
@@ -68,107 +63,70 @@ def revive(value_json: str) -> tuple[int | None, Any]:
     return index, selected
 
 
-def execute(
-    engine: Engine, call: StepCall, key: str, position: int, row: ExecutionStep | None
-) -> StepResult:
-    """Run one attempt of the step; returns the engine's result (or raises its suspend).
+def execute(ctx: StepContext) -> StepResult:
+    """Run one attempt of the step; returns its value (or raises its suspend).
 
     Selectors and claims run outside any transaction (the store client's CAS loop, as for
     ``take``); a match's heap row and the removal of every choice's waiter are handed to
     the store commit as a commit hook, so they commit with the claim or not at all.
     """
-    client = engine.client
-    execution = engine.execution
+    call, key, row = ctx.call, ctx.key, ctx.row
     encoded = ""
     wake_at = row.wake_at if row is not None else None
+    misses: list[tuple[int, StoreTakeUnmatched]] = []
+    for index, (definition, store_id, selector, claim) in enumerate(call.choices):
+        hooked: list[str] = []
 
-    def drop_waiters() -> None:
-        if row is not None:
-            _remove_waiters(engine, key, len(call.choices))
+        def prepare(
+            mutation: StoreMutation, index: int = index, hooked: list[str] = hooked
+        ) -> Callable[[], None]:
+            value = recorded_result(mutation)
+            assert isinstance(value, StoreTakeMatched)
+            text = encode_durable([index, value.selected], limits=ctx.record_limits, step_key=key)
 
-    unwait = tuple(choice_key(key, i) for i in range(len(call.choices))) if row is not None else ()
-    try:
-        misses: list[tuple[int, StoreTakeUnmatched]] = []
-        for index, (definition, store_id, selector, claim) in enumerate(call.choices):
-            hooked: list[str] = []
+            def write() -> None:
+                ctx.record(text)
+                hooked.append(text)
 
-            def record(
-                mutation: StoreMutation, index: int = index, hooked: list[str] = hooked
-            ) -> Callable[[], None]:
-                value = recorded_result(mutation)
-                assert isinstance(value, StoreTakeMatched)
-                text = encode_durable(
-                    [index, value.selected], limits=engine.record_limits, step_key=key
+            return write
+
+        with ctx.commit_hook(prepare):
+            result = ctx.client.take_from_store(
+                definition,
+                store_id,
+                selector=selector,
+                claim=claim,
+                step_id=StoreStepId(ctx.execution_id, choice_key(key, index)),
+            )
+        if result.matched:
+            if hooked:
+                encoded = hooked[-1]
+            else:  # a client not handed the hook, or committed by an earlier run
+                encoded = encode_durable(
+                    [index, result.selected], limits=ctx.record_limits, step_key=key
                 )
-
-                def write() -> None:
-                    engine._write(
-                        call, key, position, row, status=StepStatus.COMPLETED, value_json=text
-                    )
-                    hooked.append(text)
-
-                return write
-
-            with store_steps.commit_hook(engine, CommitHook(record, unwait, engine.reads)):
-                result = client.take_from_store(
-                    definition,
-                    store_id,
-                    selector=selector,
-                    claim=claim,
-                    step_id=StoreStepId(execution.id, choice_key(key, index)),
-                )
-            if result.matched:
-                if hooked:
-                    encoded = hooked[-1]
-                else:  # a client not handed the hook, or committed by an earlier run
-                    encoded = encode_durable(
-                        [index, result.selected], limits=engine.record_limits, step_key=key
-                    )
-                    with transaction.atomic(using=engine.alias):
-                        drop_waiters()
-                        engine._write(
-                            call,
-                            key,
-                            position,
-                            row,
-                            status=StepStatus.COMPLETED,
-                            value_json=encoded,
-                        )
-                break
-            misses.append((index, result))
-        if not encoded:
-            now = clock.now()  # the timers' clock (``advance_time`` moves it)
-            if wake_at is not None and now >= wake_at:
-                encoded = "[null,null]"  # the timeout ran out first
-                with transaction.atomic(using=engine.alias):
-                    drop_waiters()
-                    engine._write(
-                        call, key, position, row, status=StepStatus.COMPLETED, value_json=encoded
-                    )
-            else:
-                if row is None and call.timeout is not None:
-                    wake_at = now + timedelta(seconds=call.timeout)
-                _wait_again(engine, call, key, position, row, wake_at, misses)
-    except store_steps.PASSED_THROUGH:
-        raise
-    except StoreContentionError:
-        engine._contended(key)
-    except Exception as exc:
-        return store_steps.take_failed(engine, call, key, position, row, exc, drop_waiters)
+                with ctx.atomic():
+                    ctx.drop_waiters()
+                    ctx.record(encoded)
+            break
+        misses.append((index, result))
     if not encoded:
-        raise Suspend(ExecutionStatus.WAITING, key, wake_at)
-    engine.open_takes.discard(key)
+        now = clock.now()  # the timers' clock (``advance_time`` moves it)
+        if wake_at is not None and now >= wake_at:
+            encoded = "[null,null]"  # the timeout ran out first
+            with ctx.atomic():
+                ctx.drop_waiters()
+                ctx.record(encoded)
+        else:
+            if row is None and call.timeout is not None:
+                wake_at = now + timedelta(seconds=call.timeout)
+            _wait_again(ctx, wake_at, misses)
+            raise Suspend(ExecutionStatus.WAITING, key, wake_at)
     return StepValue(revive(encoded))
 
 
 def _wait_again(
-    engine: Engine,
-    call: StepCall,
-    key: str,
-    position: int,
-    row: ExecutionStep | None,
-    wake_at: datetime | None,
-    misses: list[tuple[int, StoreTakeUnmatched]],
+    ctx: StepContext, wake_at: datetime | None, misses: list[tuple[int, StoreTakeUnmatched]]
 ) -> None:
     """Every choice missed: write the pending row (first run) and the timer (``wake_at``),
     and register each choice's waiter again, which replaces it (a waiter is keyed by
@@ -183,28 +141,31 @@ def _wait_again(
     put back once they are done. A woken run's single registration, without a timer, is its
     own transaction.
     """
-    give_way = len(misses) > 1 and _shares_locks(engine)
+    call, key, row = ctx.call, ctx.key, ctx.row
+    connection = connections[ctx.alias]
+    # Registrations on the heap's database client take row locks in the heap's
+    # transaction (PostgreSQL; SQLite serializes writers).
+    give_way = (
+        len(misses) > 1 and ctx.heap_client() is not None and connection.vendor == "postgresql"
+    )
     pending = row is None or wake_at is not None
 
     def write_pending() -> None:
         if row is None:
-            engine._write(call, key, position, None, status=StepStatus.PENDING, wake_at=wake_at)
+            ctx.pend(wake_at=wake_at)
         if wake_at is not None:
-            engine._timer(wake_at, "take_any")
+            ctx.timer(wake_at, "take_any")
 
     def register() -> None:
         for index, missed in misses:
             definition, store_id = call.choices[index][0], call.choices[index][1]
-            store_steps.wait_for(engine, choice_key(key, index), definition, store_id, missed)
+            store_steps.wait_for(ctx, choice_key(key, index), definition, store_id, missed)
 
-    connection = connections[engine.alias]
     # In a transaction of the caller's, the block below is a savepoint, whose SET LOCAL
     # would last until the caller's commit: the lock timeout is put back before it ends.
     callers = in_callers_transaction(connection)
     try:
-        with (
-            transaction.atomic(using=engine.alias) if pending or len(misses) > 1 else nullcontext()
-        ):
+        with ctx.atomic() if pending or len(misses) > 1 else nullcontext():
             restore = _give_way(connection, keep=callers) if give_way else None
             write_pending()
             register()
@@ -213,11 +174,10 @@ def _wait_again(
     except OperationalError as exc:
         if not (give_way and getattr(exc.__cause__, "sqlstate", None) == LOCK_NOT_AVAILABLE):
             raise
-        logger.info("execution %s: step %s gave way to a writer's lock", engine.execution.id, key)
-        with transaction.atomic(using=engine.alias) if pending else nullcontext():
+        logger.info("execution %s: step %s gave way to a writer's lock", ctx.execution_id, key)
+        with ctx.atomic() if pending else nullcontext():
             write_pending()
         register()  # each registration its own transaction
-    engine.open_takes.add(key)
 
 
 def _give_way(connection: BaseDatabaseWrapper, *, keep: bool) -> str | None:
@@ -239,15 +199,22 @@ def _set_lock_timeout(connection: BaseDatabaseWrapper, value: str) -> None:
         cursor.execute("SELECT set_config('lock_timeout', %s, true)", [value])
 
 
-def _shares_locks(engine: Engine) -> bool:
-    """Whether registrations on ``engine``'s client join the transaction of its heap and
-    take row locks there (the database client on PostgreSQL; SQLite serializes writers)."""
-    return (
-        store_steps.heap_client(engine) is not None
-        and connections[engine.alias].vendor == "postgresql"
-    )
+def _choice_keys(call: StepCall, key: str) -> tuple[str, ...]:
+    """The waiter keys of a ``take_any`` step: one per choice."""
+    return tuple(choice_key(key, index) for index in range(len(call.choices)))
 
 
-def _remove_waiters(engine: Engine, key: str, count: int) -> None:
-    for index in range(count):
-        engine.client.remove_waiters(engine.execution.id, choice_key(key, index))
+def _ledger_keys(call: StepCall, key: str) -> list[LedgerKey]:
+    """The ledger entries of a ``take_any`` step: one per choice, on its store."""
+    return [
+        (definition.name, store_id, choice_key(key, index))
+        for index, (definition, store_id, _, _) in enumerate(call.choices)
+    ]
+
+
+def _replay(ctx: StepContext) -> tuple[int | None, Any]:
+    assert ctx.row is not None
+    return revive(ctx.row.value_json)
+
+
+TAKE_ANY = Kind(StepKind.TAKE_ANY, execute, _replay, ledger_keys=_ledger_keys, waiters=_choice_keys)
