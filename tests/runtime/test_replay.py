@@ -486,35 +486,3 @@ def test_a_run_of_a_callable_named_past_512_characters_is_told_apart(rt: Runtime
 
     message = rt.nondeterminism_after(wf, lambda: version.update(fn=make("new")))
     assert "run" in message
-
-
-def test_a_step_recorded_with_a_cut_or_plain_fingerprint_still_replays(rt: Runtime) -> None:
-    """Rows of earlier releases hold a run's name cut at 512 characters and a store step's
-    plain "<name>/<id>" text: the same steps still replay them."""
-    from yieldstar_django.core.definition import define_store
-
-    base = rt.name("store")
-    rt.stores.append(f"{base}/a")
-    store = define_store(f"{base}/a", None, initial=lambda id: {"items": []})
-
-    def fn() -> int:
-        return 7
-
-    fn.__qualname__ = "g" * 600
-
-    @rt.workflow
-    def wf(step: Step) -> Any:
-        value = yield from step.run(fn)
-        yield from step.get(store, "b")
-        yield from step.sleep(0.01)
-        return value
-
-    eid = start_workflow(wf)
-    rt.pump()
-    ExecutionStep.objects.filter(execution_id=eid, step_key="0").update(
-        fingerprint=f"{fn.__module__}.{fn.__qualname__}"[:512]
-    )
-    ExecutionStep.objects.filter(execution_id=eid, step_key="1").update(fingerprint=f"{base}/a/b")
-    rt.settle(lambda: get_execution(eid).is_finished)
-    assert get_execution(eid).status == "completed", get_execution(eid).error
-    assert get_execution(eid).result == 7

@@ -381,29 +381,6 @@ def test_a_change_of_the_choices_past_512_characters_is_non_determinism(rt: Runt
     assert "take_any" in message
 
 
-def test_a_take_any_recorded_with_a_cut_fingerprint_still_replays(rt: Runtime) -> None:
-    """A heap row written by 0.1.0.dev0 releases holds the fingerprint text cut at 512
-    characters: the same choices still replay it (no false ``NonDeterminismError``), and
-    the execution completes with the recorded pair."""
-    q = rt.define(initial=lambda id: {"items": ["x"]})
-    choices = long_choices(q, "tail")
-
-    @rt.workflow
-    def wf(step: Step) -> Any:
-        pair = yield from step.take_any(choices)
-        yield from step.sleep(0.01)
-        return list(pair)
-
-    eid = start_workflow(wf)
-    rt.pump()
-    text = " | ".join(f"{c[0].name}/{c[1]}" for c in choices)
-    assert len(text) > 512
-    ExecutionStep.objects.filter(execution_id=eid, step_key="0").update(fingerprint=text[:512])
-    rt.settle(lambda: get_execution(eid).is_finished)
-    assert get_execution(eid).status == "completed", get_execution(eid).error
-    assert get_execution(eid).result == [0, "x"]
-
-
 def test_a_step_keyed_like_a_choice_of_a_take_any_is_a_step_key_error(rt: Runtime) -> None:
     """Choice ``i`` of a ``take_any`` keyed "x" records its claim in the ledger under
     "x#i": a ``take`` keyed "x#0" on the same store would read that entry back as its own
@@ -446,18 +423,6 @@ def test_choices_that_read_alike_are_told_apart_on_replay(rt: Runtime) -> None:
         return list(pair)
 
     rt.nondeterminism_after(wf, lambda: version.update(v=2))
-
-
-def test_a_row_recorded_with_the_plain_text_of_choices_that_read_alike_replays(
-    rt: Runtime,
-) -> None:
-    """Earlier releases recorded the plain text for those choices too: such a row still
-    matches the same choices."""
-    q = rt.define()
-    call = next(Step("e", "w").take_any([(q, f"a | {q.name}/b", first)]))
-    assert call.fingerprint != f"{q.name}/a | {q.name}/b"
-    assert call.matches(f"{q.name}/a | {q.name}/b")
-    assert not call.matches(f"{q.name}/a | {q.name}/c")
 
 
 def test_a_take_any_with_a_key_of_255_characters_claims(rt: Runtime) -> None:

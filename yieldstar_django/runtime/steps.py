@@ -143,31 +143,25 @@ class StepCall:
     updater: Updater | None = None
     choices: tuple[tuple[StoreDefinition, str, Selector, Claim | None], ...] = ()
     timeout: float | None = None
-    #: The fingerprint earlier releases recorded for this step, if it differs (its text
-    #: cut at 512 characters): a heap row holding it still replays as this step.
-    legacy_fingerprint: str = ""
 
     def matches(self, fingerprint: str) -> bool:
         """Whether a heap row recorded with ``fingerprint`` is this step's."""
-        return fingerprint == self.fingerprint or (
-            bool(self.legacy_fingerprint) and fingerprint == self.legacy_fingerprint
-        )
+        return fingerprint == self.fingerprint
 
 
-def fingerprint(text: str, identity: str | None = None) -> tuple[str, str]:
-    """The fingerprint of a step described by ``text``, and its legacy form (or "").
+def fingerprint(text: str, identity: str | None = None) -> str:
+    """The fingerprint of a step described by ``text``.
 
     A text that fits the column is its own fingerprint. A longer one (or one given an
     ``identity``, an unambiguous description, when ``text`` could describe another step
     too) keeps its head for people to read and ends with a SHA-256 digest of the whole
-    description, so a change anywhere in it is detected on replay. Its legacy form is the
-    text cut at the column size, what earlier releases recorded.
+    description, so a change anywhere in it is detected on replay.
     """
     if identity is None and len(text) <= MAX_FINGERPRINT_LENGTH:
-        return text, ""
+        return text
     digest = hashlib.sha256((text if identity is None else identity).encode()).hexdigest()
     suffix = f"{DIGEST_MARK}{digest}"
-    return text[: MAX_FINGERPRINT_LENGTH - len(suffix)] + suffix, text[:MAX_FINGERPRINT_LENGTH]
+    return text[: MAX_FINGERPRINT_LENGTH - len(suffix)] + suffix
 
 
 def callable_name(fn: Callable[..., Any]) -> str:
@@ -217,8 +211,8 @@ def _check_store(definition: StoreDefinition, id: str) -> str:
     return f"{definition.name}/{id}"
 
 
-def _store_fingerprint(definition: StoreDefinition, id: str) -> tuple[str, str]:
-    """The fingerprint (and legacy form) of a step on one store: its "<name>/<id>" text, or,
+def _store_fingerprint(definition: StoreDefinition, id: str) -> str:
+    """The fingerprint of a step on one store: its "<name>/<id>" text, or,
     when the name holds "/" (so another name and id read alike), that text with a digest of
     the exact pair."""
     text = _check_store(definition, id)
@@ -278,7 +272,7 @@ class Step:
         calls it again. ``RetryableError`` retries it on a durable timer; any other error
         is recorded and raised here, on this and every later replay.
         """
-        printed, legacy = fingerprint(callable_name(fn))
+        printed = fingerprint(callable_name(fn))
         call = StepCall(
             "run",
             _check_key(key),
@@ -286,7 +280,6 @@ class Step:
             fn=fn,
             args=args,
             kwargs=dict(kwargs),
-            legacy_fingerprint=legacy,
         )
         result: R = yield call
         return result
@@ -324,7 +317,7 @@ class Step:
         ``step.complete(lease)``, or hand the value back with ``step.release(lease)``;
         if it expires first, the definition's ``release(draft, value)`` hands it back.
         """
-        printed, legacy = _store_fingerprint(definition, id)
+        printed = _store_fingerprint(definition, id)
         if not callable(selector):
             raise TypeError("take() needs a selector callable")
         if claim is not None and not callable(claim):
@@ -348,7 +341,6 @@ class Step:
             selector=selector,
             claim=claim,
             seconds=seconds,
-            legacy_fingerprint=legacy,
         )
         return selected
 
@@ -371,13 +363,12 @@ class Step:
             )
         if not lease.lease_id.startswith(f"{self.execution_id}/"):
             raise ValueError(foreign_lease(action, lease.lease_id))
-        printed, legacy = fingerprint(f"{action}:{lease.lease_id}")
+        printed = fingerprint(f"{action}:{lease.lease_id}")
         ended: bool = yield StepCall(
             "end_lease",
             _check_key(key),
             printed,
             args=(action, lease),
-            legacy_fingerprint=legacy,
         )
         return ended
 
@@ -421,14 +412,13 @@ class Step:
         ambiguous = len(text) > MAX_FINGERPRINT_LENGTH or any(
             "/" in name or " | " in name or " | " in id for name, id in stores
         )
-        printed, legacy = fingerprint(text, json.dumps(stores) if ambiguous else None)
+        printed = fingerprint(text, json.dumps(stores) if ambiguous else None)
         result: tuple[int | None, Any] = yield StepCall(
             "take_any",
             _check_key(key),
             printed,
             choices=tuple(checked),
             timeout=timeout,
-            legacy_fingerprint=legacy,
         )
         return result
 
@@ -437,7 +427,7 @@ class Step:
         self, definition: StoreDefinition, id: str, updater: Updater, *, key: str | None = None
     ) -> Generator[StepCall, Any, StoreUpdateResult]:
         """Apply ``updater`` to a store exactly once (through the applied-steps ledger)."""
-        printed, legacy = _store_fingerprint(definition, id)
+        printed = _store_fingerprint(definition, id)
         if not callable(updater):
             raise TypeError("update() needs an updater callable")
         result: StoreUpdateResult = yield StepCall(
@@ -447,7 +437,6 @@ class Step:
             definition=definition,
             store_id=id,
             updater=updater,
-            legacy_fingerprint=legacy,
         )
         return result
 
@@ -456,14 +445,13 @@ class Step:
         self, definition: StoreDefinition, id: str, *, key: str | None = None
     ) -> Generator[StepCall, Any, StoreSnapshot]:
         """Read a store; the snapshot is recorded, so every replay sees the same one."""
-        printed, legacy = _store_fingerprint(definition, id)
+        printed = _store_fingerprint(definition, id)
         snapshot: StoreSnapshot = yield StepCall(
             "get",
             _check_key(key),
             printed,
             definition=definition,
             store_id=id,
-            legacy_fingerprint=legacy,
         )
         return snapshot
 
