@@ -18,6 +18,8 @@ from functools import cache
 from django.apps import apps
 from django.db import connections
 
+from .sql import queries
+
 __all__ = ["GROWTH_ROWS", "analyze_grown_tables"]
 
 logger = logging.getLogger("yieldstar_django.analyze")
@@ -25,13 +27,6 @@ logger = logging.getLogger("yieldstar_django.analyze")
 #: Rows changed since a table's last ``ANALYZE``, beyond the rows it had then, after which
 #: the relay analyzes it.
 GROWTH_ROWS = 1_000
-
-_GROWN = (
-    "SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid"
-    " WHERE s.relid = ANY (ARRAY(SELECT to_regclass(t) FROM unnest(%s::text[]) AS t))"
-    " AND s.n_mod_since_analyze > %s + greatest(c.reltuples, 0)"
-    " ORDER BY s.relname"
-)
 
 
 @cache
@@ -49,11 +44,12 @@ def analyze_grown_tables(using: str) -> list[str]:
     if connection.vendor != "postgresql":
         return []
     with connection.cursor() as cursor:
-        cursor.execute(_GROWN, [_tables(), GROWTH_ROWS])
+        cursor.execute(queries.of(connection).grown_tables, [_tables(), GROWTH_ROWS])
         grown = [str(row[0]) for row in cursor.fetchall()]
         for name in grown:
             # SKIP_LOCKED: a table autovacuum is working on is left to it, never waited for.
-            cursor.execute(f"ANALYZE (SKIP_LOCKED) {connection.ops.quote_name(name)}")
+            table = connection.ops.quote_name(name)
+            cursor.execute(queries.of(connection).analyze_table.format(table=table))
     if grown:
         logger.info("analyzed %s: their rows outgrew their statistics", ", ".join(grown))
     return grown

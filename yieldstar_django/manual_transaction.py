@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from .sql import queries
+
 __all__ = ["open_manual_transaction"]
 
 
@@ -31,4 +33,8 @@ def open_manual_transaction(connection: BaseDatabaseWrapper) -> None:
         return
     exclusive = getattr(connection, "transaction_mode", None) == "EXCLUSIVE"
     with connection.cursor() as cursor:
-        cursor.execute("BEGIN EXCLUSIVE" if exclusive else "BEGIN IMMEDIATE")
+        cursor.execute(
+            queries.of(connection).begin_exclusive
+            if exclusive
+            else queries.of(connection).begin_immediate
+        )

@@ -25,14 +25,9 @@ from django.utils import timezone
 from .conf import MAX_SECONDS, database_alias, is_duration
 from .models.claim_leases import ClaimLeaseState
 from .models.runtime import TERMINAL_STATUSES
+from .sql import queries
+from .sql.queries import placeholders
 from .wakes.outbox import MAX_BATCH_SIZE, delete_delivered, is_batch_size
-
-EXECUTION_TABLE = "yieldstar_execution"
-STEP_TABLE = "yieldstar_execution_step"
-LEDGER_TABLE = "yieldstar_appliedstep"
-WAITER_TABLE = "yieldstar_waiter"
-INTENT_TABLE = "yieldstar_wakeintent"
-CLAIM_LEASE_TABLE = "yieldstar_claim_lease"
 
 __all__ = ["MAX_BATCH_SIZE", "PruneCounts", "prune_finished"]
 
@@ -50,51 +45,35 @@ class PruneCounts:
     batches: int = field(default=0, compare=False)
 
 
-def _in(n: int) -> str:
-    return ", ".join(["%s"] * n)
-
-
 def _prune_batch(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) -> int:
     """Delete one batch of finished executions and what hangs off them; return how many."""
     connection = connections[using]
     statuses = sorted(TERMINAL_STATUSES)
-    lock = " FOR UPDATE SKIP LOCKED" if connection.vendor == "postgresql" else ""
     with transaction.atomic(using=using), connection.cursor() as cursor:
         # An execution whose leased claim is still held waits until the lease ends: its
         # hand-back writes a ledger row under the execution's id, deleted only with it.
         cursor.execute(
-            f"SELECT id FROM {EXECUTION_TABLE} e WHERE status IN ({_in(len(statuses))}) "
-            f"AND finished_at < %s AND NOT EXISTS (SELECT 1 FROM {CLAIM_LEASE_TABLE} c "
-            f"WHERE c.execution_id = e.id AND c.state = %s) "
-            f"ORDER BY finished_at LIMIT %s{lock}",
+            queries.of(connection).finished_executions,
             [*statuses, cutoff, ClaimLeaseState.HELD.value, batch_size],
         )
         ids = [row[0] for row in cursor.fetchall()]
         if not ids:
             return 0
-        where = f"execution_id IN ({_in(len(ids))})"
-        cursor.execute(f"DELETE FROM {STEP_TABLE} WHERE {where}", ids)
+        of = placeholders(len(ids))
+        cursor.execute(queries.of().prune_steps.format(ids=of), ids)
         counts.heap_entries += cursor.rowcount
-        cursor.execute(f"DELETE FROM {LEDGER_TABLE} WHERE {where}", ids)
+        cursor.execute(queries.of().prune_ledger_rows.format(ids=of), ids)
         counts.ledger_rows += cursor.rowcount
-        cursor.execute(f"DELETE FROM {INTENT_TABLE} WHERE {where}", ids)
+        cursor.execute(queries.of().prune_intents.format(ids=of), ids)
         counts.intents += cursor.rowcount
-        cursor.execute(
-            f"DELETE FROM yieldstar_waiterpath WHERE waiter_id IN "
-            f"(SELECT id FROM {WAITER_TABLE} WHERE {where})",
-            ids,
-        )
-        cursor.execute(f"DELETE FROM {WAITER_TABLE} WHERE {where}", ids)
+        cursor.execute(queries.of().prune_waiter_paths.format(ids=of), ids)
+        cursor.execute(queries.of().prune_waiters.format(ids=of), ids)
         counts.waiters += cursor.rowcount
-        cursor.execute(f"DELETE FROM {CLAIM_LEASE_TABLE} WHERE {where}", ids)
+        cursor.execute(queries.of().prune_claim_leases.format(ids=of), ids)
         counts.claim_leases += cursor.rowcount
         # Re-checks the status: the selected rows are locked (PostgreSQL) or the write lock
         # is held (SQLite), so a row deleted here is finished now, with its ledger.
-        cursor.execute(
-            f"DELETE FROM {EXECUTION_TABLE} WHERE id IN ({_in(len(ids))}) "
-            f"AND status IN ({_in(len(statuses))})",
-            [*ids, *statuses],
-        )
+        cursor.execute(queries.of().prune_executions.format(ids=of), [*ids, *statuses])
         deleted = int(cursor.rowcount)
         if deleted != len(ids):  # pragma: no cover - terminal statuses never change
             raise RuntimeError("an execution left a terminal status during pruning")

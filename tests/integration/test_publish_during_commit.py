@@ -16,10 +16,11 @@ from psycopg import pq
 
 from tests.connections import second_connection
 from tests.polling import wait_until
-from yieldstar_django.connector import DatabaseStoreClient, functions, overlap
+from yieldstar_django.connector import DatabaseStoreClient, overlap
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.results import StoreTakeUnmatched, StoreWaiter, Wake
 from yieldstar_django.models import StoreInstance, WakeIntent
+from yieldstar_django.sql import queries
 from yieldstar_django.wakes import enqueues_only
 
 from .conftest import POSTGRES, configure
@@ -124,9 +125,10 @@ def test_a_failing_call_rolls_back_and_publishes_nothing(
     alias: str, published: Published, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     d, client = awaited(alias)
-    parameters = functions.sql.COMMIT_CALL.count("%s")
+    statements = queries.of(connections[alias])
+    parameters = statements.commit_call.count("%s")
     failing = "SELECT 1 / 0 WHERE " + " OR ".join(["(%s)::text IS NULL"] * parameters)
-    monkeypatch.setattr(functions.sql, "COMMIT_CALL", failing)
+    monkeypatch.setattr(statements, "commit_call", failing)
     with pytest.raises(DataError):
         client.delete_store(d, "q")
     assert published == []

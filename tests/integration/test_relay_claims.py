@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from yieldstar_django.core.results import Wake
 from yieldstar_django.models import WakeIntent
-from yieldstar_django.wakes import INTENT_TABLE, relay_once, schedule_wake
+from yieldstar_django.wakes import relay_once, schedule_wake
 from yieldstar_django.wakes.outbox import MAX_RETRY_DELAY, claim_due, redelivery_delay
 
 from .conftest import BlockingBackend, Spawn, WakeCollector, configure
@@ -117,7 +117,8 @@ def test_a_batch_of_100_is_a_few_statements(
     with CaptureQueriesContext(connections[alias]) as queries:
         delivered = relay_once(using=alias, batch_size=100)
     assert delivered == (0 if refused else 100)
-    statements = [q["sql"] for q in queries.captured_queries if INTENT_TABLE in q["sql"]]
+    table = WakeIntent._meta.db_table
+    statements = [q["sql"] for q in queries.captured_queries if table in q["sql"]]
     assert len(statements) <= 8, statements  # transaction control aside
     left = WakeIntent.objects.using(alias).filter(delivered_at__isnull=True)
     assert left.count() == 100

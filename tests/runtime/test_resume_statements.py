@@ -21,7 +21,7 @@ from yieldstar_django.wakes.outbox import schedule_wake
 
 from .conftest import Runtime
 
-HEAP_ROW = 'UPDATE "yieldstar_execution_step"'
+HEAP_ROW = "UPDATE yieldstar_execution_step"
 
 
 def first(state: Any) -> Any:
@@ -355,5 +355,5 @@ def test_the_hot_statements_run_prepared_where_the_connection_asks(pg: Runtime) 
         raw.prepare_threshold = previous
     assert sorted(get_execution(e).result[1] for e in eids) == ["a", "b", "c"]
     assert all(get_execution(e).result[0] == 4 for e in eids)
-    for needle in ("WITH acquired", 'INSERT INTO "yieldstar_execution_step"', "commit_mutation_v3"):
+    for needle in ("WITH acquired", "INSERT INTO yieldstar_execution_step", "commit_mutation_v3"):
         assert any(needle in statement for statement in prepared), needle

@@ -18,6 +18,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.functional import cached_property
 
+from ..sql import queries
+
 
 def estimated_rows(queryset: QuerySet[Any]) -> int | None:
     """The planner's row estimate of the queryset's table on PostgreSQL, else ``None``
@@ -27,7 +29,7 @@ def estimated_rows(queryset: QuerySet[Any]) -> int | None:
         return None
     table = connection.ops.quote_name(queryset.model._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", [table])
+        cursor.execute(queries.of(connection).estimated_rows, [table])
         row = cursor.fetchone()
     if row is None or row[0] is None or row[0] < 0:
         return None

@@ -27,6 +27,7 @@ from ..core.results import StoreStepId
 from ..models.api import IdempotencyKey
 from ..models.stores import StoreInstance, StoreVersion
 from ..principals import http_principal
+from ..sql import queries
 from .exceptions import Contention, IdempotencyKeyReused, InvalidHeader
 
 HEADER: Final = "Idempotency-Key"
@@ -66,10 +67,9 @@ class Claim:
         marks the key first keeps it; one that comes second claims the key afresh."""
         if self.created:
             connection = connections[router.db_for_write(IdempotencyKey)]
-            table = connection.ops.quote_name(IdempotencyKey._meta.db_table)
             with connection.cursor() as cursor:
                 cursor.execute(
-                    f"DELETE FROM {table} WHERE id = %s AND shared = %s", [self.record.pk, False]
+                    queries.of(connection).release_idempotency_key, [self.record.pk, False]
                 )
 
     def remember_instance(self, instance_id: str | None) -> None:

@@ -3,7 +3,8 @@
 Modules: :mod:`.client` (``DatabaseStoreClient``, ``get_store_client``), :mod:`.portable`
 (the commit as statements), :mod:`.functions` (the commit as one PL/pgSQL call),
 :mod:`.waiters` (``LeaseFence``: a registration fenced by a run's lease), :mod:`.hooks`
-(``CommitHook``), :mod:`.statements` (every SQL statement),
+(``CommitHook``), :mod:`.statements` (the waiter lookups, whose text depends on the paths;
+every other statement is a named entry of ``sql/queries.sql``),
 :mod:`.arguments` (key checks), :mod:`.cursors` (the hot path's server-side cursor).
 
 ``get_store_client(using)`` returns a :class:`DatabaseStoreClient`, a ``CasStoreClient``

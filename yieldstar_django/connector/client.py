@@ -26,10 +26,11 @@ from ..core.durable import DurableLimits
 from ..core.keys import check_ledger_key, check_removal, check_store, check_text
 from ..core.results import StoreStepId, StoreWaiter
 from ..manual_transaction import open_manual_transaction
+from ..sql import queries
 from ..wakes.backends import is_enqueue_only
 from ..wakes.delivery import deliver_on_commit, publish_during_commit
 from ..wakes.outbox import PendingWake
-from . import functions, overlap, portable, statements as sql, waiters as waiter_rows
+from . import functions, overlap, portable, waiters as waiter_rows
 from .cursors import fetchone
 from .hooks import CommitHook, NotCommitted, current_hook
 from .portable import Committed
@@ -148,7 +149,9 @@ class DatabaseStoreClient(CasStoreClient):
 
     def read_store(self, definition: StoreDefinition, id: str) -> StoredState | None:
         check_store(definition.name, id)
-        row = fetchone(self.connection, sql.READ_STORE, [definition.name, id])
+        row = fetchone(
+            self.connection, queries.of(self.connection).read_store, [definition.name, id]
+        )
         return None if row is None else StoredState(row[0], int(row[1]), row[2])
 
     def get_applied_step(
@@ -157,7 +160,7 @@ class DatabaseStoreClient(CasStoreClient):
         check_ledger_key(definition.name, id, step_id)
         row = fetchone(
             self.connection,
-            sql.LEDGER_LOOKUP,
+            queries.of(self.connection).ledger_lookup,
             [definition.name, id, step_id.execution_id, step_id.step_key],
         )
         return None if row is None else str(row[0])
@@ -175,7 +178,7 @@ class DatabaseStoreClient(CasStoreClient):
         name = definition.name
         row = fetchone(
             self.connection,
-            sql.READ_STORE_AND_STEP,
+            queries.of(self.connection).read_store_and_step,
             [name, id, step_id.execution_id, step_id.step_key, name, id],
         )
         assert row is not None, "the query returns one row"
@@ -197,9 +200,8 @@ class DatabaseStoreClient(CasStoreClient):
         """Ids in ascending code-point order: ``COLLATE "C"`` (UTF-8 byte order) on
         PostgreSQL, SQLite's default ``BINARY`` collation elsewhere."""
         check_text("store name", definition.name)
-        collate = ' COLLATE "C"' if self.connection.vendor == "postgresql" else ""
         with self.connection.cursor() as cursor:
-            cursor.execute(sql.LIST_STORE_IDS.format(collate=collate), [definition.name])
+            cursor.execute(queries.of(self.connection).list_store_ids, [definition.name])
             return [row[0] for row in cursor.fetchall()]
 
     # creation
@@ -220,7 +222,9 @@ class DatabaseStoreClient(CasStoreClient):
                         stored.encoded,
                     )  # fmt: skip
                     return stored
-                existing = portable.read_locked(cursor, connection, name, id, None)
+                existing = portable.read_locked(
+                    cursor, queries.of(connection).read_store_row, name, id
+                )
                 if existing is not None:
                     return existing[1]
             # The conflicting row was deleted before we could read it: try again.

@@ -31,8 +31,9 @@ from ..core.commits import (
 )
 from ..core.results import StoreWaiter, Wake
 from ..core.waiter_index import path_match, waiter_path_rows
+from ..sql import queries
 from ..wakes.outbox import PendingWake
-from . import overlap, statements as sql, waiters
+from . import overlap, waiters
 from .arguments import paths_json
 from .cursors import fetchone
 from .portable import Committed, now
@@ -100,7 +101,7 @@ def _call(
     unwait: list[str] | None = None,
     publish: Publish | None = None,
 ) -> Committed:
-    """``COMMIT_CALL`` with ``commit``'s store, comparison, step and operation, and the
+    """``commit_call`` with ``commit``'s store, comparison, step and operation, and the
     mutation's own arguments (``new_state``, ``history``: keep state and limit)."""
     step_id = commit.step_id
     params = [
@@ -118,7 +119,7 @@ def _call(
         unwait,
     ]
     if publish is None:
-        row = fetchone(connection, sql.COMMIT_CALL, params)
+        row = fetchone(connection, queries.of(connection).commit_call, params)
         assert row is not None
         return _outcome(row)
 
@@ -126,7 +127,9 @@ def _call(
         outcome, pending = _outcome(row)
         return outcome, publish(pending)
 
-    outcome, after = overlap.call_then_commit(connection, sql.COMMIT_CALL, params, during)
+    outcome, after = overlap.call_then_commit(
+        connection, queries.of(connection).commit_call, params, during
+    )
     after()
     return outcome, []
 
@@ -167,7 +170,7 @@ def register_waiter(
     other = waiter_path_rows(read_paths, same_instance=False)
     row = fetchone(
         connection,
-        sql.REGISTER_WAITER_CALL,
+        queries.of(connection).register_waiter_call,
         [
             w.store_name,
             w.store_id,

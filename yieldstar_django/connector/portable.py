@@ -30,9 +30,11 @@ from ..core.commits import (
 from ..core.results import LedgerOperation, StoreStepId, Wake
 from ..core.types import StorePath
 from ..core.waiter_index import path_match
+from ..sql import queries
+from ..sql.queries import placeholders
 from ..wakes.outbox import PendingWake, write_intents
-from . import statements as sql
 from .arguments import paths_json
+from .statements import matching_waiters_statements
 
 __all__ = [
     "commit_deletion",
@@ -41,7 +43,6 @@ __all__ = [
     "insert_store_row",
     "insert_version",
     "ledger_result",
-    "lock",
     "now",
     "read_locked",
 ]
@@ -56,12 +57,6 @@ class _StepRecordedMeanwhile(Exception):
     """Rolls back a commit whose step was recorded by a concurrent commit."""
 
 
-def lock(connection: BaseDatabaseWrapper, mode: str) -> str:
-    """`` FOR <mode>`` on PostgreSQL; nothing on SQLite, whose IMMEDIATE transactions hold
-    the write lock from their first statement."""
-    return f" FOR {mode}" if connection.vendor == "postgresql" else ""
-
-
 def now(connection: BaseDatabaseWrapper) -> Any:
     """The current time, adapted for ``connection``."""
     return connection.ops.adapt_datetimefield_value(timezone.now())
@@ -73,7 +68,7 @@ def ledger_result(
     """The outcome for an ``operation`` whose ``step_id`` is recorded on the store:
     ``already-applied``, or ``step-mismatch`` if another kind of operation recorded it;
     ``None`` if the step is not recorded."""
-    cursor.execute(sql.LEDGER_LOOKUP, [name, id, step_id.execution_id, step_id.step_key])
+    cursor.execute(queries.of().ledger_lookup, [name, id, step_id.execution_id, step_id.step_key])
     row = cursor.fetchone()
     return None if row is None else recorded_outcome(str(row[0]), row[1], operation)
 
@@ -84,19 +79,17 @@ def insert_store_row(
     """Insert a store row; its pk, or ``None`` if the store exists."""
     at = now(connection)
     cursor.execute(
-        sql.INSERT_STORE, [name, id, stored.instance_id, stored.version, stored.encoded, at, at]
+        queries.of(connection).insert_store,
+        [name, id, stored.instance_id, stored.version, stored.encoded, at, at],
     )
     row = cursor.fetchone()
     return None if row is None else int(row[0])
 
 
-def read_locked(
-    cursor: Any, connection: BaseDatabaseWrapper, name: str, id: str, mode: str | None
-) -> tuple[int, StoredState] | None:
-    """The store row and its pk, locked ``FOR <mode>`` (no lock without ``mode``)."""
-    cursor.execute(
-        sql.READ_STORE_ROW.format(lock=lock(connection, mode) if mode else ""), [name, id]
-    )
+def read_locked(cursor: Any, statement: str, name: str, id: str) -> tuple[int, StoredState] | None:
+    """The store row and its pk, read by ``statement``: ``read_store_row`` or one of its
+    locking variants (``read_store_row_for_commit``, ``read_store_row_for_delete``)."""
+    cursor.execute(statement, [name, id])
     row = cursor.fetchone()
     if row is None:
         return None
@@ -112,13 +105,13 @@ def compare_and_lock(
     of it without locking the row (a row lock writes WAL: its commit would wait for a flush
     while every other writer of the store queues on the lock)."""
     if connection.vendor == "postgresql":
-        cursor.execute(sql.PEEK_STORE_VERSION, [name, id])
+        cursor.execute(queries.of(connection).peek_store_version, [name, id])
         row = cursor.fetchone()
         if row is None:
             return None
         if (row[1], int(row[2])) != (expected.instance_id, expected.version):
-            return read_locked(cursor, connection, name, id, None)
-    return read_locked(cursor, connection, name, id, "NO KEY UPDATE")
+            return read_locked(cursor, queries.of(connection).read_store_row, name, id)
+    return read_locked(cursor, queries.of(connection).read_store_row_for_commit, name, id)
 
 
 def insert_version(
@@ -135,7 +128,7 @@ def insert_version(
     """The version row of a commit (its state only if ``VERSION_HISTORY_KEEP_STATE``)."""
     keep = yieldstar_settings.VERSION_HISTORY_KEEP_STATE
     cursor.execute(
-        sql.INSERT_VERSION,
+        queries.of(connection).insert_version,
         [
             name,
             id,
@@ -162,7 +155,7 @@ def _record_step(
     """Insert the ledger row; False if the step is recorded already."""
     assert result is not None, "a step id needs a result to record"
     cursor.execute(
-        sql.RECORD_STEP,
+        queries.of(connection).record_step,
         [name, id, step_id.execution_id, step_id.step_key, result, operation, now(connection)],
     )
     return cursor.fetchone() is not None
@@ -171,17 +164,7 @@ def _record_step(
 def _prune_versions(cursor: Any, instance_id: str, version: int) -> None:
     limit = yieldstar_settings.VERSION_HISTORY_LIMIT
     if limit is not None and version >= limit:
-        cursor.execute(sql.PRUNE_VERSION, [instance_id, version - limit])
-
-
-def _of_steps(execution_id: str, step_keys: Sequence[str] | None) -> tuple[str, list[Any]]:
-    """The ``{where}`` of the waiters of an execution, or of those of its steps whose keys
-    are ``step_keys``, and its parameters."""
-    where, params = "execution_id = %s", [execution_id]
-    if step_keys is not None:
-        where += f" AND step_key IN ({', '.join(['%s'] * len(step_keys))})"
-        params += step_keys
-    return where, params
+        cursor.execute(queries.of().prune_version, [instance_id, version - limit])
 
 
 def lock_waiters(
@@ -191,16 +174,22 @@ def lock_waiters(
     transactions hold the write lock already), in registration order: a claim of a step
     waiting on several stores does so before it locks its store's row."""
     if connection.vendor == "postgresql":
-        where, params = _of_steps(execution_id, step_keys)
-        cursor.execute(sql.LOCK_WAITERS.format(where=where), params)
+        keys = placeholders(len(step_keys))
+        cursor.execute(
+            queries.of(connection).lock_step_waiters.format(keys=keys), [execution_id, *step_keys]
+        )
 
 
 def delete_waiters(cursor: Any, execution_id: str, step_keys: Sequence[str] | None) -> None:
     """Delete the waiters (and their path rows) of an execution, or of those of its steps
     whose keys are ``step_keys``."""
-    where, params = _of_steps(execution_id, step_keys)
-    cursor.execute(sql.REMOVE_WAITER_PATHS.format(where=where), params)
-    cursor.execute(sql.REMOVE_WAITERS.format(where=where), params)
+    if step_keys is None:
+        cursor.execute(queries.of().delete_execution_waiter_paths, [execution_id])
+        cursor.execute(queries.of().delete_execution_waiters, [execution_id])
+        return
+    keys, params = placeholders(len(step_keys)), [execution_id, *step_keys]
+    cursor.execute(queries.of().delete_step_waiter_paths.format(keys=keys), params)
+    cursor.execute(queries.of().delete_step_waiters.format(keys=keys), params)
 
 
 def _matching(
@@ -208,9 +197,9 @@ def _matching(
 ) -> list[tuple[int, Wake, bool]]:
     """The waiters the changed paths intersect, in registration order: (id, the wake of
     its execution, whether it was woken since it registered). A change of many paths is
-    looked up in several statements (``sql.PROBES_PER_STATEMENT`` index probes each)."""
+    looked up in several statements (``PROBES_PER_STATEMENT`` index probes each)."""
     found: dict[int, tuple[int, Wake, bool]] = {}
-    for query, params in sql.matching_waiters_statements(store_pk, path_match(changed_paths)):
+    for query, params in matching_waiters_statements(store_pk, path_match(changed_paths)):
         cursor.execute(query, params)
         for pk, e, w, woken in cursor.fetchall():
             found.setdefault(int(pk), (int(pk), Wake(e, w), woken is not None))
@@ -229,10 +218,12 @@ def _waking(
     it registered, in registration order; those waiters are marked woken (as
     ``yieldstar_wake_waiters_v1`` does on PostgreSQL, rows locked elsewhere skipped)."""
     unwoken = [w for w in _matching(cursor, store_pk, changed_paths) if not w[2]]
-    mark = sql.MARK_WOKEN.format(ids="{ids}", lock=lock(connection, "NO KEY UPDATE SKIP LOCKED"))
     for start in range(0, len(unwoken), WAKES_PER_STATEMENT):
         ids = [pk for pk, _, _ in unwoken[start : start + WAKES_PER_STATEMENT]]
-        cursor.execute(mark.format(ids=", ".join(["%s"] * len(ids))), [now(connection), *ids])
+        cursor.execute(
+            queries.of(connection).mark_woken.format(ids=placeholders(len(ids))),
+            [now(connection), *ids],
+        )
     return _executions(unwoken)
 
 
@@ -262,7 +253,9 @@ def commit_mutation(
                     StoredState(expected.instance_id, version, m.encoded_state),
                 )
                 if pk is None:
-                    current = read_locked(cursor, connection, name, id, "NO KEY UPDATE")
+                    current = read_locked(
+                        cursor, queries.of(connection).read_store_row_for_commit, name, id
+                    )
                     return (MISSING if current is None else conflict(current[1])), []
             else:
                 found = compare_and_lock(cursor, connection, name, id, expected)
@@ -283,7 +276,9 @@ def commit_mutation(
             if m.created:  # version 0, the initial state, then the change
                 versions.insert(0, (0, "[]", None, expected.encoded))
             else:
-                cursor.execute(sql.UPDATE_STORE, [version, m.encoded_state, now(connection), pk])
+                cursor.execute(
+                    queries.of().update_store, [version, m.encoded_state, now(connection), pk]
+                )
             for number, paths, step_id, state in versions:
                 insert_version(
                     cursor, connection, name, id, expected.instance_id, number, paths, step_id,
@@ -309,7 +304,7 @@ def commit_deletion(connection: BaseDatabaseWrapper, using: str, d: StoreDeletio
             recorded = ledger_result(cursor, name, id, step_id, operation)
             if recorded is not None:
                 return recorded, []
-        found = read_locked(cursor, connection, name, id, "UPDATE")
+        found = read_locked(cursor, queries.of(connection).read_store_row_for_delete, name, id)
         if found is None:
             return MISSING, []
         pk, current = found
@@ -325,7 +320,7 @@ def commit_deletion(connection: BaseDatabaseWrapper, using: str, d: StoreDeletio
             assert recorded is not None
             return recorded, []
         wakes = _executions(_matching(cursor, pk, [()]))  # all waiters, woken or not
-        cursor.execute(sql.DELETE_STORE_WAITER_PATHS, [pk])
-        cursor.execute(sql.DELETE_STORE_WAITERS, [pk])
-        cursor.execute(sql.DELETE_STORE, [pk])
+        cursor.execute(queries.of().delete_store_waiter_paths, [pk])
+        cursor.execute(queries.of().delete_store_waiters, [pk])
+        cursor.execute(queries.of().delete_store, [pk])
         return COMMITTED, write_intents(wakes, reason="delete", using=using)

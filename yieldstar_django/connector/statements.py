@@ -1,155 +1,19 @@
-"""Every SQL statement of the store client, written once.
-
-Placeholders are ``%s`` (Django's paramstyle, both databases). ``{lock}`` slots take
-``lock(...)`` of the connection: a row lock clause on PostgreSQL, nothing on SQLite, whose
-``BEGIN IMMEDIATE`` transactions hold the database write lock from their first statement.
-The PostgreSQL functions the commit calls are in ``yieldstar_django/sql/``.
+"""The store client's statements whose text depends on their arguments: the lookups of
+the waiters a change intersects, one index probe per path key. Every other statement is a
+named entry of ``yieldstar_django/sql/queries.sql``; these are built from its
+``store_waiters``, ``probed_waiters``, ``waiter_probe`` and ``waiter_path_probe``.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
 from ..core.constants import WaiterKind
 from ..core.waiter_index import PathMatch
+from ..sql import queries
 
-STORE_TABLE: Final = "yieldstar_storeinstance"
-VERSION_TABLE: Final = "yieldstar_storeversion"
-LEDGER_TABLE: Final = "yieldstar_appliedstep"
-WAITER_TABLE: Final = "yieldstar_waiter"
-WAITER_PATH_TABLE: Final = "yieldstar_waiterpath"
-#: The runtime's executions: a fenced registration checks its run's lease there.
-EXECUTION_TABLE: Final = "yieldstar_execution"
-
-# --- reads -------------------------------------------------------------------------------
-
-READ_STORE: Final = (
-    f"SELECT instance_id, version, state FROM {STORE_TABLE} WHERE name = %s AND store_id = %s"
-)
-#: The store row by key, with its pk; ``{lock}`` may lock it.
-READ_STORE_ROW: Final = (
-    f"SELECT id, instance_id, version, state FROM {STORE_TABLE} "
-    "WHERE name = %s AND store_id = %s{lock}"
-)
-#: The store row's pk and (instance_id, version), unlocked: the comparison before a lock.
-PEEK_STORE_VERSION: Final = (
-    f"SELECT id, instance_id, version FROM {STORE_TABLE} WHERE name = %s AND store_id = %s"
-)
-#: A step's recorded result and the kind of operation that recorded it (NULL: unknown).
-LEDGER_LOOKUP: Final = (
-    f"SELECT result, operation FROM {LEDGER_TABLE} WHERE store_name = %s AND store_id = %s "
-    "AND execution_id = %s AND step_key = %s"
-)
-#: The ledger lookup and the store read at once: exactly one row (NULLs where missing).
-READ_STORE_AND_STEP: Final = (
-    f"SELECT l.result, s.instance_id, s.version, s.state FROM (SELECT 1 AS one) k "
-    f"LEFT JOIN {LEDGER_TABLE} l ON l.store_name = %s AND l.store_id = %s "
-    "AND l.execution_id = %s AND l.step_key = %s "
-    f"LEFT JOIN {STORE_TABLE} s ON s.name = %s AND s.store_id = %s"
-)
-#: Ids of one store name in code-point order (``{collate}``: ``COLLATE "C"`` on PostgreSQL).
-LIST_STORE_IDS: Final = (
-    f"SELECT store_id FROM {STORE_TABLE} WHERE name = %s ORDER BY store_id{{collate}}"
-)
-
-# --- the commit as statements (SQLite; PostgreSQL with use_functions=False) --------------
-
-INSERT_STORE: Final = (
-    f"INSERT INTO {STORE_TABLE} "
-    "(name, store_id, instance_id, version, state, created_at, updated_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s) "
-    "ON CONFLICT (name, store_id) DO NOTHING RETURNING id"
-)
-UPDATE_STORE: Final = (
-    f"UPDATE {STORE_TABLE} SET version = %s, state = %s, updated_at = %s WHERE id = %s"
-)
-DELETE_STORE: Final = f"DELETE FROM {STORE_TABLE} WHERE id = %s"
-INSERT_VERSION: Final = (
-    f"INSERT INTO {VERSION_TABLE} (store_name, store_id, instance_id, version, "
-    "changed_paths, step_execution_id, step_key, state, created_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
-PRUNE_VERSION: Final = f"DELETE FROM {VERSION_TABLE} WHERE instance_id = %s AND version = %s"
-#: The ledger row; no row returned when the step is recorded already.
-RECORD_STEP: Final = (
-    f"INSERT INTO {LEDGER_TABLE} "
-    "(store_name, store_id, execution_id, step_key, result, operation, created_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s) "
-    "ON CONFLICT (store_name, store_id, execution_id, step_key) DO NOTHING RETURNING id"
-)
-
-# --- the commit as one call (PostgreSQL) --------------------------------------------------
-
-#: The store commit: every mutation, and deletions (``p_operation`` ``'delete'``).
-COMMIT_FUNCTION: Final = "yieldstar_commit_mutation_v3"
-COMMIT_CALL: Final = (
-    f"SELECT * FROM {COMMIT_FUNCTION}(%s::text, %s::text, %s::text, %s::bigint, "
-    "%s::boolean, %s::text, %s::text, %s::text, %s::boolean, %s::text[], %s::text[], "
-    "%s::text, %s::text, %s::text, %s::text, %s::boolean, %s::bigint, %s::double precision, "
-    "%s::text[])"
-)
-
-# --- waiters ------------------------------------------------------------------------------
-
-#: A waiter's registration in one call (PostgreSQL), fenced by a run's lease if one is
-#: given (its last two arguments: owner token and finished statuses, or NULLs).
-#: ``yieldstar_register_waiter_v1`` (unfenced) stays for the processes of the release
-#: before during a rolling deploy.
-REGISTER_WAITER_FUNCTION: Final = "yieldstar_register_waiter_v2"
-REGISTER_WAITER_CALL: Final = (
-    f"SELECT * FROM {REGISTER_WAITER_FUNCTION}(%s::text, %s::text, %s::text, %s::text, "
-    "%s::text, %s::text, %s::bigint, %s::text, %s::smallint[], %s::text[], %s::smallint[], "
-    "%s::text[], %s::timestamptz, %s::double precision, %s::timestamptz, %s::text, %s::text[])"
-)
-
-#: A fenced registration's check (portable), before the store row's read: the execution
-#: (``%s``) leased to the registering run (``%s``); ``{live}``: `` AND status NOT IN (%s,
-#: ...)`` (its finished statuses) or nothing; ``{lock}``: a share lock on the row.
-LEASE_HELD: Final = (
-    f"SELECT 1 FROM {EXECUTION_TABLE} WHERE id = %s AND lease_owner = %s{{live}}{{lock}}"
-)
-
-#: The store row under ``{lock}`` (a share lock): a registration's linearization point.
-READ_STORE_FOR_WAITER: Final = (
-    f"SELECT id, instance_id, version FROM {STORE_TABLE} WHERE name = %s AND store_id = %s{{lock}}"
-)
-UPSERT_WAITER: Final = (
-    f"INSERT INTO {WAITER_TABLE} (workflow_id, execution_id, step_key, store_pk, "
-    "instance_id, since_version, read_paths, created_at, woken_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-    "ON CONFLICT (execution_id, step_key, store_pk) DO UPDATE SET "
-    "workflow_id = excluded.workflow_id, instance_id = excluded.instance_id, "
-    "since_version = excluded.since_version, read_paths = excluded.read_paths, "
-    "created_at = excluded.created_at, woken_at = excluded.woken_at RETURNING id"
-)
-DELETE_WAITER_PATHS: Final = f"DELETE FROM {WAITER_PATH_TABLE} WHERE waiter_id = %s"
-#: The start of a multi-row insert of path rows: append ``(%s, %s, %s, %s)`` per row.
-INSERT_WAITER_PATHS: Final = (
-    f"INSERT INTO {WAITER_PATH_TABLE} (waiter_id, store_pk, kind, path) VALUES "
-)
-#: The waiters of an execution (``{where}``: ``execution_id = %s`` [``AND step_key = %s``]).
-REMOVE_WAITER_PATHS: Final = (
-    f"DELETE FROM {WAITER_PATH_TABLE} WHERE waiter_id IN "
-    f"(SELECT id FROM {WAITER_TABLE} WHERE {{where}})"
-)
-REMOVE_WAITERS: Final = f"DELETE FROM {WAITER_TABLE} WHERE {{where}}"
-#: Lock the waiters of an execution's steps in registration order (``{where}`` as above;
-#: PostgreSQL).
-LOCK_WAITERS: Final = f"SELECT id FROM {WAITER_TABLE} WHERE {{where}} ORDER BY id FOR UPDATE"
-#: Mark woken the waiters ``{ids}`` whose rows no other transaction holds (``{lock}``:
-#: `` FOR NO KEY UPDATE SKIP LOCKED`` on PostgreSQL): a commit never waits on a waiter row.
-MARK_WOKEN: Final = (
-    f"UPDATE {WAITER_TABLE} SET woken_at = %s WHERE id IN "
-    f"(SELECT id FROM {WAITER_TABLE} WHERE id IN ({{ids}}){{lock}})"
-)
-DELETE_STORE_WAITER_PATHS: Final = f"DELETE FROM {WAITER_PATH_TABLE} WHERE store_pk = %s"
-DELETE_STORE_WAITERS: Final = f"DELETE FROM {WAITER_TABLE} WHERE store_pk = %s"
-LIST_WAITERS: Final = (
-    "SELECT w.workflow_id, w.execution_id, w.step_key, w.instance_id, "
-    f"w.since_version, w.read_paths FROM {WAITER_TABLE} w "
-    f"JOIN {STORE_TABLE} s ON s.id = w.store_pk "
-    "WHERE s.name = %s AND s.store_id = %s ORDER BY w.id"
-)
+__all__ = ["PROBES_PER_STATEMENT", "matching_waiters_sql", "matching_waiters_statements"]
 
 
 #: Index probes (``UNION ALL`` branches) per matching statement: SQLite refuses a compound
@@ -170,17 +34,27 @@ def matching_waiters_sql(
     so any plan of it is an index probe whatever the statistics say. ``always``: with the
     branch of the ``ALWAYS`` rows. A change of many paths is looked up in several
     statements, :func:`matching_waiters_statements`."""
-    columns = f"SELECT id, execution_id, workflow_id, woken_at FROM {WAITER_TABLE} WHERE "
     if match.wake_all:
-        return f"{columns}store_pk = %s ORDER BY id", [store_pk]
-    probe = f"SELECT waiter_id FROM {WAITER_PATH_TABLE} WHERE store_pk = %s AND kind = "
-    parts = [f"{probe}{WaiterKind.ALWAYS:d}"] if always else []
+        return queries.of().store_waiters, [store_pk]
+    probe_always, probe_read, probe_prefix = _probes()
+    parts = [probe_always] if always else []
     params: list[Any] = [store_pk] if always else []
-    for kind, keys in ((WaiterKind.READ, match.read_keys), (WaiterKind.PREFIX, match.prefix_keys)):
+    for probe, keys in ((probe_read, match.read_keys), (probe_prefix, match.prefix_keys)):
         for key in keys:
-            parts.append(f"{probe}{kind:d} AND path = %s")
+            parts.append(probe)
             params += [store_pk, key]
-    return f"{columns}id IN ({' UNION ALL '.join(parts)}) ORDER BY id", params
+    return queries.of().probed_waiters.format(probes=" UNION ALL ".join(parts)), params
+
+
+@functools.cache
+def _probes() -> tuple[str, str, str]:
+    """The probes of the ``ALWAYS`` rows, and of a ``READ`` and a ``PREFIX`` key (built
+    once)."""
+    return (
+        queries.of().waiter_probe.format(kind=int(WaiterKind.ALWAYS)),
+        queries.of().waiter_path_probe.format(kind=int(WaiterKind.READ)),
+        queries.of().waiter_path_probe.format(kind=int(WaiterKind.PREFIX)),
+    )
 
 
 def matching_waiters_statements(

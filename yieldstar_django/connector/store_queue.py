@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from ..sql import queries
 from .portable import lock_waiters, read_locked
 
 __all__ = ["store_queue"]
@@ -42,5 +43,5 @@ def store_queue(
         with connection.cursor() as cursor:
             if len(unwait) > 1:  # before the store's row, as the commit takes them
                 lock_waiters(cursor, connection, execution_id, unwait)
-            read_locked(cursor, connection, name, id, "NO KEY UPDATE")
+            read_locked(cursor, queries.of(connection).read_store_row_for_commit, name, id)
         yield

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -12,10 +13,11 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from ..core.keys import check_removal, check_store, check_waiter
 from ..core.results import StoreWaiter, Wake
 from ..core.waiter_index import waiter_path_rows
+from ..sql import queries
+from ..sql.queries import placeholders
 from ..wakes.outbox import PendingWake, write_intents
-from . import statements as sql
 from .arguments import paths_json
-from .portable import delete_waiters, lock, now
+from .portable import delete_waiters, now
 
 __all__ = [
     "LeaseFence",
@@ -92,10 +94,7 @@ def register_waiter(
     with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
         if fence is not None and not _lease_held(cursor, connection, w.execution_id, fence):
             return None
-        cursor.execute(
-            sql.READ_STORE_FOR_WAITER.format(lock=lock(connection, "SHARE")),
-            [w.store_name, w.store_id],
-        )
+        cursor.execute(queries.of(connection).read_store_for_waiter, [w.store_name, w.store_id])
         row = cursor.fetchone()
         if row is None:
             return write_intents([wake], reason="missing", using=using)
@@ -104,7 +103,7 @@ def register_waiter(
         stale = not same_instance or version != w.since_version
         registered = now(connection)
         cursor.execute(
-            sql.UPSERT_WAITER,
+            queries.of(connection).upsert_waiter,
             [
                 w.workflow_id,
                 w.execution_id,
@@ -120,12 +119,12 @@ def register_waiter(
         fetched = cursor.fetchone()
         assert fetched is not None
         waiter_pk = int(fetched[0])
-        cursor.execute(sql.DELETE_WAITER_PATHS, [waiter_pk])
+        cursor.execute(queries.of(connection).delete_waiter_paths, [waiter_pk])
         rows = waiter_path_rows(read_paths, same_instance=same_instance)
         for start in range(0, len(rows), PATH_ROWS_PER_INSERT):
             chunk = rows[start : start + PATH_ROWS_PER_INSERT]
             cursor.execute(
-                sql.INSERT_WAITER_PATHS + ", ".join(["(%s, %s, %s, %s)"] * len(chunk)),
+                queries.of(connection).insert_waiter_paths.format(rows=_rows(len(chunk))),
                 [v for kind, key in chunk for v in (waiter_pk, store_pk, kind, key)],
             )
         return write_intents([wake], reason="stale", using=using) if stale else []
@@ -136,14 +135,19 @@ def _lease_held(
 ) -> bool:
     """Whether the execution is leased to ``fence.owner`` and not finished, its row
     share-locked until the transaction ends (PostgreSQL)."""
-    live = ""
     if fence.finished:
-        live = f" AND status NOT IN ({', '.join(['%s'] * len(fence.finished))})"
-    cursor.execute(
-        sql.LEASE_HELD.format(live=live, lock=lock(connection, "SHARE")),
-        [execution_id, fence.owner, *fence.finished],
-    )
+        statuses = placeholders(len(fence.finished))
+        statement = queries.of(connection).lease_held_unfinished.format(statuses=statuses)
+    else:
+        statement = queries.of(connection).lease_held
+    cursor.execute(statement, [execution_id, fence.owner, *fence.finished])
     return cursor.fetchone() is not None
+
+
+@functools.cache
+def _rows(count: int) -> str:
+    """``insert_waiter_paths``'s ``rows`` of ``count`` path rows."""
+    return ", ".join(["(%s, %s, %s, %s)"] * count)
 
 
 def checked_paths(w: StoreWaiter) -> list[tuple[Any, ...]]:
@@ -170,7 +174,7 @@ def list_waiters(connection: BaseDatabaseWrapper, name: str, id: str) -> list[St
     """The waiters registered on a store, in registration order."""
     check_store(name, id)
     with connection.cursor() as cursor:
-        cursor.execute(sql.LIST_WAITERS, [name, id])
+        cursor.execute(queries.of(connection).list_waiters, [name, id])
         return [
             StoreWaiter(
                 wf, ex, key, name, id, inst, int(since), tuple(tuple(p) for p in json.loads(paths))

@@ -219,16 +219,13 @@ class Lease:
                 wakes.acknowledge(self.execution.id, everything=True, using=alias)
             return released
         assignments, params = sql.set_clause(Execution, changes, connection)
-        params += self.fence(connection)[1]
-        if self.timer is not None:
-            params.append(self.timer)
+        params += [*self.fence(connection)[1], self.timer]
         if acknowledge_all:
             params += [connection.ops.adapt_datetimefield_value(clock.now()), self.execution.id]
         statement = sql.release_lease_sql(
             connection,
             assignments,
             unless_wake_pending=unless_wake_pending,
-            with_timer=self.timer is not None,
             acknowledge_all=acknowledge_all,
         )
         row = fetchone(connection, statement, params)

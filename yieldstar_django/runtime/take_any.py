@@ -35,6 +35,7 @@ from ..core.commits import StoreMutation
 from ..core.durable import decode_durable, encode_durable
 from ..core.results import StoreStepId, StoreTakeMatched, StoreTakeUnmatched
 from ..models.runtime import ExecutionStatus, StepKind
+from ..sql import queries
 from . import store_steps
 from .context import Kind, LedgerKey, StepContext
 from .outcomes import StepResult, StepValue, Suspend, recorded_result
@@ -187,16 +188,16 @@ def _give_way(connection: BaseDatabaseWrapper, *, keep: bool) -> str | None:
     previous = None
     with connection.cursor() as cursor:
         if keep:
-            cursor.execute("SELECT current_setting('lock_timeout')")
+            cursor.execute(queries.of(connection).current_lock_timeout)
             previous = str(cursor.fetchone()[0])
-        cursor.execute(f"SET LOCAL lock_timeout = '{GIVE_WAY_AFTER_MS}ms'")
+        cursor.execute(queries.of(connection).give_way_lock_timeout.format(ms=GIVE_WAY_AFTER_MS))
     return previous
 
 
 def _set_lock_timeout(connection: BaseDatabaseWrapper, value: str) -> None:
     """``lock_timeout`` back to ``value`` for the rest of the current transaction."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [value])
+        cursor.execute(queries.of(connection).set_lock_timeout, [value])
 
 
 def _choice_keys(call: StepCall, key: str) -> tuple[str, ...]:

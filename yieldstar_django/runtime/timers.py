@@ -54,8 +54,8 @@ def ensure_timer(execution_id: str, workflow_id: str, at: datetime, *, reason: s
 
 
 def rearm_timer(intent_id: int, at: datetime) -> None:
-    """Move a timer to ``at`` as a new, unacknowledged intent (``statements.rearm_timer_sql``
-    in one statement on PostgreSQL)."""
+    """Move a timer to ``at`` as a new, unacknowledged intent (``rearm_timer`` of
+    ``sql/queries.sql`` in one statement on PostgreSQL)."""
     WakeIntent.objects.filter(pk=intent_id).update(
         available_at=at, due_at=at, delivered_at=None, attempts=0
     )

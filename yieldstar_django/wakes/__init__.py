@@ -15,9 +15,9 @@
 - **Acknowledgement**: an intent is done when the wake took effect (a run of the execution
   started after it was due, or the execution finished), not when a broker accepted it.
 
-The package imports without the app registry (it writes its table with SQL), so the
-connector and ``WAKE_BACKEND`` paths can import it at any time. See
-``docs/internals/architecture.md#wakes`` for the life of a wake.
+The package imports without the app registry (it writes its table with the statements of
+``sql/queries.sql``), so the connector and ``WAKE_BACKEND`` paths can import it at any
+time. See ``docs/internals/architecture.md#wakes`` for the life of a wake.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ from .delivery import (
     wake_now,
 )
 from .outbox import (
-    ACK_CONDITION,
-    INTENT_TABLE,
     PendingWake,
     acknowledge,
     prune_delivered,
@@ -43,8 +41,6 @@ from .outbox import (
 from .relay import relay_once, run_relay, stop_on_signals
 
 __all__ = [
-    "ACK_CONDITION",
-    "INTENT_TABLE",
     "RESUME_TASK",
     "OnCommitDelivery",
     "PendingWake",

@@ -7,14 +7,14 @@ the transaction that requires it, so once that transaction is durable the wake i
 too. An intent is *acknowledged* (``delivered_at`` set) when the wake took effect, not when
 a broker accepted it: when a run of the execution starts (takes the lease, or runs again
 under it) after the intent was due, or the execution finished (``acknowledge``; the runtime
-acknowledges in the statement that takes the lease, with ``ACK_CONDITION``). A held lease's
+acknowledges in the statement that takes the lease, with the same ``ack_condition``). A held lease's
 takeover timer is the exception: a run under that lease leaves it pending (``keep``), so
 ``prune_delivered`` never deletes it while the lease is held. Until an intent is
 acknowledged, the relay (:mod:`.relay`) delivers it again at its ``available_at``, which
 its claim (``claim_due``) pushes back before it publishes, holding no lock while it does.
 
 This module does not import the models, so it can be imported before the app registry is
-ready; it writes the ``yieldstar_wakeintent`` table with SQL.
+ready; it writes the intents' table with the statements of ``sql/queries.sql``.
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ from django.utils import timezone
 from .. import clock
 from ..conf import database_alias, yieldstar_settings
 from ..core.results import Wake
+from ..sql import queries
+from ..sql.queries import placeholders
 
 __all__ = [
-    "ACK_CONDITION",
-    "INTENT_COLUMNS",
-    "INTENT_TABLE",
     "MAX_BATCH_SIZE",
     "MAX_RETRY_DELAY",
     "ClaimedWake",
@@ -46,7 +45,6 @@ __all__ = [
     "count_overdue",
     "delete_delivered",
     "ensure_wake",
-    "in_clause",
     "is_batch_size",
     "prune_delivered",
     "push_back",
@@ -58,14 +56,6 @@ __all__ = [
     "write_intents",
 ]
 
-#: The table of :class:`yieldstar_django.models.WakeIntent`.
-INTENT_TABLE: Final = "yieldstar_wakeintent"
-#: The columns an intent is inserted with: in this order by ``_INSERT`` here and by the
-#: runtime's ``INSERT ... SELECT`` (``runtime.statements.intent_insert_sql``).
-INTENT_COLUMNS: Final = (
-    "execution_id", "workflow_id", "reason", "available_at", "due_at",
-    "delivered_at", "attempts", "last_error", "created_at",
-)  # fmt: skip
 #: Longest pause before the relay retries an intent whose delivery failed, in seconds.
 MAX_RETRY_DELAY: Final = 300.0
 #: Longest error text kept on an intent.
@@ -74,34 +64,6 @@ MAX_ERROR_LENGTH: Final = 2000
 #: row (an intent whose delivery is recorded, an execution pruned), well under the limits
 #: of PostgreSQL (65,535) and SQLite (32,766 by default since 3.32).
 MAX_BATCH_SIZE: Final = 10_000
-
-#: The intents of one execution (``%s``) that a run starting at ``%s`` satisfies: not yet
-#: acknowledged and due (an immediate wake is due when written, a timer at ``due_at``).
-ACK_CONDITION: Final = (
-    "execution_id = %s AND delivered_at IS NULL AND COALESCE(due_at, created_at) <= %s"
-)
-
-#: An intent's ``INTENT_COLUMNS``: execution, workflow, reason, available and due times
-#: and the creation time as parameters, the rest as a new intent has them.
-_ROW: Final = "%s, %s, %s, %s, %s, NULL, 0, '', %s"
-_INSERT: Final = (
-    f"INSERT INTO {INTENT_TABLE} ({', '.join(INTENT_COLUMNS)}) VALUES ({_ROW}) RETURNING id"
-)
-
-#: ``_INSERT`` of a timer, unless the execution has an unacknowledged one of that reason
-#: due at that time (the execution index's equality, then a filter).
-_INSERT_UNLESS_PENDING: Final = (
-    f"INSERT INTO {INTENT_TABLE} ({', '.join(INTENT_COLUMNS)}) SELECT {_ROW} WHERE NOT EXISTS ("
-    f"SELECT 1 FROM {INTENT_TABLE} WHERE execution_id = %s AND reason = %s AND due_at = %s "
-    "AND delivered_at IS NULL) RETURNING id"
-)
-
-#: Make the execution's unacknowledged timer of that reason, due at that time, deliverable
-#: then again if a delivery pushed it past (``ensure_wake``).
-_REARM_PENDING: Final = (
-    f"UPDATE {INTENT_TABLE} SET available_at = %s WHERE execution_id = %s AND reason = %s "
-    "AND due_at = %s AND delivered_at IS NULL AND available_at > %s"
-)
 
 
 @dataclass(frozen=True)
@@ -140,11 +102,6 @@ def require_batch_size(value: object) -> None:
         raise ValueError(f"batch_size must be an integer from 1 to {MAX_BATCH_SIZE}, not {value!r}")
 
 
-def in_clause(count: int) -> str:
-    """``%s, %s, ...``: the placeholders of an ``IN (...)`` list of ``count`` values."""
-    return ", ".join(["%s"] * count)
-
-
 def acknowledge(
     execution_id: str,
     *,
@@ -159,14 +116,12 @@ def acknowledge(
     using = database_alias(using)
     now = _adapt(using, _now())
     if everything:
-        sql = f"UPDATE {INTENT_TABLE} SET delivered_at = %s WHERE execution_id = %s "
-        sql += "AND delivered_at IS NULL"
         params: list[Any] = [now, execution_id]
+        sql = queries.of().acknowledge_all if keep is None else queries.of().acknowledge_all_but
     else:
-        sql = f"UPDATE {INTENT_TABLE} SET delivered_at = %s WHERE {ACK_CONDITION}"
         params = [now, execution_id, now]
+        sql = queries.of().acknowledge_due if keep is None else queries.of().acknowledge_due_but
     if keep is not None:
-        sql += " AND id <> %s"
         params.append(keep)
     with connections[using].cursor() as cursor:
         cursor.execute(sql, params)
@@ -194,7 +149,7 @@ def push_back(using: str, intent_ids: Sequence[int], error: str | None = None) -
         return
     with connections[using].cursor() as cursor:
         cursor.execute(
-            f"SELECT id, attempts FROM {INTENT_TABLE} WHERE id IN ({in_clause(len(intent_ids))})",
+            queries.of().intent_deliveries.format(ids=placeholders(len(intent_ids))),
             list(intent_ids),
         )
         deliveries = {int(i): int(attempts) for i, attempts in cursor.fetchall()}
@@ -230,23 +185,23 @@ def _reschedule(
 ) -> None:
     """Move each unacknowledged intent of ``deliveries`` (id: deliveries counted before)
     to ``redelivery_delay`` from now (a failed delivery's, with ``error``, recorded), and
-    with ``count`` count one more delivery on it. One UPDATE per distinct delay: a few at
-    most, since the delay doubles up to ``MAX_RETRY_DELAY``."""
+    with ``count`` count one more delivery on it (without, ``error`` is required: a refused
+    delivery). One UPDATE per distinct delay: a few at most, since the delay doubles up to
+    ``MAX_RETRY_DELAY``."""
+    if count:
+        statement = queries.of().push_back if error is None else queries.of().push_back_failed
+    else:
+        assert error is not None, "an uncounted push back records a refusal"
+        statement = queries.of().push_back_refused
     now = _now()
     by_delay: dict[float, list[int]] = {}
     for intent_id, before in deliveries.items():
         delay = redelivery_delay(before, failed=error is not None)
         by_delay.setdefault(delay, []).append(intent_id)
-    count_sql = "attempts = attempts + 1, " if count else ""
-    error_sql = ", last_error = %s" if error is not None else ""
     for delay, ids in by_delay.items():
         at = _adapt(using, now + timedelta(seconds=delay))
         params: list[Any] = [at, *([error] if error is not None else []), *ids]
-        cursor.execute(
-            f"UPDATE {INTENT_TABLE} SET {count_sql}available_at = %s{error_sql} "
-            f"WHERE id IN ({in_clause(len(ids))}) AND delivered_at IS NULL",
-            params,
-        )
+        cursor.execute(statement.format(ids=placeholders(len(ids))), params)
 
 
 def _insert_intents(
@@ -262,7 +217,10 @@ def _insert_intents(
     pending: list[PendingWake] = []
     with connections[using].cursor() as cursor:
         for wake in wakes:
-            cursor.execute(_INSERT, [wake.execution_id, wake.workflow_id, reason, at, due, now])
+            cursor.execute(
+                queries.of().insert_intent,
+                [wake.execution_id, wake.workflow_id, reason, at, due, now],
+            )
             row = cursor.fetchone()
             assert row is not None
             pending.append(PendingWake(int(row[0]), wake))
@@ -318,26 +276,13 @@ def ensure_wake(
     due = _adapt(using, at)
     params = [execution_id, workflow_id, reason, due, due, _adapt(using, _now())]
     with connections[using].cursor() as cursor:
-        cursor.execute(_INSERT_UNLESS_PENDING, [*params, execution_id, reason, due])
+        cursor.execute(
+            queries.of().insert_timer_unless_pending, [*params, execution_id, reason, due]
+        )
         row = cursor.fetchone()
         if row is None:
-            cursor.execute(_REARM_PENDING, [due, execution_id, reason, due, due])
+            cursor.execute(queries.of().rearm_pending_timer, [due, execution_id, reason, due, due])
     return None if row is None else int(row[0])
-
-
-#: ``claim_due`` on PostgreSQL: lock the due intents no other transaction holds, count a
-#: delivery on each and push it back by ``redelivery_delay`` (its formula in SQL).
-#: Parameters: now, limit; now, ``MAX_RETRY_DELAY``, ``_retry_base``.
-_CLAIM_POSTGRES: Final = (
-    f"WITH due AS (SELECT id, available_at FROM {INTENT_TABLE} "
-    "WHERE delivered_at IS NULL AND available_at <= %s "
-    "ORDER BY available_at, id LIMIT %s FOR UPDATE SKIP LOCKED) "
-    f"UPDATE {INTENT_TABLE} AS i SET attempts = i.attempts + 1, "
-    "available_at = CAST(%s AS timestamptz) + make_interval(secs => LEAST(CAST(%s AS float8), "
-    "CAST(%s AS float8) * power(2, LEAST(i.attempts, 20)))) "
-    "FROM due WHERE i.id = due.id "
-    "RETURNING i.id, i.execution_id, i.workflow_id, i.attempts - 1, due.available_at"
-)
 
 
 def claim_due(using: str, limit: int) -> list[ClaimedWake]:
@@ -359,16 +304,11 @@ def claim_due(using: str, limit: int) -> list[ClaimedWake]:
         at = _adapt(using, now)
         params = [at, limit, at, MAX_RETRY_DELAY, _retry_base(failed=False)]
         with connection.cursor() as cursor:
-            cursor.execute(_CLAIM_POSTGRES, params)
+            cursor.execute(queries.of(connection).claim_due_intents, params)
             rows = sorted(cursor.fetchall(), key=lambda row: (row[4], row[0]))
         return [ClaimedWake(int(i), Wake(e, w), int(d)) for i, e, w, d, _ in rows]
     with transaction.atomic(using=using), connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id, execution_id, workflow_id, attempts FROM {INTENT_TABLE} "
-            "WHERE delivered_at IS NULL AND available_at <= %s "
-            "ORDER BY available_at, id LIMIT %s",
-            [_adapt(using, now), limit],
-        )
+        cursor.execute(queries.of(connection).due_intents, [_adapt(using, now), limit])
         claimed = [ClaimedWake(int(i), Wake(e, w), int(d)) for i, e, w, d in cursor.fetchall()]
         deliveries = {c.intent_id: c.deliveries for c in claimed}
         _reschedule(cursor, using, deliveries, count=True, error=None)
@@ -377,11 +317,7 @@ def claim_due(using: str, limit: int) -> list[ClaimedWake]:
 
 def count_overdue(seconds: float, *, using: str | None = None) -> int:
     """Unacknowledged intents deliverable for more than ``seconds``."""
-    with _run_with_cutoff(
-        f"SELECT COUNT(*) FROM {INTENT_TABLE} WHERE delivered_at IS NULL AND available_at < %s",
-        seconds,
-        using,
-    ) as cursor:
+    with _run_with_cutoff(queries.of().count_overdue_intents, seconds, using) as cursor:
         row = cursor.fetchone()
         return int(row[0]) if row else 0
 
@@ -395,11 +331,7 @@ def prune_delivered(
     if batch_size is not None:
         require_batch_size(batch_size)
     if batch_size is None:
-        with _run_with_cutoff(
-            f"DELETE FROM {INTENT_TABLE} WHERE delivered_at IS NOT NULL AND delivered_at < %s",
-            older_than,
-            using,
-        ) as cursor:
+        with _run_with_cutoff(queries.of().delete_delivered_intents, older_than, using) as cursor:
             return int(cursor.rowcount)
     using = database_alias(using)
     cutoff = _adapt(using, _now() - timedelta(seconds=older_than))
@@ -415,11 +347,7 @@ def delete_delivered(cutoff: Any, limit: int, *, using: str) -> int:
     """In a transaction of its own (or the caller's), delete at most ``limit`` intents
     acknowledged before ``cutoff`` (a value of ``using``'s database); return how many."""
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {INTENT_TABLE} WHERE id IN (SELECT id FROM {INTENT_TABLE} "
-            "WHERE delivered_at IS NOT NULL AND delivered_at < %s LIMIT %s)",
-            [cutoff, limit],
-        )
+        cursor.execute(queries.of().delete_delivered_intents_batch, [cutoff, limit])
         return int(cursor.rowcount)
 
 

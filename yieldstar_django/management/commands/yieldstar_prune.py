@@ -20,6 +20,7 @@ from django.db import connections, transaction
 from yieldstar_django.conf import MAX_SECONDS, is_duration, yieldstar_settings
 from yieldstar_django.management.commands._base import DatabaseCommand
 from yieldstar_django.retention import MAX_BATCH_SIZE, prune_finished
+from yieldstar_django.sql import queries
 from yieldstar_django.wakes import prune_delivered
 
 
@@ -88,18 +89,9 @@ class Command(DatabaseCommand):
         limit = yieldstar_settings.VERSION_HISTORY_LIMIT
         with transaction.atomic(using=using), connections[using].cursor() as cursor:
             if limit is not None:
-                cursor.execute(
-                    "DELETE FROM yieldstar_storeversion WHERE id IN ("
-                    "SELECT v.id FROM yieldstar_storeversion v "
-                    "JOIN yieldstar_storeinstance s ON s.instance_id = v.instance_id "
-                    "WHERE v.version <= s.version - %s)",
-                    [limit],
-                )
+                cursor.execute(queries.of().prune_versions_over_limit, [limit])
                 versions += cursor.rowcount
             if not options["keep_deleted"]:
-                cursor.execute(
-                    "DELETE FROM yieldstar_storeversion WHERE instance_id NOT IN ("
-                    "SELECT instance_id FROM yieldstar_storeinstance)"
-                )
+                cursor.execute(queries.of().prune_versions_of_deleted_stores)
                 versions += cursor.rowcount
         self.stdout.write(f"deleted {intents} wake intent(s) and {versions} store version(s)")

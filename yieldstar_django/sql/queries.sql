@@ -1,0 +1,397 @@
+-- Every SQL statement yieldstar_django runs, by name (loaded by sql/queries.py).
+--
+-- An entry is a header line "-- name --", or "-- name(point, ...) --" for a statement
+-- completed by its caller (see below), a one-line comment saying what it does, and the
+-- text, up to the next header. Placeholders filled once per database vendor:
+--   {<model name>}   the table of that model of the app ({wakeintent}: WakeIntent's table)
+--   {<entry name>}   the text of another entry: a condition or a list several statements share
+--   {for_update}, {for_no_key_update}, {for_share}, {skip_locked}, {collate_c}
+--                    a row lock or collation clause on PostgreSQL, nothing on SQLite (its
+--                    BEGIN IMMEDIATE transactions hold the database write lock; its default
+--                    BINARY collation is code-point order)
+-- A header's points stay as {point} for the caller's str.format(point=...): an IN list of
+-- one %s per value, a SET list built from the models, an identifier. Parameters are %s.
+
+
+-- ---------------------------------------------------------------------------------------
+-- The store client: reads
+-- ---------------------------------------------------------------------------------------
+
+-- read_store --
+-- A store's instance id, version and state by name and id.
+SELECT instance_id, version, state FROM {storeinstance} WHERE name = %s AND store_id = %s
+
+-- read_store_row --
+-- A store row with its pk, unlocked.
+SELECT id, instance_id, version, state FROM {storeinstance} WHERE name = %s AND store_id = %s
+
+-- read_store_row_for_commit --
+-- A store row with its pk, locked against other commits (not against a waiter's share lock).
+SELECT id, instance_id, version, state FROM {storeinstance} WHERE name = %s AND store_id = %s{for_no_key_update}
+
+-- read_store_row_for_delete --
+-- A store row with its pk, locked exclusively: the store is about to be deleted.
+SELECT id, instance_id, version, state FROM {storeinstance} WHERE name = %s AND store_id = %s{for_update}
+
+-- peek_store_version --
+-- A store row's pk and (instance_id, version), unlocked: the comparison before a lock.
+SELECT id, instance_id, version FROM {storeinstance} WHERE name = %s AND store_id = %s
+
+-- ledger_lookup --
+-- A step's recorded result and the kind of operation that recorded it (NULL: unknown).
+SELECT result, operation FROM {appliedstep} WHERE store_name = %s AND store_id = %s AND execution_id = %s AND step_key = %s
+
+-- read_store_and_step --
+-- The ledger lookup and the store read at once: exactly one row (NULLs where missing).
+SELECT l.result, s.instance_id, s.version, s.state FROM (SELECT 1 AS one) k LEFT JOIN {appliedstep} l ON l.store_name = %s AND l.store_id = %s AND l.execution_id = %s AND l.step_key = %s LEFT JOIN {storeinstance} s ON s.name = %s AND s.store_id = %s
+
+-- list_store_ids --
+-- The ids of one store name in code-point order.
+SELECT store_id FROM {storeinstance} WHERE name = %s ORDER BY store_id{collate_c}
+
+
+-- ---------------------------------------------------------------------------------------
+-- The store client: the commit as statements (SQLite; PostgreSQL with use_functions=False)
+-- ---------------------------------------------------------------------------------------
+
+-- insert_store --
+-- Create a store row; its pk, or no row if the store exists.
+INSERT INTO {storeinstance} (name, store_id, instance_id, version, state, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name, store_id) DO NOTHING RETURNING id
+
+-- update_store --
+-- Write a store row's new version and state (by pk).
+UPDATE {storeinstance} SET version = %s, state = %s, updated_at = %s WHERE id = %s
+
+-- delete_store --
+-- Delete a store row (by pk).
+DELETE FROM {storeinstance} WHERE id = %s
+
+-- insert_version --
+-- Write a commit's history row.
+INSERT INTO {storeversion} (store_name, store_id, instance_id, version, changed_paths, step_execution_id, step_key, state, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+
+-- prune_version --
+-- Delete the history row that fell out of VERSION_HISTORY_LIMIT.
+DELETE FROM {storeversion} WHERE instance_id = %s AND version = %s
+
+-- record_step --
+-- Write a step's ledger row; no row returned when the step is recorded already.
+INSERT INTO {appliedstep} (store_name, store_id, execution_id, step_key, result, operation, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (store_name, store_id, execution_id, step_key) DO NOTHING RETURNING id
+
+
+-- ---------------------------------------------------------------------------------------
+-- The store client: the commit and a registration as one call (PostgreSQL, sql/*_vN.sql)
+-- ---------------------------------------------------------------------------------------
+
+-- commit_call --
+-- The store commit in one call: every mutation, and deletions (p_operation 'delete').
+SELECT * FROM yieldstar_commit_mutation_v3(%s::text, %s::text, %s::text, %s::bigint, %s::boolean, %s::text, %s::text, %s::text, %s::boolean, %s::text[], %s::text[], %s::text, %s::text, %s::text, %s::text, %s::boolean, %s::bigint, %s::double precision, %s::text[])
+
+-- register_waiter_call --
+-- A waiter's registration in one call, fenced by a run's lease when its last two arguments (owner token, finished statuses) are given.
+SELECT * FROM yieldstar_register_waiter_v2(%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::bigint, %s::text, %s::smallint[], %s::text[], %s::smallint[], %s::text[], %s::timestamptz, %s::double precision, %s::timestamptz, %s::text, %s::text[])
+
+
+-- ---------------------------------------------------------------------------------------
+-- The store client: waiters
+-- ---------------------------------------------------------------------------------------
+
+-- lease_held --
+-- A fenced registration's check: the execution (%s) is leased to the registering run (%s); its row share-locked.
+SELECT 1 FROM {execution} WHERE id = %s AND lease_owner = %s{for_share}
+
+-- lease_held_unfinished(statuses) --
+-- lease_held, and the execution in none of the finished {statuses} (one %s each).
+SELECT 1 FROM {execution} WHERE id = %s AND lease_owner = %s AND status NOT IN ({statuses}){for_share}
+
+-- read_store_for_waiter --
+-- The store row's pk and (instance_id, version) under a share lock: a registration's linearization point.
+SELECT id, instance_id, version FROM {storeinstance} WHERE name = %s AND store_id = %s{for_share}
+
+-- upsert_waiter --
+-- Register a waiter, or replace the observation of the same (execution, step, store); its pk.
+INSERT INTO {waiter} (workflow_id, execution_id, step_key, store_pk, instance_id, since_version, read_paths, created_at, woken_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (execution_id, step_key, store_pk) DO UPDATE SET workflow_id = excluded.workflow_id, instance_id = excluded.instance_id, since_version = excluded.since_version, read_paths = excluded.read_paths, created_at = excluded.created_at, woken_at = excluded.woken_at RETURNING id
+
+-- delete_waiter_paths --
+-- Delete a waiter's path rows (before they are written again).
+DELETE FROM {waiterpath} WHERE waiter_id = %s
+
+-- insert_waiter_paths(rows) --
+-- Write path rows of a waiter: {rows} is one "(%s, %s, %s, %s)" per row, comma-separated.
+INSERT INTO {waiterpath} (waiter_id, store_pk, kind, path) VALUES {rows}
+
+-- delete_execution_waiter_paths --
+-- Delete the path rows of an execution's waiters.
+DELETE FROM {waiterpath} WHERE waiter_id IN (SELECT id FROM {waiter} WHERE execution_id = %s)
+
+-- delete_execution_waiters --
+-- Delete an execution's waiters (after their path rows).
+DELETE FROM {waiter} WHERE execution_id = %s
+
+-- delete_step_waiter_paths(keys) --
+-- Delete the path rows of the waiters of an execution's steps ({keys}: one %s per step key).
+DELETE FROM {waiterpath} WHERE waiter_id IN (SELECT id FROM {waiter} WHERE execution_id = %s AND step_key IN ({keys}))
+
+-- delete_step_waiters(keys) --
+-- Delete the waiters of an execution's steps ({keys}: one %s per step key).
+DELETE FROM {waiter} WHERE execution_id = %s AND step_key IN ({keys})
+
+-- lock_step_waiters(keys) --
+-- Lock the waiters of an execution's steps in registration order (PostgreSQL; {keys}: one %s per step key).
+SELECT id FROM {waiter} WHERE execution_id = %s AND step_key IN ({keys}) ORDER BY id FOR UPDATE
+
+-- mark_woken(ids) --
+-- Mark woken the waiters {ids} (one %s each) whose rows no other transaction holds: a commit never waits on a waiter row.
+UPDATE {waiter} SET woken_at = %s WHERE id IN (SELECT id FROM {waiter} WHERE id IN ({ids}){for_no_key_update}{skip_locked})
+
+-- delete_store_waiter_paths --
+-- Delete the path rows of every waiter on a store (by store pk).
+DELETE FROM {waiterpath} WHERE store_pk = %s
+
+-- delete_store_waiters --
+-- Delete every waiter on a store (by store pk), after their path rows.
+DELETE FROM {waiter} WHERE store_pk = %s
+
+-- list_waiters --
+-- The waiters registered on a store (by name and id), in registration order.
+SELECT w.workflow_id, w.execution_id, w.step_key, w.instance_id, w.since_version, w.read_paths FROM {waiter} w JOIN {storeinstance} s ON s.id = w.store_pk WHERE s.name = %s AND s.store_id = %s ORDER BY w.id
+
+-- store_waiters --
+-- Every waiter on a store (by store pk), in registration order: the waiters a deletion wakes.
+SELECT id, execution_id, workflow_id, woken_at FROM {waiter} WHERE store_pk = %s ORDER BY id
+
+-- probed_waiters(probes) --
+-- The waiters found by {probes} (waiter_probe and waiter_path_probe texts joined by UNION ALL), in registration order.
+SELECT id, execution_id, workflow_id, woken_at FROM {waiter} WHERE id IN ({probes}) ORDER BY id
+
+-- waiter_probe(kind) --
+-- The waiters of a store (by pk) with a path row of {kind} (a WaiterKind number).
+SELECT waiter_id FROM {waiterpath} WHERE store_pk = %s AND kind = {kind}
+
+-- waiter_path_probe(kind) --
+-- The waiters of a store (by pk) with a path row of {kind} (a WaiterKind number) and that path key.
+SELECT waiter_id FROM {waiterpath} WHERE store_pk = %s AND kind = {kind} AND path = %s
+
+
+-- ---------------------------------------------------------------------------------------
+-- Wake intents (wakes/outbox.py)
+-- ---------------------------------------------------------------------------------------
+
+-- intent_columns --
+-- The columns an intent is written with, in the order of intent_values.
+execution_id, workflow_id, reason, available_at, due_at, delivered_at, attempts, last_error, created_at
+
+-- intent_values --
+-- A new intent's intent_columns: execution, workflow, reason, available and due times and creation time as parameters.
+%s, %s, %s, %s, %s, NULL, 0, '', %s
+
+-- ack_condition --
+-- The intents of one execution (%s) that a run starting at %s satisfies: unacknowledged and due (an immediate wake when written, a timer at due_at).
+execution_id = %s AND delivered_at IS NULL AND COALESCE(due_at, created_at) <= %s
+
+-- insert_intent --
+-- Write a wake intent; its id.
+INSERT INTO {wakeintent} ({intent_columns}) VALUES ({intent_values}) RETURNING id
+
+-- insert_timer_unless_pending --
+-- insert_intent of a timer, unless the execution has an unacknowledged one of that reason due at that time.
+INSERT INTO {wakeintent} ({intent_columns}) SELECT {intent_values} WHERE NOT EXISTS (SELECT 1 FROM {wakeintent} WHERE execution_id = %s AND reason = %s AND due_at = %s AND delivered_at IS NULL) RETURNING id
+
+-- rearm_pending_timer --
+-- Make an execution's unacknowledged timer of that reason and due time deliverable then again if a delivery pushed it past.
+UPDATE {wakeintent} SET available_at = %s WHERE execution_id = %s AND reason = %s AND due_at = %s AND delivered_at IS NULL AND available_at > %s
+
+-- acknowledge_due --
+-- Acknowledge (at %s) the intents a run of the execution satisfies (ack_condition).
+UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition}
+
+-- acknowledge_due_but --
+-- acknowledge_due but one intent (by id: a held lease's takeover timer).
+UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND id <> %s
+
+-- acknowledge_all --
+-- Acknowledge (at %s) every open intent of a finished execution.
+UPDATE {wakeintent} SET delivered_at = %s WHERE execution_id = %s AND delivered_at IS NULL
+
+-- acknowledge_all_but --
+-- acknowledge_all but one intent (by id).
+UPDATE {wakeintent} SET delivered_at = %s WHERE execution_id = %s AND delivered_at IS NULL AND id <> %s
+
+-- intent_deliveries(ids) --
+-- The deliveries counted on the intents {ids} (one %s each).
+SELECT id, attempts FROM {wakeintent} WHERE id IN ({ids})
+
+-- push_back(ids) --
+-- Count a delivery on the unacknowledged intents {ids} (one %s each) and make them deliverable again at %s.
+UPDATE {wakeintent} SET attempts = attempts + 1, available_at = %s WHERE id IN ({ids}) AND delivered_at IS NULL
+
+-- push_back_failed(ids) --
+-- push_back of a failed delivery: also record its error (the second %s).
+UPDATE {wakeintent} SET attempts = attempts + 1, available_at = %s, last_error = %s WHERE id IN ({ids}) AND delivered_at IS NULL
+
+-- push_back_refused(ids) --
+-- Record a refused delivery of claimed intents (counted by the claim): deliverable again at %s, with the error.
+UPDATE {wakeintent} SET available_at = %s, last_error = %s WHERE id IN ({ids}) AND delivered_at IS NULL
+
+-- claim_due_intents --
+-- The relay's claim (PostgreSQL): lock the due intents no other transaction holds, count a delivery on each and push it back by redelivery_delay. Parameters: now, limit; now, MAX_RETRY_DELAY, the first delay.
+WITH due AS (SELECT id, available_at FROM {wakeintent} WHERE delivered_at IS NULL AND available_at <= %s ORDER BY available_at, id LIMIT %s FOR UPDATE SKIP LOCKED) UPDATE {wakeintent} AS i SET attempts = i.attempts + 1, available_at = CAST(%s AS timestamptz) + make_interval(secs => LEAST(CAST(%s AS float8), CAST(%s AS float8) * power(2, LEAST(i.attempts, 20)))) FROM due WHERE i.id = due.id RETURNING i.id, i.execution_id, i.workflow_id, i.attempts - 1, due.available_at
+
+-- due_intents --
+-- The due, unacknowledged intents, oldest first, up to a limit: the relay's claim elsewhere (then push_back).
+SELECT id, execution_id, workflow_id, attempts FROM {wakeintent} WHERE delivered_at IS NULL AND available_at <= %s ORDER BY available_at, id LIMIT %s
+
+-- count_overdue_intents --
+-- How many unacknowledged intents were deliverable before %s.
+SELECT COUNT(*) FROM {wakeintent} WHERE delivered_at IS NULL AND available_at < %s
+
+-- delete_delivered_intents --
+-- Delete the intents acknowledged before %s.
+DELETE FROM {wakeintent} WHERE delivered_at IS NOT NULL AND delivered_at < %s
+
+-- delete_delivered_intents_batch --
+-- Delete at most %s (the second parameter) intents acknowledged before %s.
+DELETE FROM {wakeintent} WHERE id IN (SELECT id FROM {wakeintent} WHERE delivered_at IS NOT NULL AND delivered_at < %s LIMIT %s)
+
+
+-- ---------------------------------------------------------------------------------------
+-- The runtime: leases, the heap (runtime/leases.py, runtime/engine.py; PostgreSQL but the heap writes)
+-- ---------------------------------------------------------------------------------------
+
+-- terminal_statuses --
+-- One %s per finished execution status (TERMINAL_STATUSES, sorted).
+%s, %s, %s
+
+-- lease_fence --
+-- The execution (%s) is leased by this run (%s) and not finished (terminal_statuses): a condition on the execution table.
+id = %s AND lease_owner = %s AND status NOT IN ({terminal_statuses})
+
+-- rearm_timer --
+-- Move one timer (the third %s) to fire at available_at, due_at (the first two) as a new, unacknowledged intent; conditions follow.
+UPDATE {wakeintent} SET available_at = %s, due_at = %s, delivered_at = NULL, attempts = 0 WHERE id = %s
+
+-- cancel_timer --
+-- Delete one undelivered intent (by id); conditions follow.
+DELETE FROM {wakeintent} WHERE id = %s AND delivered_at IS NULL
+
+-- renew_lease --
+-- Extend a held lease to %s (then lease_fence's parameters) and move its takeover timer (rearm_timer's) if it did; one row: the leases extended (0 or 1).
+WITH renewed AS (UPDATE {execution} SET lease_expires_at = %s WHERE {lease_fence} RETURNING 1), moved AS ({rearm_timer} AND EXISTS (SELECT 1 FROM renewed) RETURNING 1) SELECT count(*) FROM renewed
+
+-- renew_lease_run_again --
+-- renew_lease for another run under the lease: also clear wake_pending and acknowledge (at %s) the due intents (ack_condition) but the timer (by id).
+WITH renewed AS (UPDATE {execution} SET lease_expires_at = %s, wake_pending = false WHERE {lease_fence} RETURNING 1), moved AS ({rearm_timer} AND EXISTS (SELECT 1 FROM renewed) RETURNING 1), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND id <> %s AND EXISTS (SELECT 1 FROM renewed)) SELECT count(*) FROM renewed
+
+-- release_lease(assignments) --
+-- Apply {assignments} and let a held lease go (lease_fence's parameters follow the assignments'), deleting its takeover timer (by id, NULL: none); one row: the leases released.
+WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1) SELECT count(*) FROM released
+
+-- release_lease_unless_wake_pending(assignments) --
+-- release_lease, unless a wake is flagged (the holder runs again instead).
+WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} AND NOT wake_pending RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1) SELECT count(*) FROM released
+
+-- release_lease_finished(assignments) --
+-- release_lease of a finished execution: also acknowledge (at %s) every intent of the execution (%s) if it released.
+WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE execution_id = %s AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM released) RETURNING 1) SELECT count(*) FROM released
+
+-- acquire_lease(columns, heap, max_read_ahead, relaxed) --
+-- Take a free or expired lease of a live execution, acknowledge its due intents, write its takeover timer, and read its heap and the stores it waits on (their state up to {max_read_ahead} bytes), in one statement; {columns}: the execution's returned, {heap}: s.<column> of each heap field, {relaxed}: "" or synchronous_commit_off.
+WITH acquired AS (UPDATE {execution} SET lease_owner = %s, lease_expires_at = %s, wake_pending = false, status = %s, runs = runs + 1, updated_at = %s WHERE id = %s AND status NOT IN ({terminal_statuses}) AND (lease_owner = '' OR lease_expires_at < %s) RETURNING {columns}), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND EXISTS (SELECT 1 FROM acquired)), timer AS (INSERT INTO {wakeintent} ({intent_columns}) SELECT id, workflow_id, %s, %s, %s, NULL, 0, '', %s FROM acquired RETURNING id) SELECT acquired.*, timer.id, (SELECT COALESCE(json_agg(json_build_array({heap}) ORDER BY s.position), '[]'::json) FROM {executionstep} s WHERE s.execution_id = acquired.id), (SELECT COALESCE(json_agg(json_build_array(w.step_key, i.name, i.store_id, i.instance_id, i.version, i.state, a.result)), '[]'::json) FROM {waiter} w JOIN {storeinstance} i ON i.id = w.store_pk LEFT JOIN {appliedstep} a ON a.store_name = i.name AND a.store_id = i.store_id AND a.execution_id = w.execution_id AND a.step_key = w.step_key WHERE w.execution_id = acquired.id AND octet_length(i.state) <= {max_read_ahead}) FROM acquired, timer{relaxed}
+
+-- synchronous_commit_off --
+-- acquire_lease's {relaxed} in autocommit: its commit does not wait for the WAL flush.
+, (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed
+
+-- update_step_fenced(assignments) --
+-- Apply {assignments} to a pending heap row (id, status, attempts: three %s after the assignments') if nobody moved it on and the run holds the lease (lease_fence).
+UPDATE {executionstep} SET {assignments} WHERE id = %s AND status = %s AND attempts = %s AND EXISTS (SELECT 1 FROM {execution} WHERE {lease_fence})
+
+-- insert_step_fenced(columns, values) --
+-- Write a heap row ({columns}, {values}: one cast %s each) while the run holds the lease (lease_fence); nothing if the step is recorded.
+INSERT INTO {executionstep} ({columns}) SELECT {values} WHERE EXISTS (SELECT 1 FROM {execution} WHERE {lease_fence}) ON CONFLICT (execution_id, step_key) DO NOTHING
+
+-- current_lock_timeout --
+-- The transaction's lock_timeout (PostgreSQL), to put back later.
+SELECT current_setting('lock_timeout')
+
+-- give_way_lock_timeout(ms) --
+-- Wait at most {ms} milliseconds for a lock for the rest of the transaction (PostgreSQL).
+SET LOCAL lock_timeout = '{ms}ms'
+
+-- set_lock_timeout --
+-- Set lock_timeout to %s for the rest of the transaction (PostgreSQL).
+SELECT set_config('lock_timeout', %s, true)
+
+
+-- ---------------------------------------------------------------------------------------
+-- Retention (retention.py, management/commands/yieldstar_prune.py)
+-- ---------------------------------------------------------------------------------------
+
+-- finished_executions --
+-- A batch of executions finished (terminal_statuses) before %s, oldest first, but those with a held claim lease (state %s), up to %s, locked unless another transaction holds them.
+SELECT id FROM {execution} e WHERE status IN ({terminal_statuses}) AND finished_at < %s AND NOT EXISTS (SELECT 1 FROM {claimleaserecord} c WHERE c.execution_id = e.id AND c.state = %s) ORDER BY finished_at LIMIT %s{for_update}{skip_locked}
+
+-- prune_steps(ids) --
+-- Delete the heap rows of the executions {ids} (one %s each).
+DELETE FROM {executionstep} WHERE execution_id IN ({ids})
+
+-- prune_ledger_rows(ids) --
+-- Delete the ledger rows of the executions {ids}.
+DELETE FROM {appliedstep} WHERE execution_id IN ({ids})
+
+-- prune_intents(ids) --
+-- Delete the wake intents of the executions {ids}.
+DELETE FROM {wakeintent} WHERE execution_id IN ({ids})
+
+-- prune_waiter_paths(ids) --
+-- Delete the path rows of the waiters of the executions {ids}.
+DELETE FROM {waiterpath} WHERE waiter_id IN (SELECT id FROM {waiter} WHERE execution_id IN ({ids}))
+
+-- prune_waiters(ids) --
+-- Delete the waiters of the executions {ids} (after their path rows).
+DELETE FROM {waiter} WHERE execution_id IN ({ids})
+
+-- prune_claim_leases(ids) --
+-- Delete the claim leases of the executions {ids}.
+DELETE FROM {claimleaserecord} WHERE execution_id IN ({ids})
+
+-- prune_executions(ids) --
+-- Delete the executions {ids} that are finished (terminal_statuses), checked again under the lock.
+DELETE FROM {execution} WHERE id IN ({ids}) AND status IN ({terminal_statuses})
+
+-- prune_versions_over_limit --
+-- Delete the history rows more than %s versions behind their store's current one.
+DELETE FROM {storeversion} WHERE id IN (SELECT v.id FROM {storeversion} v JOIN {storeinstance} s ON s.instance_id = v.instance_id WHERE v.version <= s.version - %s)
+
+-- prune_versions_of_deleted_stores --
+-- Delete the history rows of store instances that no longer exist.
+DELETE FROM {storeversion} WHERE instance_id NOT IN (SELECT instance_id FROM {storeinstance})
+
+
+-- ---------------------------------------------------------------------------------------
+-- Elsewhere
+-- ---------------------------------------------------------------------------------------
+
+-- release_idempotency_key --
+-- Forget an idempotency key's claim (by pk) unless a retry shared it meanwhile (shared = %s: false).
+DELETE FROM {idempotencykey} WHERE id = %s AND shared = %s
+
+-- begin_immediate --
+-- Open a transaction holding the database write lock from the start (SQLite).
+BEGIN IMMEDIATE
+
+-- begin_exclusive --
+-- begin_immediate for a connection whose transaction_mode is EXCLUSIVE (SQLite).
+BEGIN EXCLUSIVE
+
+-- grown_tables --
+-- Those of the tables (%s: their names) changed by more than %s rows beyond their size at their last ANALYZE (PostgreSQL).
+SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid = ANY (ARRAY(SELECT to_regclass(t) FROM unnest(%s::text[]) AS t)) AND s.n_mod_since_analyze > %s + greatest(c.reltuples, 0) ORDER BY s.relname
+
+-- analyze_table(table) --
+-- Refresh the planner statistics of {table} (a quoted name), unless another process holds it (PostgreSQL).
+ANALYZE (SKIP_LOCKED) {table}
+
+-- estimated_rows --
+-- The planner's row estimate of a table (%s: its quoted name; PostgreSQL).
+SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)
