@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from django import forms
-from django.contrib.admin import helpers
+from django.contrib.admin import ShowFacets, helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
@@ -260,6 +260,8 @@ class StoreHookMixin:
     view is refused."""
 
     store_name_field: str = "name"
+    #: No per-filter counts (``?_facets``): they would count rows a hook hides.
+    show_facets = ShowFacets.NEVER
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset: QuerySet[Any] = super().get_queryset(request)  # type: ignore[misc]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from django.contrib import admin, messages
+from django.contrib.admin import ShowFacets
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -146,6 +147,12 @@ class ExecutionAdmin(
     @admin.display(description="error")
     def pretty_error(self, obj: Execution) -> SafeString | str:
         return pretty_block(decoded(obj.error_json)) if obj.error_json else "—"
+
+    @property
+    def show_facets(self) -> ShowFacets:  # type: ignore[override]
+        """No per-filter counts (``?_facets``) when a hook may hide executions: they
+        would count those too."""
+        return ShowFacets.NEVER if any_execution_hook() else ShowFacets.ALLOW
 
     def get_list_deferred(self, request: HttpRequest) -> tuple[str, ...]:
         """Nothing is deferred when a hook is asked about each row (it may read the
