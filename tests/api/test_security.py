@@ -217,6 +217,14 @@ def cart_workflow() -> Iterator[Any]:
     unregister_workflow("api-cart-total")
 
 
+def test_a_workflow_hook_must_be_callable() -> None:
+    def body(step: Any) -> Any:
+        yield from step.sleep(1)
+
+    with pytest.raises(TypeError, match="permission"):
+        workflow("api-bad-hook", permission="yes")(body)  # type: ignore[arg-type]
+
+
 def execution_user(name: str) -> User:
     return user(name, "add_execution", "view_execution", "change_execution")
 
