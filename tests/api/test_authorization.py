@@ -108,6 +108,8 @@ def request(client: Client, name: str, method: str) -> Any:
     elif (name, method) == ("execution-list", "POST"):
         body = {"workflow": "api-test-greet", "args": ["matrix"]}
     call = getattr(client, method.lower())
+    if body is None and method == "POST":  # a bodiless write: JSON, or no Content-Type
+        return call(url, content_type="application/json")
     if body is None:
         return call(url)
     return call(url, json.dumps(body), content_type=content_type)

@@ -13,6 +13,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
+from yieldstar_django.api.executions import ID_TAKEN
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Execution, ExecutionStep, IdempotencyKey
 from yieldstar_django.runtime import start_workflow
@@ -173,8 +174,9 @@ SUMMARY = {"id", "workflow", "status", "created_at", "updated_at", "finished_at"
 def test_a_start_without_view_execution_answers_a_summary(api: Client) -> None:
     """A user who may start executions but not read them (no ``view_execution``) started
     someone else's finished execution again, with its id and arguments, and the ``200``
-    answered it whole: its result and its heap, which ``GET`` refuses them (``403``). A
-    start answers such a user the execution's summary (as the list shows it) now."""
+    answered it whole: its result and its heap, which ``GET`` refuses them (``403``). Such
+    a user learns nothing of an execution it may not view: the start is ``409`` with the
+    words of any taken id; its own new start answers its summary."""
     from django.utils import timezone
 
     start_workflow("api-test-greet", "Ada", execution_id="payroll-june")
@@ -191,10 +193,8 @@ def test_a_start_without_view_execution_answers_a_summary(api: Client) -> None:
     again = start(
         starter, {"workflow": "api-test-greet", "args": ["Ada"], "execution_id": "payroll-june"}
     )
-    assert again.status_code == 200, again.content
-    assert set(again.json()) == SUMMARY, again.json()
-    assert "9000" not in again.content.decode() and "iban" not in again.content.decode()
-    assert again.json()["url"].endswith(detail)
+    assert again.status_code == 409, again.content
+    assert again.json() == {"detail": ID_TAKEN, "code": "execution_conflict"}
     fresh = start(starter, {"workflow": "api-test-greet", "args": ["Bo"]})
     assert fresh.status_code == 201, fresh.content
     assert set(fresh.json()) == SUMMARY
@@ -218,12 +218,13 @@ def test_start_existing_id_of_another_workflow_is_409(api: Client) -> None:
 def test_cancel(api: Client) -> None:
     execution_id = start_workflow("api-test-greet", "x")
     url = reverse("yieldstar:execution-cancel", args=[execution_id])
-    response = api.post(url)
+    response = api.post(url, content_type="application/json")
     assert response.status_code == 200
     assert response.json()["status"] == "cancelled"
-    assert api.post(url).status_code == 200  # idempotent
+    assert api.post(url).status_code == 415  # a form (the test client's default)
+    assert api.post(url, content_type="application/json").status_code == 200  # idempotent
     Execution.objects.filter(pk=execution_id).update(status="completed")
-    assert api.post(url).status_code == 409
+    assert api.post(url, content_type="application/json").status_code == 409
 
 
 def test_unknown_execution_is_404(api: Client) -> None:
@@ -232,8 +233,10 @@ def test_unknown_execution_is_404(api: Client) -> None:
         reverse("yieldstar:execution-cancel", args=["nope"]),
         reverse("yieldstar:execution-detail", args=["x" * 300]),
     ]:
-        method = api.post if url.endswith("cancel/") else api.get
-        response = method(url)
+        if url.endswith("cancel/"):
+            response = api.post(url, content_type="application/json")
+        else:
+            response = api.get(url)
         assert response.status_code == 404
         assert response.json()["code"] == "not_found"
 
@@ -330,7 +333,9 @@ def test_cancel_of_an_execution_pruned_meanwhile_is_404(
         return cancelled
 
     monkeypatch.setattr(views, "cancel_execution", cancel_then_prune)
-    response = api.post(reverse("yieldstar:execution-cancel", args=["old"]))
+    response = api.post(
+        reverse("yieldstar:execution-cancel", args=["old"]), content_type="application/json"
+    )
     assert not Execution.objects.filter(pk="old").exists()
     assert response.status_code == 404, response.content
     assert response.json()["code"] == "not_found"

@@ -1,11 +1,30 @@
-"""The HTTP API's idempotency keys, read-only."""
+"""The HTTP API's idempotency keys, read-only; a key of a store write shows the store
+(its ``target``), so the stores' permission hooks narrow the list as they narrow the
+stores' own."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
 
+from django.contrib import admin
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+
+from ..core.definition import registered_definitions
 from ..models.api import IdempotencyKey
-from .base import ReadOnlyAdminMixin, RefuseNulMixin, SearchLookupMixin
+from .base import ReadOnlyAdminMixin, RefuseNulMixin, SearchLookupMixin, hook_allows
+
+#: The ``target`` of a store write's key begins so, then ``<name>/<id>``.
+STORE_TARGET = "stores/"
+
+
+def target_store(target: str) -> tuple[str, str] | None:
+    """``(name, id)`` of a store write's ``target`` (``None``: not a store write)."""
+    if not target.startswith(STORE_TARGET):
+        return None
+    name, slash, store_id = target[len(STORE_TARGET) :].partition("/")
+    return (name, store_id) if slash else None
+
 
 #: The fields of the (read-only) change page.
 FIELDS: tuple[str, ...] = (
@@ -39,5 +58,24 @@ class IdempotencyKeyAdmin(
     readonly_fields = FIELDS
     fields = FIELDS
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[IdempotencyKey]:
+        """Without the keys of store writes to definitions whose hook hides them whole."""
+        queryset: QuerySet[IdempotencyKey] = super().get_queryset(request)
+        hidden = Q()
+        for definition in registered_definitions():
+            if not hook_allows(request, definition.name, "view", None):
+                hidden |= Q(target__startswith=f"{STORE_TARGET}{definition.name}/")
+        return queryset.exclude(hidden) if hidden else queryset
 
-__all__ = ["IdempotencyKeyAdmin"]
+    def row_visible(self, request: HttpRequest, obj: IdempotencyKey) -> bool:
+        """Whether a list may show ``obj``: the hook lets the user view the store its
+        write targets (a key of a start shows no store)."""
+        store = target_store(obj.target)
+        return store is None or hook_allows(request, store[0], "view", store[1])
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        allowed = super().has_view_permission(request, obj)
+        return allowed and (obj is None or self.row_visible(request, obj))
+
+
+__all__ = ["IdempotencyKeyAdmin", "target_store"]

@@ -5,18 +5,19 @@ from __future__ import annotations
 from typing import Any, Final
 
 from django import forms
-from django.contrib.admin import helpers
+from django.contrib.admin import ShowFacets, helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.core.paginator import Paginator
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Substr
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from ..api import permissions
 from ..core.definition import get_definition, registered_definitions
 from .pagination import EstimatedCountPaginator
 
@@ -163,12 +164,25 @@ class SearchLookupMixin:
 
 
 class DeferringChangeList(ChangeList):
-    """A list that does not fetch its model admin's ``list_deferred`` columns."""
+    """A list that does not fetch its model admin's ``list_deferred`` columns
+    (``get_list_deferred``), and shows of a page only the rows its ``row_visible(request,
+    obj)`` (if it has one) allows: the rows a permission hook hides are left out, so a
+    page may show fewer rows than ``list_per_page`` (the hook is asked about each row of a
+    page, never about the whole table)."""
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         queryset: QuerySet[Any] = super().get_queryset(request, exclude_parameters)
-        deferred = getattr(self.model_admin, "list_deferred", ())
+        deferred: tuple[str, ...] = self.model_admin.get_list_deferred(request)  # type: ignore[attr-defined]
         return queryset.defer(*deferred) if deferred else queryset
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        visible = getattr(self.model_admin, "row_visible", None)
+        # A list action's post (its own queryset) renders no rows: none is fetched.
+        if visible is not None and request.method in ("GET", "HEAD"):
+            shown = [obj for obj in self.result_list if visible(request, obj)]
+            if len(shown) < len(self.result_list):  # else the page's own queryset stays
+                self.result_list = shown
 
 
 class LargeTableListMixin:
@@ -183,6 +197,10 @@ class LargeTableListMixin:
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return DeferringChangeList
+
+    def get_list_deferred(self, request: HttpRequest) -> tuple[str, ...]:
+        """The columns the list does not fetch (``list_deferred``)."""
+        return self.list_deferred
 
 
 class OperateActionsMixin:
@@ -201,9 +219,7 @@ def hook_allows(request: HttpRequest, name: str, action: str, store_id: str | No
     (``action`` is ``"view"`` or ``"change"``, ``store_id`` ``None`` for the definition as
     a whole; no definition, or no hook: allowed)."""
     definition = get_definition(name)
-    if definition is None or definition.permission is None:
-        return True
-    return bool(definition.permission(request, action, store_id))
+    return definition is None or permissions.hook_allows(request, definition, action, store_id)
 
 
 def hidden_store_names(request: HttpRequest) -> list[str]:
@@ -213,24 +229,52 @@ def hidden_store_names(request: HttpRequest) -> list[str]:
     ]
 
 
+def store_rows_filter(request: HttpRequest, name_field: str, id_field: str) -> Q | None:
+    """What excludes the rows of stores the user may not view, as far as the database can
+    tell: the rows of a definition its hook hides, and those outside the ``Q`` a hook
+    answered for its definition (``None``: nothing to exclude). A hook that answered only
+    yes is asked about each row shown (``StoreHookMixin.row_visible``)."""
+    excluded: list[Q] = []
+    for definition in registered_definitions():
+        scope = permissions.store_scope(request, definition)
+        if not scope.visible:
+            excluded.append(Q(**{name_field: definition.name}))
+            continue
+        id_filter = scope.filter(id_field)
+        if id_filter is not None:
+            excluded.append(Q(**{name_field: definition.name}) & ~id_filter)
+    if not excluded:
+        return None
+    combined = excluded[0]
+    for q in excluded[1:]:
+        combined |= q
+    return combined
+
+
 class StoreHookMixin:
     """Rows of named stores (the name in ``store_name_field``, the id in ``store_id``),
-    narrowed by their definition's ``permission`` hook as in the HTTP API: rows of a store
-    name the hook hides as a whole are not listed (nor found by id), and the page of a row
-    whose store the hook does not let the user view is refused."""
+    narrowed by their definition's ``permission`` hook as in the HTTP API: rows the
+    database can tell the hook hides (a definition it hides, ids outside the ``Q`` it
+    answered) are not listed, searched nor found by id, each row of a page is asked about
+    (``row_visible``), and the page of a row whose store the hook does not let the user
+    view is refused."""
 
     store_name_field: str = "name"
+    #: No per-filter counts (``?_facets``): they would count rows a hook hides.
+    show_facets = ShowFacets.NEVER
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset: QuerySet[Any] = super().get_queryset(request)  # type: ignore[misc]
-        hidden = hidden_store_names(request)
-        if hidden:
-            queryset = queryset.exclude(**{f"{self.store_name_field}__in": hidden})
-        return queryset
+        excluded = store_rows_filter(request, self.store_name_field, "store_id")
+        return queryset if excluded is None else queryset.exclude(excluded)
 
     def store_hook_allows(self, request: HttpRequest, obj: Any, action: str) -> bool:
         """Whether the hook of ``obj``'s store allows ``action`` on that store."""
         return hook_allows(request, getattr(obj, self.store_name_field), action, obj.store_id)
+
+    def row_visible(self, request: HttpRequest, obj: Any) -> bool:
+        """Whether a list may show ``obj``: the hook lets the user view its store."""
+        return self.store_hook_allows(request, obj, "view")
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         allowed = bool(super().has_view_permission(request, obj))  # type: ignore[misc]
@@ -267,4 +311,5 @@ __all__ = [
     "holds_nul",
     "hook_allows",
     "selects_across",
+    "store_rows_filter",
 ]

@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import Any, Final
 
 from django.contrib import admin, messages
+from django.contrib.admin import ShowFacets
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from ..api.permissions import any_execution_hook, execution_hook, execution_hook_allows
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStep
 from ..runtime.executions import cancel_execution
 from ..runtime.registry import registered_workflows
@@ -109,7 +111,10 @@ class ExecutionAdmin(
     """Executions, newest first; a page per execution with its input, result or error and
     its heap steps (paginated). Actions: resume (request a run through the wake outbox),
     cancel (after a confirmation page). Both need the change permission; nothing else is
-    editable."""
+    editable. A workflow's permission hook narrows what the user sees and does, as in the
+    HTTP API: a list shows the executions it allows ``"list"``, a page those it allows
+    ``"view"``; cancel needs ``"cancel"`` and resume (which only asks for a run)
+    ``"view"`` of every selected execution, or does nothing."""
 
     list_display = ["id", "workflow_id", "pretty_status", "runs", "created_at", "finished_at"]
     list_filter = ["status", FinishedFilter, WorkflowNameFilter, PatchDecisionFilter]
@@ -143,8 +148,57 @@ class ExecutionAdmin(
     def pretty_error(self, obj: Execution) -> SafeString | str:
         return pretty_block(decoded(obj.error_json)) if obj.error_json else "—"
 
+    @property
+    def show_facets(self) -> ShowFacets:  # type: ignore[override]
+        """No per-filter counts (``?_facets``) when a hook may hide executions: they
+        would count those too."""
+        return ShowFacets.NEVER if any_execution_hook() else ShowFacets.ALLOW
+
+    def get_list_deferred(self, request: HttpRequest) -> tuple[str, ...]:
+        """Nothing is deferred when a hook is asked about each row (it may read the
+        input)."""
+        return () if any_execution_hook() else self.list_deferred
+
+    def row_visible(self, request: HttpRequest, obj: Execution) -> bool:
+        """Whether a list may show ``obj``: its workflow's hook allows ``"list"``."""
+        return execution_hook_allows(request, "list", obj)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        allowed = bool(super().has_view_permission(request, obj))
+        if allowed and obj is not None:
+            return execution_hook_allows(request, "view", obj)
+        return allowed
+
+    def refused(self, request: HttpRequest, queryset: QuerySet[Execution], action: str) -> int:
+        """How many executions of ``queryset`` their workflow's hook does not allow
+        ``action`` (only those of workflows with a hook are read)."""
+        hooked = [w.name for w in registered_workflows() if execution_hook(w.name) is not None]
+        if not hooked:
+            return 0
+        return sum(
+            1
+            for execution in queryset.filter(workflow_id__in=hooked).iterator()
+            if not execution_hook_allows(request, action, execution)
+        )
+
+    def refuse_action(
+        self, request: HttpRequest, queryset: QuerySet[Execution], action: str
+    ) -> bool:
+        """Say so and answer ``True`` when the hook refuses ``action`` on a selected one."""
+        count = self.refused(request, queryset, action)
+        if count:
+            self.message_user(
+                request,
+                f"You may not {action} {count} of the selected executions: nothing was done. "
+                "Deselect them and try again.",
+                messages.ERROR,
+            )
+        return bool(count)
+
     @admin.action(description="Resume selected executions", permissions=["operate"])
     def resume_executions(self, request: HttpRequest, queryset: QuerySet[Execution]) -> None:
+        if self.refuse_action(request, queryset.exclude(status__in=TERMINAL_STATUSES), "view"):
+            return
         count = 0
         for execution_id, workflow_id in (
             queryset.exclude(status__in=TERMINAL_STATUSES)
@@ -168,6 +222,8 @@ class ExecutionAdmin(
         post is the page's form: the same selection, ``select_across`` included, and
         ``post=yes``."""
         unfinished = queryset.exclude(status__in=TERMINAL_STATUSES)
+        if self.refuse_action(request, unfinished, "cancel"):
+            return None
         if request.POST.get("post") != "yes":
             shown = list(unfinished.only("id", "workflow_id", "status")[:CONFIRM_SHOWN])
             return confirm_action(
@@ -204,7 +260,9 @@ class ExecutionAdmin(
             "steps": [step_row(step) for step in page.object_list],
             "steps_page": page,
             "steps_range": page.paginator.get_elided_page_range(page.number),
-            "can_operate": self.has_operate_permission(request) and not obj.is_finished,
+            "can_operate": self.has_operate_permission(request)
+            and not obj.is_finished
+            and execution_hook_allows(request, "cancel", obj),
         }
 
 

@@ -5,11 +5,12 @@ path, and a list's page size (see ``docs/internals/architecture.md#api``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from django.db import transaction
+from django.http import HttpRequest, QueryDict
 from drf_spectacular.openapi import AutoSchema
-from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.exceptions import NotFound, ParseError, UnsupportedMediaType
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
@@ -51,8 +52,63 @@ class ExactContentNegotiation(DefaultContentNegotiation):
         return next((parser for parser in parsers if parser.media_type == media_type), None)
 
 
+class UnparsedFormRequest(Request):
+    """DRF's request, but ``POST`` (the form fields) is always empty: the API takes no form
+    body, and DRF's would parse the whole body when an authentication class reads it
+    (``SessionAuthentication``'s CSRF check looks for a form token), before the
+    permissions are checked. The body is parsed only when a view reads ``data``."""
+
+    @property
+    def POST(self) -> QueryDict:  # type: ignore[override]
+        return QueryDict("", encoding=self._request.encoding)
+
+
+#: The methods that change something: their ``Content-Type`` must be one the view parses.
+WRITE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: ``Sec-Fetch-Site`` values of a browser request made by a page of another origin.
+CROSS_ORIGIN_FETCH: Final = frozenset({"cross-site", "same-site"})
+#: The media types a page of another origin can send without a CORS preflight (an HTML
+#: form's and a simple request's): a write refuses them even without a body.
+SIMPLE_MEDIA_TYPES: Final = frozenset(
+    {"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"}
+)
+
+
+def check_write_media_type(request: Request, accepted: Iterable[str]) -> None:
+    """``415`` unless a write's body is one the view takes (``accepted``), so that a page
+    of another site cannot make a browser send it with credentials the browser holds
+    (basic authentication, say) by an HTML form or a simple request, which carry only form
+    or text bodies:
+
+    - a body needs a ``Content-Type`` among ``accepted``;
+    - without a body, a form or text ``Content-Type`` is refused all the same, and so is
+      none at all from a browser page of another origin (``Sec-Fetch-Site``), which can
+      send a bodiless ``POST`` without one (``fetch``): it must declare a JSON one, which
+      the browser sends only after a CORS preflight.
+    """
+    media_type = body_media_type(request)
+    accepted = list(accepted)
+    has_body = content_length(request) > 0 or "Transfer-Encoding" in request.headers
+    if has_body and media_type not in accepted:
+        raise UnsupportedMediaType(media_type or "(none)")
+    if media_type in SIMPLE_MEDIA_TYPES and media_type not in accepted:
+        raise UnsupportedMediaType(media_type)
+    if not media_type and request.headers.get("Sec-Fetch-Site", "").lower() in CROSS_ORIGIN_FETCH:
+        raise UnsupportedMediaType(
+            "(none)",
+            "A write from a page of another origin must declare a Content-Type "
+            f"({accepted[0]}), even without a body.",
+        )
+
+
 class YieldstarAPIView(APIView):
-    """Base view: JSON only, JSON errors, body size guard, no request-wide transaction."""
+    """Base view: JSON only, JSON errors, body size guard, no request-wide transaction.
+
+    The permissions are checked before anything reads the body: the body is parsed only
+    when the view reads it (``body``), and an authentication class reading the form
+    fields finds none (``UnparsedFormRequest``). A write's ``Content-Type`` must then be
+    one of the view's parsers' (``check_write_media_type``), its size within
+    ``API_MAX_BODY_BYTES``."""
 
     renderer_classes = [JSONRenderer]
     parser_classes = [SafeJSONParser]
@@ -61,6 +117,18 @@ class YieldstarAPIView(APIView):
     #: ``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"]`` (which would change its other views too).
     schema = AutoSchema()
     body_methods: ClassVar[frozenset[str]] = frozenset({"POST", "PUT", "PATCH"})
+    #: The methods whose ``Content-Type`` is checked (``check_write_media_type``).
+    write_methods: ClassVar[frozenset[str]] = WRITE_METHODS
+
+    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
+        """DRF's request, as ``UnparsedFormRequest``."""
+        return UnparsedFormRequest(
+            request,
+            parsers=self.get_parsers(),
+            authenticators=self.get_authenticators(),
+            negotiator=self.get_content_negotiator(),
+            parser_context=self.get_parser_context(request),
+        )
 
     @classmethod
     def as_view(cls, **initkwargs: Any) -> Any:
@@ -71,6 +139,8 @@ class YieldstarAPIView(APIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
+        if request.method in self.write_methods:
+            check_write_media_type(request, (parser.media_type for parser in self.get_parsers()))
         if request.method in self.body_methods:
             limit = yieldstar_settings.API_MAX_BODY_BYTES
             if content_length(request) > limit:
@@ -139,10 +209,13 @@ __all__ = [
     "DEFAULT_PAGE_SIZE",
     "INVALID_CURSOR",
     "MAX_PAGE_SIZE",
+    "WRITE_METHODS",
     "ExactContentNegotiation",
+    "UnparsedFormRequest",
     "YieldstarAPIView",
     "body_media_type",
     "check_store_id",
+    "check_write_media_type",
     "content_length",
     "definition_or_404",
     "requested_page_size",

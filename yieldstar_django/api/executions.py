@@ -2,10 +2,14 @@
 
 ``POST executions/`` needs ``yieldstar.add_execution``, ``GET executions/`` and
 ``GET executions/<id>/`` ``view_execution`` and ``POST executions/<id>/cancel/``
-``change_execution``. A start answers the execution whole only to a user who may read it
-(``view_execution``); to one who may not, its summary (as the list shows it): starting an
-existing execution again must not show its input, result or heap to someone ``GET``
-refuses.
+``change_execution``; a workflow's permission hook then narrows each (``start`` with the
+arguments, ``list``, ``view`` and ``cancel`` with the execution): an execution the user may
+not view is left out of the list, and one it may neither view nor act on is ``404``, as if
+there were none. A start or a cancel answers the execution whole only to a user who may
+view it; to one who may not, what it may know: a start its own execution's summary, a
+cancel the id and status. A start that names an existing execution the user may not view
+is ``409`` with one message whatever that execution is (its workflow, arguments and status
+stay unsaid), unless it is the user's own ``Idempotency-Key`` start.
 A start is idempotent with an ``execution_id`` in the body (that id names one execution,
 ever) or with an ``Idempotency-Key`` (which names the execution for the user,
 ``http:<user pk>:<digest>``). A client may not pick an id in the namespaces the server
@@ -29,7 +33,7 @@ from django.utils.timezone import is_naive
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer
 from rest_framework import status
-from rest_framework.exceptions import NotFound, ParseError
+from rest_framework.exceptions import NotFound, ParseError, PermissionDenied
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -37,6 +41,7 @@ from rest_framework.response import Response
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.errors import WorkflowValueError
 from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
+from ..principals import http_principal
 from ..runtime.executions import cancel_execution, start_execution
 from ..runtime.registry import get_workflow
 from . import idempotency
@@ -49,8 +54,15 @@ from .base import (
 )
 from .exceptions import APIError, decode_row
 from .openapi import IDEMPOTENCY_KEY, errors, operation
-from .permissions import ExecutionPermission, execution_permission
+from .permissions import (
+    ExecutionPermission,
+    any_execution_hook,
+    execution_hook_allows,
+    may_execution,
+    start_hook_allows,
+)
 from .serializers import (
+    ExecutionCancelledSerializer,
     ExecutionPageSerializer,
     ExecutionSerializer,
     ExecutionStartSerializer,
@@ -68,6 +80,11 @@ class InvalidArguments(APIError, code="invalid_arguments"):
 
 class ExecutionConflict(APIError, code="execution_conflict"):
     """The execution's status does not allow the change asked for."""
+
+
+#: What a start answers (``409``) when its ``execution_id`` names an execution the user may
+#: not view: the same words whatever that execution is.
+ID_TAKEN = "The execution_id names an existing execution; nothing was started."
 
 
 def column(text: str, row: str) -> Any:
@@ -134,6 +151,21 @@ def execution_or_404(execution_id: str) -> Execution:
     if execution is None:
         raise NotFound("There is no such execution.")
     return execution
+
+
+def refuse_unless(request: Request, action: str, execution: Execution) -> None:
+    """``403`` unless the workflow's hook allows ``action``; ``404`` (as for an execution
+    that does not exist) when the user may not view the execution either."""
+    if execution_hook_allows(request, action, execution):
+        return
+    if action != "view" and may_execution(request, "view", execution):
+        raise PermissionDenied(f"You may not {action} this execution.")
+    raise NotFound("There is no such execution.")
+
+
+def own_start(request: Request, execution_id: str) -> bool:
+    """Whether ``execution_id`` is one only this user's ``Idempotency-Key`` names."""
+    return execution_id.startswith(http_principal(request.user.pk) + ":")
 
 
 def check_arguments(workflow: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
@@ -262,12 +294,18 @@ class ExecutionStartView(YieldstarAPIView):
         queryset = (
             Execution.objects.none() if filters is None else Execution.objects.filter(**filters)
         )
-        queryset = queryset.only(
-            "id", "workflow_id", "status", "created_at", "updated_at", "finished_at"
-        )
+        hooked = any_execution_hook()
+        if not hooked:  # a hook may read any column (the input, say)
+            queryset = queryset.only(
+                "id", "workflow_id", "status", "created_at", "updated_at", "finished_at"
+            )
         paginator = ExecutionPagination()
         page = paginator.paginate_queryset(queryset, request, view=self) or []
-        results = [execution_summary(request, execution) for execution in page]
+        results = [
+            execution_summary(request, execution)
+            for execution in page
+            if not hooked or execution_hook_allows(request, "list", execution)
+        ]
         return Response(
             {
                 "results": results,
@@ -314,6 +352,9 @@ class ExecutionStartView(YieldstarAPIView):
             name = data["workflow"]
             raise UnknownWorkflow(f"No workflow named {name!r} is registered.") from None
         check_arguments(workflow, data["args"], data["kwargs"])
+        arguments = {"args": data["args"], "kwargs": data["kwargs"]}
+        if not start_hook_allows(request, workflow, arguments):
+            raise PermissionDenied("You may not start this workflow with these arguments.")
         execution_id: str | None = data.get("execution_id")
         key = idempotency.read_key(request)
         claim: idempotency.Claim | None = None
@@ -337,16 +378,22 @@ class ExecutionStartView(YieldstarAPIView):
                 claim.release()
             if isinstance(exc, WorkflowValueError):
                 raise
+            existing = Execution.objects.filter(pk=execution_id).first()
+            if existing is None or not may_execution(request, "view", existing):
+                raise ExecutionConflict(ID_TAKEN) from None
             raise ExecutionConflict(str(exc)) from None
         execution = execution_or_404(new_id)
-        arguments = {"args": data["args"], "kwargs": data["kwargs"]}
-        if not created and execution_input(execution) != arguments:
-            if claim is not None:
-                claim.release()
-            raise ExecutionConflict(
-                f"Execution {new_id!r} exists with other arguments; nothing was started."
-            )
-        may_view = request.user.has_perm(execution_permission("view"))
+        may_view = may_execution(request, "view", execution)
+        if not created:
+            conflict = None
+            if not may_view and not own_start(request, new_id):
+                conflict = ID_TAKEN
+            elif execution_input(execution) != arguments:
+                conflict = f"Execution {new_id!r} exists with other arguments; nothing was started."
+            if conflict is not None:
+                if claim is not None:
+                    claim.release()
+                raise ExecutionConflict(conflict)
         return Response(
             execution_body(execution) if may_view else execution_summary(request, execution),
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
@@ -370,7 +417,9 @@ class ExecutionDetailView(YieldstarAPIView):
         tags=["executions"],
     )
     def get(self, request: Request, execution_id: str) -> Response:
-        return Response(execution_body(execution_or_404(execution_id)))
+        execution = execution_or_404(execution_id)
+        refuse_unless(request, "view", execution)
+        return Response(execution_body(execution))
 
 
 class ExecutionCancelView(YieldstarAPIView):
@@ -386,19 +435,24 @@ class ExecutionCancelView(YieldstarAPIView):
         "execution_cancel",
         "Cancel an execution",
         "Stops the execution at its next step; recorded steps are not undone. "
-        "Cancelling a cancelled execution is a no-op; a completed or failed one is `409`.",
+        "Cancelling a cancelled execution is a no-op; a completed or failed one is `409`. "
+        "The answer is the execution whole to a user who may view it, else its `id` and "
+        "`status` alone.",
         request=None,
-        responses={200: ExecutionSerializer, **errors(401, 403, 404, 409, 500)},
+        responses={200: ExecutionCancelledSerializer, **errors(401, 403, 404, 409, 415, 500)},
         tags=["executions"],
     )
     def post(self, request: Request, execution_id: str) -> Response:
         execution = execution_or_404(execution_id)
+        refuse_unless(request, "cancel", execution)
         cancelled = cancel_execution(execution.id)
         # Read again: a finished execution may be pruned (retention) meanwhile.
         execution = execution_or_404(execution.id)
         if not cancelled and execution.status != ExecutionStatus.CANCELLED:
             raise ExecutionConflict(f"The execution already finished ({execution.status}).")
-        return Response(execution_body(execution))
+        if may_execution(request, "view", execution):
+            return Response(execution_body(execution))
+        return Response({"id": execution.id, "status": execution.status})
 
 
 __all__ = ["ExecutionCancelView", "ExecutionDetailView", "ExecutionStartView"]

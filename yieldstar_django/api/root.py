@@ -60,7 +60,7 @@ class NotFoundView(YieldstarAPIView):
     Not in the schema."""
 
     permission_classes = [AllowAny]
-    body_methods = frozenset()
+    body_methods = write_methods = frozenset()
 
     @extend_schema(exclude=True)
     def not_found(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -42,7 +42,12 @@ class StoreDefinitionSerializer(serializers.Serializer[Any]):
     """A registered store definition and how many stores it has."""
 
     name = serializers.CharField()
-    instances = serializers.IntegerField(help_text="Stores of this definition that exist.")
+    instances = serializers.IntegerField(
+        allow_null=True,
+        help_text="Stores of this definition that exist and the user may view; null when "
+        "the definition's permission hook answers only per id (counting would ask it of "
+        "every store).",
+    )
     url = serializers.URLField(help_text="Where its ids are listed.")
 
 
@@ -168,6 +173,22 @@ class ExecutionSerializer(ExecutionFieldsSerializer):
     result = serializers.JSONField(allow_null=True)
     error = serializers.JSONField(allow_null=True)
     steps = ExecutionStepSerializer(many=True)
+
+
+class ExecutionCancelledSerializer(serializers.Serializer[Any]):
+    """What a cancel answers: the execution whole (as ``ExecutionSerializer``) to a user
+    who may view it, else its ``id`` and ``status`` alone."""
+
+    id = serializers.CharField()
+    status = serializers.CharField()
+    workflow = serializers.CharField(required=False)
+    created_at = serializers.DateTimeField(required=False)
+    updated_at = serializers.DateTimeField(required=False)
+    finished_at = serializers.DateTimeField(allow_null=True, required=False)
+    input = serializers.JSONField(required=False)
+    result = serializers.JSONField(allow_null=True, required=False)
+    error = serializers.JSONField(allow_null=True, required=False)
+    steps = ExecutionStepSerializer(many=True, required=False)
 
 
 class ExecutionSummarySerializer(ExecutionFieldsSerializer):

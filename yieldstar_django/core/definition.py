@@ -11,10 +11,13 @@ from typing import Any
 from .errors import DuplicateStoreError
 from .schema import Validator, compile_schema
 
-#: ``permission(request, action, store_id) -> bool``: narrows API access for one definition.
-#: ``action`` is ``"view"`` or ``"change"``. It can only narrow: the model permission is
-#: checked first.
-PermissionHook = Callable[[Any, str, str | None], bool]
+#: ``permission(request, action, store_id) -> bool``: narrows API and admin access for one
+#: definition. ``action`` is ``"view"`` or ``"change"``. It can only narrow: the model
+#: permission is checked first. Asked about the definition as a whole (``store_id`` is
+#: ``None``) it may answer a Django ``Q`` over ``id`` instead of ``True``: the ids it may
+#: allow, which lists and counts then filter in the database (see
+#: ``docs/howto/http-api.md#who-may-call-it``).
+PermissionHook = Callable[[Any, str, str | None], Any]
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,32 @@ from django.core.exceptions import ImproperlyConfigured
 if TYPE_CHECKING:
     from .steps import Step, StepCall
 
-__all__ = ["Workflow", "get_workflow", "registered_workflows", "unregister_workflow", "workflow"]
+__all__ = [
+    "EXECUTION_ACTIONS",
+    "ExecutionPermissionHook",
+    "Workflow",
+    "get_workflow",
+    "registered_workflows",
+    "unregister_workflow",
+    "workflow",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 WorkflowFunction = Callable[..., Generator["StepCall", Any, Any]]
+
+
+#: ``permission(request, action, target) -> bool``: narrows who may act on a workflow's
+#: executions through the HTTP API and the admin (the model permissions still apply
+#: first). ``action`` is one of ``EXECUTION_ACTIONS``; ``target`` is the ``Execution``, or
+#: for ``"start"`` the arguments ``{"args": [...], "kwargs": {...}}`` it would be started
+#: with (what its ``input`` would be). See ``docs/howto/http-api.md#who-may-call-it``.
+ExecutionPermissionHook = Callable[[Any, str, Any], Any]
+
+#: The actions an execution permission hook is asked about (``"retry"`` is reserved for
+#: surfaces that retry executions).
+EXECUTION_ACTIONS: frozenset[str] = frozenset({"start", "list", "view", "cancel", "retry"})
 
 
 class Workflow(Generic[P, R]):
@@ -31,11 +51,19 @@ class Workflow(Generic[P, R]):
     Calling it calls the function, so a workflow can run another inline with
     ``yield from other(step, ...)`` (its steps then belong to the caller's execution).
     ``start(*args, **kwargs)`` is ``start_workflow(self, *args, **kwargs)``.
+    ``permission`` is its execution permission hook (``None``: the model permissions
+    alone decide).
     """
 
-    def __init__(self, name: str, fn: Callable[..., Generator[StepCall, Any, R]]) -> None:
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[..., Generator[StepCall, Any, R]],
+        permission: ExecutionPermissionHook | None = None,
+    ) -> None:
         self.name = name
         self.fn = fn
+        self.permission = permission
         functools.update_wrapper(self, fn)
 
     def __call__(self, step: Step, *args: Any, **kwargs: Any) -> Generator[StepCall, Any, R]:
@@ -55,9 +83,13 @@ _registry: dict[str, tuple[Workflow[Any, Any], tuple[str, str]]] = {}
 _lock = threading.Lock()
 
 
-def _register(name: str, fn: Callable[..., Any]) -> Workflow[Any, Any]:
+def _register(
+    name: str, fn: Callable[..., Any], permission: ExecutionPermissionHook | None = None
+) -> Workflow[Any, Any]:
     if not isinstance(name, str) or not name:
         raise ValueError("a workflow name must be a non-empty str")
+    if permission is not None and not callable(permission):
+        raise TypeError(f"@workflow({name!r}, permission=...) needs a callable")
     target = inspect.unwrap(fn)
     if not inspect.isgeneratorfunction(target):
         raise TypeError(
@@ -65,7 +97,7 @@ def _register(name: str, fn: Callable[..., Any]) -> Workflow[Any, Any]:
             f"step.X(...)`); {fn!r} is not one"
         )
     origin = (target.__module__, target.__qualname__)
-    wf: Workflow[Any, Any] = Workflow(name, fn)
+    wf: Workflow[Any, Any] = Workflow(name, fn, permission)
     with _lock:
         existing = _registry.get(name)
         if existing is not None and existing[1] != origin:
@@ -83,11 +115,11 @@ def workflow(name: Callable[..., Generator[Any, Any, R]], /) -> Workflow[..., R]
 
 @overload
 def workflow(
-    name: str | None = None, /
+    name: str | None = None, /, *, permission: ExecutionPermissionHook | None = None
 ) -> Callable[[Callable[..., Generator[Any, Any, R]]], Workflow[..., R]]: ...
 
 
-def workflow(name: Any = None, /) -> Any:
+def workflow(name: Any = None, /, *, permission: ExecutionPermissionHook | None = None) -> Any:
     """Register a generator function as the workflow ``name``.
 
     Used as ``@workflow("name")``; a bare ``@workflow`` names it ``module.qualname``. The
@@ -95,13 +127,15 @@ def workflow(name: Any = None, /) -> Any:
     ``result = yield from step.run(...)``. Its return value is the execution's result and
     must be a durable value. Registering another function under a taken name raises
     ``ImproperlyConfigured``; re-importing the same module re-registers silently.
+    ``permission=fn`` narrows who may start, list, read and cancel its executions through
+    the HTTP API and the admin (see ``ExecutionPermissionHook``).
     """
     if callable(name):
         fn = name
         return _register(f"{fn.__module__}.{fn.__qualname__}", fn)
 
     def decorator(fn: Callable[..., Generator[Any, Any, R]]) -> Workflow[..., R]:
-        return _register(name or f"{fn.__module__}.{fn.__qualname__}", fn)
+        return _register(name or f"{fn.__module__}.{fn.__qualname__}", fn, permission)
 
     return decorator
 

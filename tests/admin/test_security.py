@@ -1,0 +1,166 @@
+"""The permission hooks in the admin: the store lists and their search, the idempotency
+keys of store writes, and executions (a workflow's hook)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.db.models import Q
+from django.test import Client
+from django.urls import reverse
+
+from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
+from yieldstar_django.core.store import StoreClient
+from yieldstar_django.models import ClaimLeaseRecord, Execution, IdempotencyKey
+from yieldstar_django.runtime import start_workflow, workflow
+from yieldstar_django.runtime.registry import unregister_workflow
+
+pytestmark = pytest.mark.django_db
+
+STAFF = [
+    "view_storeinstance",
+    "view_execution",
+    "change_execution",
+    "view_idempotencykey",
+    "view_claimleaserecord",
+    "change_claimleaserecord",
+]
+
+
+def own_only(request: Any, action: str, store_id: str | None) -> bool:
+    return store_id is None or store_id == f"user-{request.user.pk}"
+
+
+def own_only_q(request: Any, action: str, store_id: str | None) -> Any:
+    own = f"user-{request.user.pk}"
+    return Q(id=own) if store_id is None else store_id == own
+
+
+@pytest.fixture
+def staff_user(db: None) -> User:
+    user = User.objects.create_user("shopper", password="pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="yieldstar", codename__in=STAFF)
+    )
+    return user
+
+
+@pytest.fixture
+def client(staff_user: User) -> Client:
+    made = Client()
+    made.force_login(staff_user)
+    return made
+
+
+@pytest.fixture(params=[own_only, own_only_q], ids=["per-id", "q"])
+def carts(request: Any) -> Iterator[StoreDefinition]:
+    definition = define_store("admin-carts", None, initial=lambda id: {}, permission=request.param)
+    yield definition
+    unregister_store(definition.name)
+
+
+def test_the_store_list_and_its_search_show_only_allowed_ids(
+    client: Client, staff_user: User, carts: StoreDefinition, store_client: StoreClient
+) -> None:
+    """The admin's store list, and its search, showed every user's cart id."""
+    own = f"user-{staff_user.pk}"
+    for store_id in ["user-0", own, "user-secret"]:
+        store_client.get_store(carts, store_id)
+    url = reverse("admin:yieldstar_storeinstance_changelist")
+    assert "(3)" not in client.get(url + "?_facets=1").content.decode()  # no hidden counts
+    for query in ["", "?q=user-", "?name=admin-carts"]:
+        page = client.get(url + query)
+        assert page.status_code == 200
+        html = page.content.decode()
+        assert own in html
+        assert "user-0" not in html and "user-secret" not in html, query
+
+
+def test_the_idempotency_keys_of_hidden_stores_are_not_shown(
+    client: Client, staff_user: User, carts: StoreDefinition
+) -> None:
+    """The idempotency-key admin showed the target (name and id) of every user's writes."""
+    own = f"user-{staff_user.pk}"
+    for n, store_id in enumerate(["user-secret", own]):
+        IdempotencyKey.objects.create(
+            principal=f"http:{n}",
+            key=f"k-{n}",
+            fingerprint="0" * 64,
+            method="PUT",
+            target=f"stores/admin-carts/{store_id}",
+        )
+    hidden = IdempotencyKey.objects.get(key="k-0")
+    url = reverse("admin:yieldstar_idempotencykey_changelist")
+    for query in ["", "?q=k-0"]:
+        html = client.get(url + query).content.decode()
+        assert "user-secret" not in html, query
+    assert own in client.get(url).content.decode()
+    change = reverse("admin:yieldstar_idempotencykey_change", args=[hidden.pk])
+    assert client.get(change).status_code in (302, 403)
+
+
+def test_the_lease_list_hides_leases_of_hidden_stores(
+    client: Client, staff_user: User, carts: StoreDefinition
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    for n, store_id in enumerate(["user-secret", f"user-{staff_user.pk}"]):
+        Execution.objects.create(id=f"holder-{n}", workflow_id="w", input_json="{}")
+        ClaimLeaseRecord.objects.create(
+            id=f"holder-{n}/0",
+            execution_id=f"holder-{n}",
+            step_key="0",
+            store_name="admin-carts",
+            store_id=store_id,
+            value_json='"v"',
+            expires_at=timezone.now() + timedelta(minutes=5),
+        )
+    html = client.get(reverse("admin:yieldstar_claimleaserecord_changelist")).content.decode()
+    assert f"user-{staff_user.pk}" in html
+    assert "user-secret" not in html
+
+
+def cart_hook(request: Any, action: str, target: Any) -> bool:
+    arguments = target if action == "start" else target.input
+    return bool(arguments["args"]) and arguments["args"][0] == f"user-{request.user.pk}"
+
+
+@pytest.fixture
+def cart_workflow() -> Iterator[Any]:
+    @workflow("admin-cart-total", permission=cart_hook)
+    def cart_total(step: Any, cart: str) -> Any:
+        yield from step.sleep(86400)
+        return cart
+
+    yield cart_total
+    unregister_workflow("admin-cart-total")
+
+
+def test_the_execution_hook_narrows_the_admin(
+    client: Client, staff_user: User, cart_workflow: Any
+) -> None:
+    """Whoever could read executions in the admin read them all."""
+    mine = start_workflow("admin-cart-total", f"user-{staff_user.pk}", execution_id="mine-1")
+    start_workflow("admin-cart-total", "user-0", execution_id="theirs-1")
+    changelist = reverse("admin:yieldstar_execution_changelist")
+    html = client.get(changelist).content.decode()
+    assert mine in html and "theirs-1" not in html
+    assert "(2)" not in client.get(changelist + "?_facets=1").content.decode()
+    assert "theirs-1" not in client.get(changelist + "?q=theirs").content.decode()
+    theirs = reverse("admin:yieldstar_execution_change", args=["theirs-1"])
+    assert client.get(theirs).status_code in (302, 403)
+    assert client.get(reverse("admin:yieldstar_execution_change", args=[mine])).status_code == 200
+    # Cancel (select all: the hidden one too) refuses and cancels nothing.
+    response = client.post(
+        changelist,
+        {"action": "cancel_executions", "select_across": "1", "index": "0",
+         "_selected_action": [mine], "post": "yes"},
+    )  # fmt: skip
+    assert response.status_code == 302
+    assert set(Execution.objects.values_list("status", flat=True)) != {"cancelled"}
+    assert Execution.objects.get(pk="theirs-1").status != "cancelled"
