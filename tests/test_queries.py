@@ -26,6 +26,7 @@ STATEMENT = re.compile(
     r"SAVEPOINT|RELEASE|SET|SHOW|VACUUM|TRUNCATE|EXPLAIN|PRAGMA|LOCK|GRANT|REINDEX)\s"
 )
 
+
 def _modules() -> list[Path]:
     """The package's modules but the migrations and the loader."""
     return [
