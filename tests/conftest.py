@@ -20,6 +20,10 @@ from django.conf import settings
 
 from tests.faults import figures
 
+#: The fixtures on the real databases and in child processes (``alias``, ``wakes``,
+#: ``spawn``) that the tests of several parts use.
+pytest_plugins = ["tests.shared.fixtures"]
+
 #: Markers of the tests that run real processes, and the xdist group that serializes them.
 PROCESS_MARKERS = ("celery", "faults", "browser")
 PROCESS_GROUP = "processes"

@@ -24,7 +24,7 @@ DATABASES["sqlite"] = {
     **DATABASES["sqlite"],
     "TEST": {"NAME": f"{DATABASES['sqlite']['TEST']['NAME']}.router"},
 }
-DATABASE_ROUTERS = ["tests.router.routers.YieldstarRouter"]
+DATABASE_ROUTERS = ["tests.project.router.routers.YieldstarRouter"]
 YIELDSTAR: dict[str, Any] = {
     **YIELDSTAR,
     "DATABASE_ALIAS": ROUTED_ALIAS,

@@ -27,6 +27,7 @@ from django.db import OperationalError, connections
 from django.test import Client
 from django.utils import timezone
 
+from tests.shared import outside
 from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import (
@@ -38,8 +39,6 @@ from yieldstar_django.models import (
     WakeIntent,
 )
 from yieldstar_django.models.runtime import StepKind, StepStatus
-
-from ..integration import outside
 
 ALIAS = "sqlite"
 
