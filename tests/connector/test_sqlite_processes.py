@@ -2,7 +2,7 @@
 few processes and the relay on one file, ``transaction_mode`` IMMEDIATE, a 20 s busy
 timeout, SQLite's default rollback journal): real processes on a real file.
 
-``tests/integration/test_races.py`` covers increments, claims, first touches and the
+``tests/connector/test_races.py`` covers increments, claims, first touches and the
 register-versus-mutate race on SQLite too; these add retried steps, readers while a writer
 holds the lock, and writers killed in the middle of a commit.
 """

@@ -1,5 +1,6 @@
-"""Issue 12 end to end, with real workers and the relay: a reply-or-timeout ``take_any``,
-and a picker SIGKILLed while holding a leased claim."""
+"""``take_any``, leased claims and ``step.patched`` end to end, with real workers and the
+relay: a reply-or-timeout ``take_any``, a picker SIGKILLed while holding a leased claim,
+and a deploy that patches a step while executions run."""
 
 from __future__ import annotations
 

@@ -396,7 +396,7 @@ def test_w005_redis_broker_without_a_socket_timeout(
     celery_app: Callable[..., Celery], broker: str | None, conf: dict[str, Any], warned: bool
 ) -> None:
     """A Redis publish waits for the broker's reply on a socket with no timeout unless the
-    transport options set one: ``tests/integration/test_celery_config.py`` shows such a
+    transport options set one: ``tests/wakes/test_celery_config.py`` shows such a
     write hanging while the broker does not answer, and bounded with the documented
     options."""
     celery_app(broker, **conf)

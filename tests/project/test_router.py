@@ -1,4 +1,4 @@
-"""Runs ``tests/router`` (yieldstar on a second, routed database) under its own settings
+"""Runs ``tests/project/router`` (yieldstar on a second, routed database) under its own settings
 module, in a subprocess: pytest-django configures one settings module per run."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Liveness after a worker dies (issue 8), without Celery: a renewed lease moves its
+"""Liveness after a worker dies, without Celery: a renewed lease moves its
 takeover timer, and a wake the broker accepted but no run acknowledged (a killed worker's
 prefetched message) is delivered again by the relay. Real database; the wake backend only
 records, so a "dead worker" is a wake handed over and never run. The e2e versions with

@@ -24,7 +24,7 @@ from .test_outside_transactions import (  # noqa: F401  (fixtures)
 
 
 @pytest.mark.parametrize("kind", ["take_any-selector", "take_any-claim", "lease", "release"])
-def test_a_second_writer_commits_while_an_issue12_step_runs_user_code(
+def test_a_second_writer_commits_while_a_claiming_step_runs_user_code(
     routed: str,  # noqa: F811  (the fixture imported above)
     kind: str,
     names: Callable[[str], str],  # noqa: F811

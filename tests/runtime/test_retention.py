@@ -1,4 +1,4 @@
-"""Retention (issue 8, point 5): finished executions past ``RETENTION_SECONDS`` go with their
+"""Retention: finished executions past ``RETENTION_SECONDS`` go with their
 heap, ledger rows and wake intents, in batches; nothing an unfinished execution could
 replay is ever deleted. On PostgreSQL and SQLite."""
 

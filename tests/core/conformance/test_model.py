@@ -1,5 +1,5 @@
 """A stateful model test: random interleavings of every store operation on a database client
-agree with ``MemoryStoreClient`` (issue 8, point 3).
+agree with ``MemoryStoreClient``.
 
 Each Hypothesis example drives the client under test (PostgreSQL through the PL/pgSQL
 function and through the portable statements, and SQLite) and a fresh memory client with

@@ -1,4 +1,4 @@
-"""The two-database tests run only under ``tests.settings_router`` (``tests/test_router.py``
+"""The two-database tests run only under ``tests.settings_router`` (``tests/project/test_router.py``
 starts them in a subprocess with ``--ds=tests.settings_router``)."""
 
 from __future__ import annotations
