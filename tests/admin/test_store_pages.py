@@ -14,6 +14,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from tests.polling import join_or_fail
 from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
 from yieldstar_django.core.results import StoreWaiter
@@ -417,7 +418,8 @@ class TestEditor:
                 deleted.append(id)
                 thread = threading.Thread(target=delete_store, args=[definition, id])
                 thread.start()
-                thread.join()
+                join_or_fail(thread, what="the delete from another connection")
+
             return True
 
         def delete_store(definition: StoreDefinition, id: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -14,7 +13,8 @@ import pytest
 from django.db import connections, transaction
 from django.test.utils import CaptureQueriesContext
 
-from tests.connections import second_connection
+from tests.connections import await_lock_wait, second_connection
+from tests.polling import join_or_fail
 from tests.shared.fixtures import POSTGRES, WakeCollector, configure, db
 from yieldstar_django.connector import (
     DatabaseStoreClient,
@@ -441,19 +441,11 @@ def registering_behind(
         thread = threading.Thread(target=register)
         thread.start()
         try:
-            for _ in range(500):
-                row = watcher.execute(
-                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pid[:1] or [0]
-                ).fetchone()
-                if row is not None and row[0] == "Lock":
-                    break
-                time.sleep(0.01)
-            else:
-                raise AssertionError("the registration never waited for the transaction's lock")
+            await_lock_wait(pid, "the registration", watcher)
             yield holder, outcome
         finally:
             holder.commit()
-            thread.join()
+            join_or_fail(thread, what="the registration")
 
 
 @pytest.mark.parametrize("alias", [POSTGRES], indirect=True)

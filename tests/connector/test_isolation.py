@@ -17,6 +17,8 @@ import pytest
 from django.db import connections, transaction
 from django.test.utils import override_settings
 
+from tests.connections import await_lock_wait
+from tests.polling import HANG_SECONDS, join_or_fail
 from tests.shared.fixtures import WakeCollector, db
 from yieldstar_django import checks
 from yieldstar_django.connector import DatabaseStoreClient
@@ -53,7 +55,7 @@ def test_repeatable_read_loses_a_wake_registered_while_the_commit_waits(
                     StoreWaiter("wf", "e", "k", d.name, "q", snap.instance_id, 0, [("a",)])
                 )
                 registered.set()
-                release.wait(10)
+                assert release.wait(HANG_SECONDS), "the test never released the registration"
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
             registered.set()
@@ -64,6 +66,7 @@ def test_repeatable_read_loses_a_wake_registered_while_the_commit_waits(
         try:
             connection = connections["default"]
             connection.ensure_connection()
+            writer_pid.append(connection.connection.info.backend_pid)
             # What Django does on connect with OPTIONS["isolation_level"].
             connection.connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             with transaction.atomic():
@@ -73,16 +76,17 @@ def test_repeatable_read_loses_a_wake_registered_while_the_commit_waits(
         finally:
             connections.close_all()
 
+    writer_pid: list[int] = []
     registrar = threading.Thread(target=register)
     registrar.start()
-    assert registered.wait(10)
+    assert registered.wait(HANG_SECONDS), "the registration never ran"
     writer = threading.Thread(target=write)
     writer.start()
-    writer.join(1.0)  # the writer now waits for the registration's row lock
+    await_lock_wait(writer_pid, "the writer")  # for the registration's row lock
     release.set()
-    registrar.join(10)
-    writer.join(10)
+    join_or_fail(registrar, writer, what="the registration and the writer")
     assert not errors, errors
+
     assert client.get_store(d, "q").version == 1
     assert wakes == [Wake("e", "wf")], "the change of 'a' must wake the waiter of 'a'"
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.db import connections, transaction
 
+from tests.polling import HANG_SECONDS, join_or_fail
 from tests.shared import outside
 from tests.shared.fixtures import WakeCollector, db
 from yieldstar_django.connector import DatabaseStoreClient
@@ -103,14 +104,14 @@ def test_a_manual_transaction_waits_for_the_sqlite_write_lock(wakes: WakeCollect
             time.sleep(HOLD_SECONDS)
 
     holder = in_thread("sqlite", hold)
-    assert held.wait(10)
+    assert held.wait(HANG_SECONDS)
     transaction.set_autocommit(False, using="sqlite")
     try:
         result = client.update_store(d, "c", updater=increment)
         transaction.commit(using="sqlite")
     finally:
         transaction.set_autocommit(True, using="sqlite")
-        holder.join(30)
+        join_or_fail(holder, what="the holder")
     assert result.state == {"n": 3}
     assert DatabaseStoreClient("sqlite").get_store(d, "c").state == {"n": 3}
 
@@ -136,7 +137,7 @@ def test_a_manual_registration_is_linearizable_with_a_commit(wakes: WakeCollecto
         return result
 
     def commit_the_change() -> None:
-        assert row_read.wait(10)
+        assert row_read.wait(HANG_SECONDS)
         try:
             DatabaseStoreClient("sqlite").update_store(d, "s", updater=lambda s: s.update(k=1))
         finally:
@@ -154,7 +155,7 @@ def test_a_manual_registration_is_linearizable_with_a_commit(wakes: WakeCollecto
     finally:
         transaction.set_autocommit(True, using="sqlite")
         resumed.set()
-        mutator.join(30)
+        join_or_fail(mutator, what="the mutator")
     assert DatabaseStoreClient("sqlite").get_store(d, "s").state == {"k": 1}
     reasons = list(
         WakeIntent.objects.using("sqlite").filter(execution_id="e").values_list("reason", flat=True)

@@ -15,7 +15,7 @@ from django.db import DataError, IntegrityError, connections, transaction
 from psycopg import pq
 
 from tests.connections import second_connection
-from tests.polling import wait_until
+from tests.polling import join_or_fail, wait_until
 from tests.shared.fixtures import POSTGRES, configure
 from yieldstar_django.connector import DatabaseStoreClient, functions, overlap
 from yieldstar_django.core.definition import StoreDefinition
@@ -154,7 +154,6 @@ def test_a_connection_cut_once_the_commit_answered_does_not_fail_the_write(
                     ).fetchone()
                     == (1,)
                 ),
-                10,
             )
             time.sleep(0.05)  # its reply sent
             admin.execute("SELECT pg_terminate_backend(%s)", [pid])
@@ -165,7 +164,6 @@ def test_a_connection_cut_once_the_commit_answered_does_not_fail_the_write(
                         "SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]
                     ).fetchone()
                 ),
-                10,
             )
 
     with configure(WAKE_BACKEND=enqueues_only(cut)):
@@ -248,7 +246,7 @@ class EarlyRun:
 
         thread = threading.Thread(target=run)
         thread.start()
-        thread.join(30)
+        join_or_fail(thread, what="the thread")
 
 
 def test_a_run_that_reads_before_the_commit_is_visible_is_woken_again(
@@ -305,7 +303,7 @@ def test_a_take_computed_before_the_commit_is_visible_takes_once(
         if not taken:
             thread = threading.Thread(target=run)
             thread.start()
-            thread.join(30)
+            join_or_fail(thread, what="the thread")
 
     with configure(WAKE_BACKEND=enqueues_only(take_early)):
         client.update_store(d, "q", updater=lambda s: s["jobs"].append("b"))
@@ -341,7 +339,6 @@ def test_a_batch_that_cannot_be_left_closes_its_connection(
                     "SELECT 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(0.5)'"
                 ).fetchone()
             ),
-            10,
         )
 
 

@@ -17,6 +17,7 @@ import time
 import pytest
 from django.db import connections
 
+from tests.polling import join_or_fail
 from tests.shared import workers
 from tests.shared.fixtures import SHARED_BARRIER, Spawn, _context, database_names, db
 
@@ -99,8 +100,9 @@ def test_a_writer_killed_during_its_commits_leaves_no_half_written_commit(
         process.start()
         time.sleep(0.6 + rng.random() * 0.4)
         process.kill()
-        process.join(timeout=10)
+        join_or_fail(process, what="the killed writer")
         assert process.exitcode == -signal.SIGKILL, results.get(timeout=1)
+
         version = _consistent(name)
         assert version >= seen
         seen = version
@@ -133,20 +135,20 @@ def test_a_writer_killed_inside_its_transaction_commits_nothing(spawn: Spawn) ->
 @pytest.mark.sqlite  # the admin and the API read ``default``
 @pytest.mark.django_db(transaction=True, databases=["default"])
 def test_readers_do_not_wait_for_a_writer_holding_the_lock(spawn: Spawn) -> None:
-    """A writer keeps its transaction (and the write lock) open for three seconds; meanwhile
-    the store client's read, the HTTP API and the admin's lists answer at once: SQLite's
-    rollback journal lets readers in until the writer commits, so the demo needs no WAL."""
+    """A writer keeps its transaction (and the write lock) open until the reader is done;
+    meanwhile the store client's read, the HTTP API and the admin's lists answer (a read
+    that waited for the lock would fail after the busy timeout): SQLite's rollback journal
+    lets readers in until the writer commits, so the demo needs no WAL."""
     from django.contrib.auth.models import User
 
     name = unique("reads")
     User.objects.create_superuser(f"reader-{name}", password="x")
     _, reads = spawn(
         ["hold_write_lock", "timed_reads"],
-        [("default", name, 3.0, SHARED_BARRIER), ("default", name, SHARED_BARRIER)],
+        [("default", name, SHARED_BARRIER), ("default", name, SHARED_BARRIER)],
         barrier=False,
     )
-    slow = {label: read for label, read in reads.items() if read[0] > 1.0}
-    assert slow == {}, reads
+
     assert {label: status for label, (_, status) in reads.items()} == {
         "client": 404, "api-get": 404, "api-ids": 200, "admin-stores": 200,
         "admin-executions": 200,

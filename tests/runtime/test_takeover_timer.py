@@ -24,6 +24,7 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from tests.polling import wait_until
 from tests.shared import outside
 from tests.shared.fixtures import WakeCollector, configure
 from yieldstar_django.core.definition import define_store, unregister_store
@@ -150,11 +151,13 @@ def test_a_run_again_under_a_lease_keeps_its_takeover_timer(
         # The dead worker's lease expires; its takeover timer must fire then.
         assert _pending_intents("e1"), "the held lease has no pending takeover timer"
         wakes.clear()
-        deadline = time.monotonic() + LEASE + TAKEOVER_MARGIN + 5
-        while not any(w.execution_id == "e1" for w in wakes) and time.monotonic() < deadline:
-            time.sleep(0.05)
+
+        def resumed() -> bool:
             relay_once(using=alias)
-        assert any(w.execution_id == "e1" for w in wakes), "nothing resumed the execution"
+            return any(w.execution_id == "e1" for w in wakes)
+
+        wait_until("the takeover timer to resume the execution", resumed)
+
         assert Execution.objects.get(pk="e1").lease_expires_at < timezone.now()
         assert executions.run_execution("e1") == ResumeResult.SUSPENDED
     assert len(held) == 2 and runs == [0, 1, 2]

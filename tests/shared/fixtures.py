@@ -20,6 +20,7 @@ from django.conf import settings
 from django.db import connections
 from django.test.utils import override_settings
 
+from tests.polling import HANG_SECONDS
 from yieldstar_django.core.results import Wake
 
 from . import workers
@@ -56,8 +57,9 @@ class WakeCollector(list[Wake]):
         self.extend(Wake(w.execution_id, w.workflow_id) for w in wakes)
 
 
-#: How long a ``BlockingBackend`` blocks at most (tests release it sooner).
-BLOCK_SECONDS = 5.0
+#: How long a ``BlockingBackend`` blocks at most (tests release it sooner): what a test
+#: does while it blocks must be done by then, even on a loaded machine.
+BLOCK_SECONDS = HANG_SECONDS
 
 
 class BlockingBackend:
@@ -138,8 +140,8 @@ def spawn() -> Spawn:
     ) -> list[Any]:
         ctx = _context()
         results = ctx.Queue()
-        start = ctx.Barrier(len(arg_tuples)) if barrier else None
-        shared = ctx.Barrier(len(arg_tuples))
+        start = ctx.Barrier(len(arg_tuples), timeout=HANG_SECONDS) if barrier else None
+        shared = ctx.Barrier(len(arg_tuples), timeout=HANG_SECONDS)
         names = database_names()
         functions = [function] * len(arg_tuples) if isinstance(function, str) else function
         processes = [

@@ -16,6 +16,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from tests.polling import HANG_SECONDS
+
 DISCARDED: list[Any] = []
 
 
@@ -415,18 +417,18 @@ def wake_with_project_app(
 # --- SQLite under several processes ---------------------------------------------------------
 
 
-def hold_write_lock(alias: str, name: str, seconds: float, barrier: Any) -> None:
-    """Update the counter in a transaction kept open ``seconds`` (a slow ``atomic`` block
-    of a project's); meet ``barrier`` once the write lock is held."""
+def hold_write_lock(alias: str, name: str, barrier: Any) -> None:
+    """Update the counter in a transaction kept open (a slow ``atomic`` block of a
+    project's) until the reader is done; meet ``barrier`` once the write lock is held."""
     from django.db import transaction
 
     client = _client(alias)
     definition = _definition(name, "counter")
-    barrier.wait(timeout=30)  # the reader is ready
+    barrier.wait(timeout=HANG_SECONDS)  # the reader is ready
     with transaction.atomic(using=alias):
         client.update_store(definition, "c", updater=lambda s: s.update(n=s["n"] + 1))
-        barrier.wait(timeout=30)
-        time.sleep(seconds)
+        barrier.wait(timeout=HANG_SECONDS)
+        barrier.wait(timeout=4 * HANG_SECONDS)  # the reader is done
 
 
 def timed_reads(alias: str, name: str, barrier: Any) -> dict[str, Any]:
@@ -440,8 +442,8 @@ def timed_reads(alias: str, name: str, barrier: Any) -> dict[str, Any]:
     define_store(name, None, initial=lambda id: {"n": 0})
     client = Client()
     client.force_login(User.objects.get(username=f"reader-{name}"))
-    barrier.wait(timeout=30)
-    barrier.wait(timeout=30)  # the writer holds the lock
+    barrier.wait(timeout=HANG_SECONDS)
+    barrier.wait(timeout=HANG_SECONDS)  # the writer holds the lock
     out: dict[str, Any] = {}
     started = time.monotonic()
     missing = _client(alias).read_store(_definition(name, "counter"), "c") is None
@@ -458,6 +460,7 @@ def timed_reads(alias: str, name: str, barrier: Any) -> dict[str, Any]:
         except Exception as exc:
             status = f"{type(exc).__qualname__}: {exc}"
         out[label] = (round(time.monotonic() - started, 3), status)
+    barrier.wait(timeout=4 * HANG_SECONDS)  # the writer may commit now
     return out
 
 

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 from django.db import connection
 
 from tests.connections import second_connection
+from tests.polling import wait_until
 from yieldstar_django.analyze import GROWTH_ROWS, analyze_grown_tables
 from yieldstar_django.wakes.relay import _round_tasks
 
@@ -38,10 +38,7 @@ def insert_intents(count: int) -> None:
             " FROM generate_series(1, %s) AS g",
             [count],
         )
-    deadline = time.monotonic() + 10
-    while changed() < before + count:
-        assert time.monotonic() < deadline, "the other connection's statistics never arrived"
-        time.sleep(0.05)
+    wait_until("the other connection's statistics", lambda: changed() >= before + count)
 
 
 def changed() -> int:

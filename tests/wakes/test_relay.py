@@ -21,6 +21,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from tests.paths import ROOT
+from tests.polling import HANG_SECONDS, join_or_fail
 from tests.shared.fixtures import POSTGRES, WakeCollector, configure
 from yieldstar_django.core.results import Wake
 from yieldstar_django.models import WakeIntent
@@ -201,7 +202,7 @@ def test_concurrent_relays_skip_claimed_intents(alias: str, wakes: WakeCollector
         assert [p.wake.execution_id for p in claim_due(alias, 10)] == ["claimed"]
         thread = threading.Thread(target=second_relay)
         thread.start()
-        thread.join(timeout=60)
+        join_or_fail(thread, what="the thread")
     assert other == [0]
     assert wakes == []
     assert relay_once(using=alias) == 0, "pushed back by the claim"
@@ -368,7 +369,8 @@ def test_celery_backend_enqueues_resume_execution_on_a_real_broker() -> None:
         with Connection(url) as conn:
             simple = conn.SimpleQueue(queue)
             for _ in range(2):
-                message = simple.get(timeout=10)
+                message = simple.get(timeout=HANG_SECONDS)
+
                 received.append((message.headers["task"], message.payload[0]))
                 assert message.headers["ignore_result"] is True
                 message.ack()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.polling import HANG_SECONDS, join_or_fail
 from yieldstar_django import StoreContentionError, StoreSnapshot, StoreUpdateResult
 
 
@@ -128,7 +129,7 @@ def test_retry_cap_raises_contention_and_commits_nothing_of_its_own(
 def test_concurrent_first_touches_record_one_initial_state(harness: Any, define: Any) -> None:
     d = define(initial=lambda id: {"items": [], "count": 0})
     results: list[StoreSnapshot] = []
-    barrier = threading.Barrier(4)
+    barrier = threading.Barrier(4, timeout=HANG_SECONDS)
 
     def touch() -> None:
         barrier.wait()
@@ -169,8 +170,7 @@ def _in_threads(work: Callable[[], None], count: int) -> list[BaseException]:
     threads = [threading.Thread(target=run) for _ in range(count)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    join_or_fail(*threads, what="the threads")
     return errors
 
 
