@@ -21,6 +21,7 @@ APPS = [
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True, available_apps=APPS)
+@pytest.mark.slow
 def test_concurrent_starts_tell_the_truth(spawn: Spawn) -> None:
     User.objects.create_superuser("racer", password="x")
     bodies = [

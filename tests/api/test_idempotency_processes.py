@@ -18,6 +18,7 @@ from .test_concurrent_starts import APPS
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True, available_apps=APPS)
+@pytest.mark.slow
 def test_twin_writes_under_one_key_at_once_commit_once(spawn: Spawn) -> None:
     """The HTTP API page: "Twin requests may run at once: one commits, the others answer
     its outcome marked ``replayed: true``, with its ``ETag``." Five processes send the same

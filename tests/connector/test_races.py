@@ -75,6 +75,7 @@ def test_first_touches_by_updates_record_one_instance(alias: str, spawn: Spawn) 
 
 
 @pytest.mark.parametrize("use_functions", [None, False], ids=["default", "statements"])
+@pytest.mark.slow
 def test_register_versus_mutate_loses_no_wake(
     alias: str, spawn: Spawn, use_functions: bool | None
 ) -> None:
@@ -114,6 +115,7 @@ def test_register_versus_mutate_loses_no_wake(
     [[24], [1, 3, 2, 1, 4, 1, 2, 3, 1, 2, 1, 3]],
     ids=["at-once", "in-bursts"],
 )
+@pytest.mark.slow
 def test_woken_takers_resume_about_once_and_lose_no_wake(
     alias: str, spawn: Spawn, batches: list[int]
 ) -> None:
@@ -147,6 +149,7 @@ def test_woken_takers_resume_about_once_and_lose_no_wake(
 
 
 @pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+@pytest.mark.slow
 def test_writes_that_lost_several_races_take_turns(alias: str, spawn: Spawn) -> None:
     """Six processes increment one store without backoff and with a cap of 6 attempts.
     A write that lost 2 races queues for the store (``CAS_QUEUE_AFTER``) and then races
@@ -168,6 +171,7 @@ def test_writes_that_lost_several_races_take_turns(alias: str, spawn: Spawn) -> 
 
 
 @pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
+@pytest.mark.slow
 def test_eight_processes_on_one_store_at_the_default_cap(alias: str, spawn: Spawn) -> None:
     """The default settings: eight processes, 100 increments each, no
     ``StoreContentionError``, nothing lost."""
@@ -180,6 +184,7 @@ def test_eight_processes_on_one_store_at_the_default_cap(alias: str, spawn: Spaw
 
 
 @pytest.mark.parametrize("use_functions", [None, False], ids=["default", "statements"])
+@pytest.mark.slow
 def test_register_versus_delete_loses_no_wake(
     alias: str, spawn: Spawn, use_functions: bool | None
 ) -> None:

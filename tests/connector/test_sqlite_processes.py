@@ -75,6 +75,7 @@ def _consistent(name: str) -> int:
 
 
 @db("sqlite")
+@pytest.mark.slow
 def test_a_writer_killed_during_its_commits_leaves_no_half_written_commit(
     spawn: Spawn,
 ) -> None:

@@ -155,6 +155,7 @@ def apply(draft: Any, data: st.DataObject, values: Any = values, new_keys: Any =
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(state=states, data=st.data())
+@pytest.mark.slow
 def test_tracked_write_paths_cover_every_diffed_change(state: Any, data: st.DataObject) -> None:
     previous = copy.deepcopy(state)
     log = WriteLog()
@@ -216,6 +217,7 @@ maybe_bad = st.recursive(
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(state=states, data=st.data())
+@pytest.mark.slow
 def test_checking_placements_misses_no_non_durable_value(state: Any, data: st.DataObject) -> None:
     log = WriteLog()
     draft = build_draft(copy.deepcopy(state), log)

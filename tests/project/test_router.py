@@ -20,7 +20,8 @@ def test_two_databases_with_a_router() -> None:
     done = subprocess.run(
         [
             sys.executable, "-m", "pytest", "tests/project/router", "-q", "-p", "no:cacheprovider",
-            "--ds=tests.settings_router", "--create-db",
+            "-n", "0", "--ds=tests.settings_router", "--create-db",
+
         ],
         cwd=ROOT,
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings_router"},

@@ -10,6 +10,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from django.test import override_settings
 from django.utils import timezone
 
@@ -32,6 +33,7 @@ def _woken(execution_id: str) -> bool:
     return any(w.execution_id == execution_id for w in WAKES)
 
 
+@pytest.mark.slow
 def test_a_lease_renewed_then_abandoned_is_taken_over_after_the_renewed_expiry(
     rt: Runtime,
 ) -> None:

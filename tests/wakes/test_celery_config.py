@@ -92,6 +92,7 @@ def unanswering_broker() -> Iterator[str]:
     "publish to one that stops answering blocks the committing request indefinitely "
     "(yieldstar.W005 warns of that configuration).",
 )
+@pytest.mark.slow
 def test_a_broker_that_does_not_answer_does_not_hang_the_commit(
     alias: str, spawn: Spawn, unanswering_broker: str
 ) -> None:
@@ -123,6 +124,7 @@ def test_a_project_app_publishes_the_wake(alias: str, spawn: Spawn) -> None:
 
 
 @pytest.mark.parametrize("alias", BOTH, indirect=True)
+@pytest.mark.slow
 def test_with_the_documented_timeouts_a_broker_that_does_not_answer_costs_seconds(
     alias: str, spawn: Spawn, unanswering_broker: str
 ) -> None:

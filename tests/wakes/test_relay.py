@@ -303,6 +303,7 @@ def test_beat_task_runs_one_round(alias: str, wakes: WakeCollector) -> None:
 
 @pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+@pytest.mark.slow
 def test_relay_command_stops_cleanly_on_signals(alias: str, signum: int) -> None:
     """The long-lived command, in its own process, exits 0 after SIGTERM or SIGINT."""
     s = connections[alias].settings_dict
@@ -340,6 +341,7 @@ REDIS_RESULTS = "redis://127.0.0.1:6379/15"
 
 
 @pytest.mark.celery
+@pytest.mark.slow
 def test_celery_backend_enqueues_resume_execution_on_a_real_broker() -> None:
     """The default backend publishes ``yieldstar_django.resume_execution(execution_id)``;
     read back from Redis (a private queue, no worker consumes it). It waits for no result:

@@ -328,6 +328,7 @@ def make_machine(subject: Side) -> type[RuleBasedStateMachine]:
     return StoreModel
 
 
+@pytest.mark.slow
 def test_database_client_agrees_with_memory(harness: Any) -> None:
     """Against every database harness: PostgreSQL's PL/pgSQL path (``postgres``), the
     statements path on PostgreSQL (``postgres-statements``) and on SQLite."""
