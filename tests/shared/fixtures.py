@@ -1,4 +1,6 @@
-"""Fixtures of the integration tests: real PostgreSQL and SQLite, real processes.
+"""Fixtures on real PostgreSQL and SQLite and in real processes, for the tests of every
+part (a plugin of ``tests/conftest.py``).
+
 
 ``alias`` parametrizes a test over both databases (``default`` must be PostgreSQL for the
 ``postgres`` case, which is skipped otherwise). ``wakes`` points ``WAKE_BACKEND`` at a list.

@@ -1,4 +1,6 @@
-"""Code that runs in child processes of the integration tests, each with its own connection.
+"""Code that runs in the child processes of the ``spawn`` fixture, each with its own
+connection.
+
 
 Children are started with the ``spawn`` method, so nothing is inherited: :func:`entry`
 points the database aliases at the test databases the parent created, applies
