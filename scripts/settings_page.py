@@ -1,6 +1,6 @@
 """Write the settings sections of ``docs/reference/settings.md`` from the table in
 ``yieldstar_django/conf.py`` (``python scripts/settings_page.py``; ``--check`` exits 1 if
-the page differs). ``tests/test_conf.py`` runs the check."""
+the page differs). ``tests/project/test_conf.py`` runs the check."""
 
 from __future__ import annotations
 

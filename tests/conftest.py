@@ -1,5 +1,9 @@
 """Shared pytest configuration.
 
+Every test under ``tests/e2e``, ``tests/faults`` and ``tests/browser`` carries the marker
+of its suite (``e2e``, ``faults``, ``browser``), which plain ``pytest`` leaves out
+(``addopts`` in ``pyproject.toml``; ``scripts/test.sh`` runs them).
+
 Tests marked ``postgres`` run only when ``DATABASE_URL`` points at PostgreSQL, tests
 marked ``sqlite`` only when it points at SQLite; the others are skipped with a reason.
 
@@ -19,6 +23,14 @@ import pytest
 from django.conf import settings
 
 from tests.faults import figures
+from tests.paths import ROOT
+
+#: The fixtures on the real databases and in child processes (``alias``, ``wakes``,
+#: ``spawn``) that the tests of several parts use.
+pytest_plugins = ["tests.shared.fixtures"]
+
+#: The suites left out of plain ``pytest``: each directory's tests carry its marker.
+SUITES = ("e2e", "faults", "browser")
 
 #: Markers of the tests that run real processes, and the xdist group that serializes them.
 PROCESS_MARKERS = ("celery", "faults", "browser")
@@ -31,9 +43,15 @@ def database_vendor() -> str:
     return "sqlite" if "sqlite" in engine else "postgresql"
 
 
+@pytest.hookimpl(tryfirst=True)  # before the -m selection sees the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     vendor = database_vendor()
+    tests = ROOT / "tests"
     for item in items:
+        parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
+        if parts and parts[0] in SUITES:
+            item.add_marker(parts[0])
+
         for marker, needs in (("postgres", "postgresql"), ("sqlite", "sqlite")):
             if item.get_closest_marker(marker) and vendor != needs:
                 item.add_marker(

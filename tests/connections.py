@@ -1,5 +1,6 @@
 """A second connection to a test database, outside Django: psycopg with the server's
-defaults, as another process (a worker, a second client) would open one."""
+defaults, as another process (a worker, a second client) would open one; and a wait until
+another connection waits for a lock."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 import psycopg
 from django.db import connections
+
+from tests.polling import wait_until
 
 
 def second_connection(
@@ -22,3 +25,23 @@ def second_connection(
         port=s["PORT"] or None,
         autocommit=autocommit,
     )
+
+
+def await_lock_wait(
+    pid: list[int], who: str, watcher: psycopg.Connection[Any] | None = None
+) -> None:
+    """Wait until the PostgreSQL backend whose id ``pid`` holds (once the thread that owns
+    it put it there) waits for a lock, as ``watcher`` (a second connection of the default
+    database if none) sees it; fail naming ``who`` after ``HANG_SECONDS``."""
+    if watcher is None:
+        with second_connection() as own:
+            return await_lock_wait(pid, who, own)
+
+    def waits() -> bool:
+        assert watcher is not None
+        row = watcher.execute(
+            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pid[:1] or [0]
+        ).fetchone()
+        return row is not None and row[0] == "Lock"
+
+    wait_until(f"{who} to wait for a lock", waits, interval=0.01)

@@ -21,7 +21,7 @@ from yieldstar_django.core.store import StoreClient
 from yieldstar_django.models import ClaimLeaseRecord, Execution, StoreInstance
 
 from .test_runtime import EXECUTIONS, make_execution
-from .test_stores import LIST
+from .test_store_pages import LIST
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,6 @@ the lock (and, the lock not coming, saves nothing).
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -27,6 +26,7 @@ from django.db import OperationalError, connections
 from django.test import Client
 from django.utils import timezone
 
+from tests.shared import outside
 from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import (
@@ -38,8 +38,6 @@ from yieldstar_django.models import (
     WakeIntent,
 )
 from yieldstar_django.models.runtime import StepKind, StepStatus
-
-from ..integration import outside
 
 ALIAS = "sqlite"
 
@@ -142,13 +140,14 @@ def pages(rows: dict[str, str]) -> list[str]:
     return urls
 
 
-def answers(client: Client, method: str, url: str) -> tuple[int, float]:
-    started = time.monotonic()
+def answers(client: Client, method: str, url: str) -> int:
+    """The status of the page; a failure if it waited for the write lock (held throughout,
+    so such a wait ends in "database is locked" after ``BUSY_TIMEOUT``)."""
     try:
         response = getattr(client, method)(url)
     except OperationalError as exc:  # "database is locked": it waited for the write lock
         pytest.fail(f"{method.upper()} {url} waited for the write lock: {exc}")
-    return response.status_code, time.monotonic() - started
+    return response.status_code
 
 
 @pytest.mark.parametrize("user", ["superuser", "viewer"])
@@ -161,9 +160,8 @@ def test_admin_pages_answer_while_another_connection_holds_the_write_lock(
         client.get(url)
     with write_lock_held():
         for url in pages(rows):
-            status, seconds = answers(client, method, url)
+            status = answers(client, method, url)
             assert status in {200, 302, 403}, (url, status)
-            assert seconds < BUSY_TIMEOUT / 2, (url, seconds)
 
 
 def test_the_store_page_with_its_editor_answers_under_the_lock(
@@ -171,7 +169,8 @@ def test_the_store_page_with_its_editor_answers_under_the_lock(
 ) -> None:
     url = f"/admin/yieldstar/storeinstance/{rows['storeinstance']}/change/"
     with write_lock_held():
-        status, _ = answers(admin_client, "get", url)
+        status = answers(admin_client, "get", url)
+
         body = admin_client.get(url).content.decode()
     assert status == 200
     assert 'name="state_json"' in body and 'name="expected_version"' in body

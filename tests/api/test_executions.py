@@ -13,6 +13,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
+from tests.polling import join_or_fail
 from yieldstar_django.api.executions import ID_TAKEN
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Execution, ExecutionStep, IdempotencyKey
@@ -329,7 +330,7 @@ def test_cancel_of_an_execution_pruned_meanwhile_is_404(
 
         thread = threading.Thread(target=prune)
         thread.start()
-        thread.join(10)
+        join_or_fail(thread, what="the prune")
         return cancelled
 
     monkeypatch.setattr(views, "cancel_execution", cancel_then_prune)

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from tests.polling import HANG_SECONDS, join_or_fail
 from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import AppliedStep, IdempotencyKey, StoreInstance, StoreVersion
@@ -686,7 +687,7 @@ def test_concurrent_retries_apply_once(counter: StoreDefinition, django_user_mod
 
     django_user_model.objects.create_superuser("racer", password="pw")
     get_store_client().get_store(counter, "race")
-    barrier = threading.Barrier(4)
+    barrier = threading.Barrier(4, timeout=HANG_SECONDS)
     statuses: list[int] = []
 
     def send() -> None:
@@ -709,8 +710,7 @@ def test_concurrent_retries_apply_once(counter: StoreDefinition, django_user_mod
     threads = [threading.Thread(target=send) for _ in range(4)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    join_or_fail(*threads, what="the threads")
     assert statuses == [200] * 4
     snapshot = get_store_client().get_store(counter, "race")
     assert snapshot.state["items"] == ["once"]
@@ -733,7 +733,7 @@ def test_concurrent_patches_all_apply_and_a_stale_if_match_changes_nothing(
     before = get_store_client().get_store(counter, "many")
     stale = f'"{before.instance_id}:{before.version}"'
     writers = 6
-    barrier = threading.Barrier(writers + 1)
+    barrier = threading.Barrier(writers + 1, timeout=HANG_SECONDS)
     results: dict[str, Any] = {}
     lock = threading.Lock()
 
@@ -764,8 +764,7 @@ def test_concurrent_patches_all_apply_and_a_stale_if_match_changes_nothing(
     get_store_client().update_store(counter, "many", updater=lambda d: d["items"].append("first"))
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    join_or_fail(*threads, what="the threads")
     assert {label: r.status_code for label, r in results.items() if label != "stale"} == {
         f"w{i}": 200 for i in range(writers)
     }

@@ -19,7 +19,7 @@ from django.core.management.sql import sql_flush
 from django.db import connection
 
 from tests.connections import second_connection
-from tests.polling import wait_until
+from tests.polling import join_or_fail, wait_until
 
 from .conftest import FLUSH_DEADLOCK_TIMEOUT
 
@@ -70,7 +70,7 @@ def test_the_flush_survives_a_deadlock_with_a_running_worker() -> None:
         try:
             call_command("flush", interactive=False, verbosity=0)  # this test's connection
         finally:
-            thread.join(30)
+            join_or_fail(thread, what="the thread")
     finally:
         worker.close()
         watcher.close()

@@ -12,6 +12,7 @@ import threading
 import time
 
 from tests.e2e.proxy import TcpProxy
+from tests.polling import join_or_fail
 
 
 def _echo_server() -> tuple[socket.socket, threading.Event]:
@@ -57,8 +58,7 @@ def test_stopping_while_connections_open_raises_in_no_thread() -> None:
                 client.start()
             time.sleep(0.001 * (round_ % 4))
             proxy.stop()
-            for client in clients:
-                client.join()
+            join_or_fail(*clients, what="the clients")
             for sock in opened:
                 sock.close()
         time.sleep(0.6)  # a pump thread notices stop() within its 0.5 s select timeout

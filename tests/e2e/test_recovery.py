@@ -1,5 +1,5 @@
 """Crash recovery: no execution is stranded, and one whose worker died moves on within
-seconds of a live worker being available (issue 8).
+seconds of a live worker being available.
 
 - A worker killed after its lease was renewed is taken over when the renewed lease
   expires (the renewal moves the takeover timer).

@@ -117,7 +117,7 @@ def quick(step: Step) -> Any:
     return (yield from step.run(now_iso))
 
 
-# -- issue 12: take_any and leased claims ---------------------------------------------------
+# -- take_any and leased claims ------------------------------------------------------------
 
 #: ``leased/<id>``: a queue whose items a leased take hands back on expiry.
 leased = define_store(

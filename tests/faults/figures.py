@@ -4,7 +4,7 @@ end of the run and appended to ``var/faults/figures.jsonl``.
 Under pytest-xdist each worker hands its figures to the controller (``workeroutput``), which
 prints them all; the hooks that do it are in ``tests/conftest.py`` (the controller loads no
 conftest below ``tests``). ``YIELDSTAR_FAULT_FIGURES_DIR`` names another directory for the
-file (``tests/test_fault_figures.py`` runs the hooks on figures of its own).
+file (``tests/faults/test_figures.py`` runs the hooks on figures of its own).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
+from tests.polling import HANG_SECONDS
 from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
 from yieldstar_django.core.memory import MemoryStoreClient
 from yieldstar_django.core.results import Wake
@@ -79,7 +80,9 @@ class Runtime:
                 runs += 1
         return runs
 
-    def settle(self, until: Callable[[], bool] | None = None, *, timeout: float = 10.0) -> None:
+    def settle(
+        self, until: Callable[[], bool] | None = None, *, timeout: float = HANG_SECONDS
+    ) -> None:
         """Pump until ``until()`` holds (default: no wake is left), within ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:

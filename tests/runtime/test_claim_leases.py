@@ -13,6 +13,7 @@ from django.db import connection, connections
 from django.test import override_settings
 from django.utils import timezone
 
+from tests.polling import HANG_SECONDS, join_or_fail, wait_until
 from yieldstar_django import clock
 from yieldstar_django.core.commits import RetryPolicy
 from yieldstar_django.core.definition import StoreDefinition, define_store
@@ -146,7 +147,7 @@ def test_racing_expiry_and_release_hand_back_exactly_once(rt: Runtime) -> None:
     assert state(rt, q) == []
     ids = list(ClaimLeaseRecord.objects.values_list("pk", flat=True))
     version = rt.client.get_store(q, "q").version
-    barrier = threading.Barrier(6)
+    barrier = threading.Barrier(6, timeout=HANG_SECONDS)
     ended: list[int] = []
 
     def sweeper(admin: bool) -> None:
@@ -162,8 +163,7 @@ def test_racing_expiry_and_release_hand_back_exactly_once(rt: Runtime) -> None:
     threads = [threading.Thread(target=sweeper, args=(n % 2 == 0,)) for n in range(6)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    join_or_fail(*threads, what="the threads")
     assert sum(ended) == 3
     assert sorted(state(rt, q)) == ["job-1", "job-2", "job-3"]
     assert rt.client.get_store(q, "q").version == version + 3
@@ -185,10 +185,12 @@ def test_the_relay_hands_back_expired_leases_every_round(rt: Runtime) -> None:
     start_workflow(wf)
     rt.pump()
     assert state(rt, q) == []
-    deadline = time.monotonic() + 10
-    while state(rt, q) == [] and time.monotonic() < deadline:
-        time.sleep(0.1)
+
+    def handed_back() -> bool:
         run_relay(once=True, using=connection.alias)
+        return state(rt, q) != []
+
+    wait_until("the relay to hand the expired lease back", handed_back, interval=0.1)
     assert state(rt, q) == ["job-1"]
 
 
@@ -413,7 +415,7 @@ def test_a_cancel_racing_a_leased_take_leaves_the_item_or_the_lease(rt: Runtime)
 
     def slow_pop(draft: Any, selected: Any) -> None:
         claiming.set()
-        cancelled.wait(10)
+        assert cancelled.wait(HANG_SECONDS), "the test never cancelled the execution"
         draft["items"].pop(0)
 
     @rt.workflow
@@ -434,10 +436,10 @@ def test_a_cancel_racing_a_leased_take_leaves_the_item_or_the_lease(rt: Runtime)
 
     runner = threading.Thread(target=run)
     runner.start()
-    assert claiming.wait(10)
+    assert claiming.wait(HANG_SECONDS)
     assert cancel_execution(eid)
     cancelled.set()
-    runner.join(30)
+    join_or_fail(runner, what="the runner")
     assert not errors, errors
     assert get_execution(eid).status == "cancelled"
     assert state(rt, q) == ["job-1"]
@@ -462,14 +464,14 @@ def test_complete_racing_the_expiry_ends_the_lease_once(rt: Runtime) -> None:
     version = rt.client.get_store(q, "q").version
     leases = {r.execution_id: r.pk for r in ClaimLeaseRecord.objects.all()}
     rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
-    barrier = threading.Barrier(2)
+    barrier = threading.Barrier(2, timeout=HANG_SECONDS)
     errors: list[BaseException] = []
     expired: list[int] = []
 
     def holder() -> None:
         try:
             for eid in eids:
-                barrier.wait(10)
+                barrier.wait()
                 run_execution(eid)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -479,7 +481,7 @@ def test_complete_racing_the_expiry_ends_the_lease_once(rt: Runtime) -> None:
     def sweeper() -> None:
         try:
             for n, eid in enumerate(eids):
-                barrier.wait(10)
+                barrier.wait()
                 time.sleep(0.001 * n)
                 expired.append(release_now([leases[eid]], state=ClaimLeaseState.EXPIRED))
         except BaseException as exc:  # pragma: no cover - reported below
@@ -490,8 +492,7 @@ def test_complete_racing_the_expiry_ends_the_lease_once(rt: Runtime) -> None:
     threads = [threading.Thread(target=holder), threading.Thread(target=sweeper)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join(60)
+    join_or_fail(*threads, what="the threads")
     assert not errors, errors
     rt.settle(lambda: all(get_execution(e).is_finished for e in eids))
     results = {e: get_execution(e).result for e in eids}
@@ -685,7 +686,7 @@ def test_a_release_that_loses_its_races_retries_like_take_and_update(
             bumped.append("bump")
             writer = threading.Thread(target=lambda: bump(q))
             writer.start()
-            writer.join(10)
+            join_or_fail(writer, what="the writer")
         draft["items"].append(value)
 
     def bump(store: StoreDefinition) -> None:
@@ -790,7 +791,7 @@ def test_hand_backs_racing_a_store_deletion_never_create_it_again(rt: Runtime) -
     jobs = [f"job-{n}" for n in range(6)]
 
     def put_back_after_the_delete(draft: Any, value: Any) -> None:
-        assert deleted.wait(10)
+        assert deleted.wait(HANG_SECONDS)
         draft["items"].append(value)
 
     q = define_store(
@@ -807,13 +808,13 @@ def test_hand_backs_racing_a_store_deletion_never_create_it_again(rt: Runtime) -
         start_workflow(wf)
     rt.pump()
     assert state(rt, q) == []
-    barrier = threading.Barrier(3)
+    barrier = threading.Barrier(3, timeout=HANG_SECONDS)
     ended: list[int] = []
     errors: list[BaseException] = []
 
     def sweeper() -> None:
         try:
-            barrier.wait(10)
+            barrier.wait()
             ended.append(expire_due(now=later()))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -822,7 +823,7 @@ def test_hand_backs_racing_a_store_deletion_never_create_it_again(rt: Runtime) -
 
     def deleter() -> None:
         try:
-            barrier.wait(10)
+            barrier.wait()
             time.sleep(0.05)
             rt.client.delete_store(q, "q")
             deleted.set()
@@ -835,8 +836,7 @@ def test_hand_backs_racing_a_store_deletion_never_create_it_again(rt: Runtime) -
     threads = [threading.Thread(target=f) for f in (sweeper, sweeper, deleter)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join(60)
+    join_or_fail(*threads, what="the threads")
     assert not errors, errors
     assert sum(ended) == len(jobs)
     assert not ClaimLeaseRecord.objects.filter(state="held").exists()
@@ -864,7 +864,7 @@ def test_a_hand_back_that_loses_a_race_hands_back_the_value_as_taken(rt: Runtime
             bumped.append("bump")
             writer = threading.Thread(target=bump)
             writer.start()
-            writer.join(10)
+            join_or_fail(writer, what="the writer")
 
     def bump() -> None:
         try:
@@ -912,14 +912,14 @@ def test_release_racing_the_expiry_and_release_now_hands_back_once(rt: Runtime) 
     version = rt.client.get_store(q, "q").version
     leases = {r.execution_id: r.pk for r in ClaimLeaseRecord.objects.all()}
     rt.client.update_store(gate, "g", updater=lambda d: d["items"].append("go"))
-    barrier = threading.Barrier(3)
+    barrier = threading.Barrier(3, timeout=HANG_SECONDS)
     errors: list[BaseException] = []
     ended: dict[str, list[int]] = {"expiry": [], "admin": []}
 
     def holder() -> None:
         try:
             for eid in eids:
-                barrier.wait(10)
+                barrier.wait()
                 run_execution(eid)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -929,7 +929,7 @@ def test_release_racing_the_expiry_and_release_now_hands_back_once(rt: Runtime) 
     def other(kind: str) -> None:
         try:
             for n, eid in enumerate(eids):
-                barrier.wait(10)
+                barrier.wait()
                 time.sleep(0.001 * n * (1 if kind == "expiry" else 2))
                 state = ClaimLeaseState.EXPIRED if kind == "expiry" else ClaimLeaseState.RELEASED
                 ended[kind].append(release_now([leases[eid]], state=state))
@@ -945,8 +945,7 @@ def test_release_racing_the_expiry_and_release_now_hands_back_once(rt: Runtime) 
     ]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join(60)
+    join_or_fail(*threads, what="the threads")
     assert not errors, errors
     rt.settle(lambda: all(get_execution(e).is_finished for e in eids))
     results = [get_execution(e).result for e in eids]

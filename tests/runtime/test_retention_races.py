@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 
+from tests.polling import HANG_SECONDS, join_or_fail
 from yieldstar_django.models import AppliedStep, ClaimLeaseRecord, Execution
 from yieldstar_django.retention import prune_finished
 from yieldstar_django.runtime import Step, cancel_execution, get_execution, start_workflow
@@ -120,7 +121,7 @@ def test_pruners_racing_hand_backs_leave_no_ledger_row_of_a_pruned_execution(
     assert state(rt, q) == []
     for eid in ids:
         assert cancel_execution(eid) is True
-    barrier = threading.Barrier(4)
+    barrier = threading.Barrier(4, timeout=HANG_SECONDS)
     errors: list[BaseException] = []
 
     def hand_back() -> None:
@@ -146,8 +147,7 @@ def test_pruners_racing_hand_backs_leave_no_ledger_row_of_a_pruned_execution(
     threads = [threading.Thread(target=f) for f in (hand_back, hand_back, prune, prune)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join(60)
+    join_or_fail(*threads, what="the hand-backs and prunes")
     assert not errors, errors
     expire_due(now=later(), client=rt.client)
     prune_finished(older_than=0)
@@ -160,7 +160,7 @@ def test_pruners_racing_hand_backs_leave_no_ledger_row_of_a_pruned_execution(
 def in_threads(*functions: Any) -> list[Any]:
     """Run ``functions`` at once, each in a thread of its own (its own connection), behind
     a barrier; return their results in order (an exception fails the test)."""
-    barrier = threading.Barrier(len(functions))
+    barrier = threading.Barrier(len(functions), timeout=HANG_SECONDS)
     results: list[Any] = [None] * len(functions)
     errors: list[BaseException] = []
 
@@ -176,8 +176,7 @@ def in_threads(*functions: Any) -> list[Any]:
     threads = [threading.Thread(target=call, args=item) for item in enumerate(functions)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join(60)
+    join_or_fail(*threads, what="the racing threads")
     assert not errors, errors
     return results
 
@@ -237,7 +236,7 @@ def test_cancel_during_a_run_in_another_thread_records_nothing_more(pg_rt: Runti
 
     def slow() -> str:
         started.set()
-        assert go_on.wait(10)
+        assert go_on.wait(HANG_SECONDS), "the test never let the step go on"
         return "slow"
 
     @rt.workflow
@@ -253,7 +252,7 @@ def test_cancel_during_a_run_in_another_thread_records_nothing_more(pg_rt: Runti
         return run_execution(eid)
 
     def cancel_when_running() -> list[Any]:
-        assert started.wait(10)
+        assert started.wait(HANG_SECONDS), "the run never started its step"
         assert get_execution(eid).status == "running"
         results = in_threads(*[lambda: cancel_execution(eid)] * 4)
         go_on.set()

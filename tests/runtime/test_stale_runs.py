@@ -23,6 +23,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from tests.polling import join_or_fail
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Execution, ExecutionStep, Waiter, WakeIntent
 from yieldstar_django.runtime import Step, executions, get_execution, start_workflow
@@ -91,7 +92,7 @@ class PausedRun:
 
             thread = threading.Thread(target=worker)
             thread.start()
-            thread.join()
+            join_or_fail(thread, what="the work on another connection")
             assert not errors, errors
         return first(state)
 

@@ -12,7 +12,8 @@ from django.conf import settings as django_settings
 from django.db import connection, connections, transaction
 from django.test import override_settings
 
-from tests.connections import second_connection
+from tests.connections import await_lock_wait
+from tests.polling import HANG_SECONDS, join_or_fail
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import ExecutionStep, Waiter
 from yieldstar_django.runtime import (
@@ -142,7 +143,7 @@ def test_racing_runs_and_writers_claim_each_item_once(rt: Runtime) -> None:
 
     eids = [start_workflow(wf) for _ in range(executions)]
     rt.pump()
-    barrier = threading.Barrier(4)
+    barrier = threading.Barrier(4, timeout=HANG_SECONDS)
     errors: list[BaseException] = []
 
     def writer(tag: str) -> None:
@@ -175,8 +176,7 @@ def test_racing_runs_and_writers_claim_each_item_once(rt: Runtime) -> None:
     threads += [threading.Thread(target=runner) for _ in range(2)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    join_or_fail(*threads, what="the threads")
     assert not errors, errors
     results = [get_execution(e).result for e in eids]
     assert all(get_execution(e).status == "completed" for e in eids), results
@@ -240,19 +240,6 @@ def start_thread(
     return thread
 
 
-def await_lock_wait(pid: list[int], who: str) -> None:
-    """Wait (up to 5 s) until the backend whose id ``pid`` will hold waits for a lock."""
-    with second_connection() as watcher:
-        for _ in range(500):
-            row = watcher.execute(
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pid[:1] or [0]
-            ).fetchone()
-            if row is not None and row[0] == "Lock":
-                return
-            time.sleep(0.01)
-    raise AssertionError(f"{who} never waited for a lock")
-
-
 @pytest.mark.parametrize("path", ["function", "statements"])
 @pytest.mark.parametrize("which", ["first", "woken"])
 def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
@@ -280,7 +267,7 @@ def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
         register(engine, key, *args)
         if key.endswith("#0") and not holding.is_set():
             holding.set()  # choice 0's store row is share-locked until the commit
-            release.wait(10)
+            assert release.wait(HANG_SECONDS), "the test never released the registration"
 
     monkeypatch.setattr(store_steps, "wait_for", paused)
     errors: list[BaseException] = []
@@ -298,12 +285,12 @@ def test_registering_choices_never_deadlocks_with_a_writer_of_those_stores(
             push(rt, a, "d", "go")  # waits for the registration's share lock on a
 
     runner = start_thread(run, errors)
-    assert holding.wait(10)
+    assert holding.wait(HANG_SECONDS)
     writer = start_thread(write, errors, writer_pid)
     await_lock_wait(writer_pid, "the writer")
     release.set()
-    runner.join(30)
-    writer.join(30)
+    join_or_fail(runner, what="the runner")
+    join_or_fail(writer, what="the writer")
     assert not errors, errors
     rt.settle(lambda: get_execution(eid).is_finished)
     assert get_execution(eid).result == [0, "go"]
@@ -335,18 +322,18 @@ def test_a_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
             with transaction.atomic():
                 push(rt, x, "d", "noise")  # wakes choice 0's waiter: its row stays locked
                 marked.set()
-                resume.wait(10)
+                assert resume.wait(HANG_SECONDS), "the test never resumed the writer"
                 push(rt, y, "d", "noise")  # waits for the claim's lock on y, if it has one
         finally:
             marked.set()
 
     writer = start_thread(write, errors)
-    assert marked.wait(10)
+    assert marked.wait(HANG_SECONDS)
     runner = start_thread(lambda: executions_module.run_execution(eid), errors, runner_pid)
     await_lock_wait(runner_pid, "the claim")
     resume.set()
-    writer.join(30)
-    runner.join(30)
+    join_or_fail(writer, what="the writer")
+    join_or_fail(runner, what="the runner")
     assert not errors, errors
     rt.settle(lambda: get_execution(eid).is_finished)
     assert get_execution(eid).result == [1, "go"]
@@ -519,7 +506,7 @@ def test_a_timeout_racing_an_item_s_arrival_has_one_outcome(rt: Runtime) -> None
     eids = {f"t{n}": start_workflow(wf, f"t{n}") for n in range(rounds)}
     rt.pump()
     assert all(get_execution(e).status == "waiting" for e in eids.values())
-    barrier = threading.Barrier(3)
+    barrier = threading.Barrier(3, timeout=HANG_SECONDS)
     errors: list[BaseException] = []
 
     def writer() -> None:
@@ -537,7 +524,8 @@ def test_a_timeout_racing_an_item_s_arrival_has_one_outcome(rt: Runtime) -> None
     def runner() -> None:
         try:
             barrier.wait()
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + HANG_SECONDS
+
             while time.monotonic() < deadline:
                 relay_once()
                 pending = [e for e in eids.values() if not get_execution(e).is_finished]
@@ -553,8 +541,7 @@ def test_a_timeout_racing_an_item_s_arrival_has_one_outcome(rt: Runtime) -> None
     threads = [threading.Thread(target=writer)] + [threading.Thread(target=runner) for _ in "ab"]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join(60)
+    join_or_fail(*threads, what="the threads")
     assert not errors, errors
     for id, eid in eids.items():
         execution = get_execution(eid)
@@ -628,10 +615,11 @@ def test_a_queued_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
         if mutation.step_id is not None and mutation.definition is y:  # the claim's commit
             commits += 1
             if commits == 1:  # a write slips in first: the claim loses, then queues
-                start_thread(lambda: push(rt, y, "d", "bump"), errors).join(10)
+                bump = start_thread(lambda: push(rt, y, "d", "bump"), errors)
+                join_or_fail(bump, what="the write that slips in first")
             else:  # made in the queue, which holds y's row until it ends
                 queued.set()
-                resume.wait(10)
+                assert resume.wait(HANG_SECONDS), "the test never resumed the claim"
         return commit(mutation)
 
     monkeypatch.setattr(rt.client, "commit_mutation", racing)
@@ -656,12 +644,12 @@ def test_a_queued_claim_never_deadlocks_with_a_writer_that_woke_another_choice(
     yieldstar = {**django_settings.YIELDSTAR, "CAS_QUEUE_AFTER": 1}
     with override_settings(YIELDSTAR=yieldstar):
         runner = start_thread(run, errors)
-        assert queued.wait(10)
+        assert queued.wait(HANG_SECONDS)
         writer = start_thread(write, errors, writer_pid)
         await_lock_wait(writer_pid, "the writer")
         resume.set()
-        runner.join(30)
-        writer.join(30)
+        join_or_fail(runner, what="the runner")
+        join_or_fail(writer, what="the writer")
     assert not errors, errors
     assert commits == 2, "the claim lost one race, then committed in the queue"
     rt.settle(lambda: get_execution(eid).is_finished)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ from celery import current_app
 from django.db import OperationalError, connection
 
 from tests.connections import second_connection
+from tests.polling import wait_until
 from yieldstar_django import tasks
 from yieldstar_django.runtime import get_execution, start_workflow
 
@@ -69,8 +69,8 @@ def test_a_connection_closed_while_idle_is_replaced_at_once(
     pid = connection.connection.info.backend_pid
     with second_connection() as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", [pid])
-        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
-            time.sleep(0.01)
+        gone = "SELECT 1 FROM pg_stat_activity WHERE pid = %s"
+        wait_until("the backend to end", lambda: not admin.execute(gone, [pid]).fetchone())
     retried: list[int] = []
     monkeypatch.setattr(tasks.resume_execution, "retry", lambda **kw: retried.append(1))
     with caplog.at_level(logging.INFO, logger="yieldstar_django.tasks"):
@@ -101,10 +101,9 @@ def test_a_connection_cut_during_the_run_is_replaced_at_once(
             cuts.append(pid)
             with second_connection() as admin:
                 admin.execute("SELECT pg_terminate_backend(%s)", [pid])
-                while admin.execute(
-                    "SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]
-                ).fetchone():
-                    time.sleep(0.01)
+                gone = "SELECT 1 FROM pg_stat_activity WHERE pid = %s"
+                wait_until("the backend to end", lambda: not admin.execute(gone, [pid]).fetchone())
+
         return "done"
 
     @rt.workflow

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.test import TestCase, override_settings
 
+from tests.polling import HANG_SECONDS, join_or_fail
 from yieldstar_django import get_execution, start_workflow
 from yieldstar_django.models import WakeIntent
 from yieldstar_django.runtime.executions import ResumeResult, run_execution
@@ -32,6 +33,9 @@ from .workflows import lease_left_after, slow_step
 LEASE = 0.6
 #: The slow step: longer than the lease, so several renewals are due while it runs.
 STEP = 0.8
+#: A step that outlasts the lease by seconds, so that a worker woken once the lease
+#: expired comes while it still runs, even on a loaded machine.
+LONG_STEP = LEASE + 3.0
 
 
 def short_lease(**more: object) -> override_settings:
@@ -107,7 +111,8 @@ def test_no_worker_takes_over_a_run_inside_a_callers_atomic_block(
     step and committed the execution ``running`` with its expired lease, and the woken
     worker took it over and ran it again."""
     with short_lease(WAKE_BACKEND="tests.testing.workflows.deliver_nothing"):
-        execution_id = start_workflow(slow_step, 2 * LEASE)
+        execution_id = start_workflow(slow_step, LONG_STEP)
+
         answers: dict[str, ResumeResult] = {}
         ended: list[float] = []
 
@@ -123,16 +128,18 @@ def test_no_worker_takes_over_a_run_inside_a_callers_atomic_block(
         runner = threading.Thread(target=run_in_a_transaction)
         runner.start()
         try:
-            assert workflows.PAUSING.wait(10), "the run in the transaction never started its step"
+            assert workflows.PAUSING.wait(HANG_SECONDS), (
+                "the run in the transaction never started its step"
+            )
             time.sleep(LEASE)  # its lease, as it took it, has expired; its step goes on
             woken_at = time.monotonic()
             answers["woken"] = run_execution(execution_id)
         finally:
-            runner.join(10)
+            join_or_fail(runner, what="the runner")
     assert ended and woken_at < ended[0], "the woken worker came after the run ended"
     assert answers == {"in the transaction": ResumeResult.FINISHED, "woken": ResumeResult.GONE}
     execution = get_execution(execution_id)
-    assert (execution.status, execution.result, execution.runs) == ("completed", 2 * LEASE, 1)
+    assert (execution.status, execution.result, execution.runs) == ("completed", LONG_STEP, 1)
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 what the tables cannot hold (a key too long or unstorable, or a store step whose four keys
 are too long together for the ledger's index) is refused with a ``TypeError`` or
 ``ValueError``, before any user code or SQL, and nothing is written
-(``tests/conformance/test_keys.py``)."""
+(``tests/core/conformance/test_keys.py``)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ the next header (lines of ``--`` comments are not part of it). ``of(connection)`
 the entries with their placeholders filled for that connection's vendor, built once per
 vendor when first asked (the tables are the models', known once the app registry is
 ready): ``queries.of(connection).read_store``. A name that is not an entry raises
-``AttributeError``; ``tests/test_queries.py`` checks every name the code asks for.
+``AttributeError``; ``tests/project/test_queries.py`` checks every name the code asks for.
 
 Placeholders filled when an entry is built:
 

@@ -1,1 +1,0 @@
-"""Integration tests: a real database (and a broker where marked ``celery``)."""

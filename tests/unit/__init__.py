@@ -1,1 +1,0 @@
-"""Pure unit tests: no database, no broker."""

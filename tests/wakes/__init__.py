@@ -1,0 +1,2 @@
+"""Tests of the wakes (``yieldstar_django/wakes``): the outbox, the relay and the Celery
+wake backend."""
