@@ -36,8 +36,8 @@ class WriteLog:
 
     __slots__ = ("_assigned", "_changes", "placements")
 
-    def __init__(self) -> None:
-        self._changes = ChangedPaths()
+    def __init__(self, changes: ChangedPaths | None = None) -> None:
+        self._changes = ChangedPaths() if changes is None else changes
         self._assigned: set[int] = set()
         #: ``(parent, key, value, keyed)`` for every value placed at ``parent`` + ``key``;
         #: ``keyed`` when ``key`` is a dict key the updater chose (so it must be checked too).
