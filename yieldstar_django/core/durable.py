@@ -276,16 +276,16 @@ def encode_placed(
     caller chose) too. Anything the encoder itself trips over falls back to the full check,
     so errors are the same as ``encode_durable``'s.
     """
-    for parent, key, value, keyed in placements:
-        if keyed:
-            problem = (
-                f"dict keys must be str, not {type(key).__name__} ({key!r})"
-                if type(key) is not str
-                else _check_text(key)
-            )
-            if problem:
-                raise _fail(label, step_key, parent, problem)
-        with collector_paused():
+    with collector_paused():
+        for parent, key, value, keyed in placements:
+            if keyed:
+                problem = (
+                    f"dict keys must be str, not {type(key).__name__} ({key!r})"
+                    if type(key) is not str
+                    else _check_text(key)
+                )
+                if problem:
+                    raise _fail(label, step_key, parent, problem)
             _check(value, limits, step_key, label, (key, parent), parent.depth + 1)
     try:
         text = _dumps(root)
