@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from django.core.serializers.json import DjangoJSONEncoder
 
+from yieldstar_django.core.changes import PathLink
 from yieldstar_django.core.drafts import TrackedDict, TrackedList, WriteLog, build_draft
 from yieldstar_django.core.durable import check_durable, encode_durable, encode_placed
 from yieldstar_django.core.errors import WorkflowValueError
@@ -175,7 +176,7 @@ def test_views_are_not_durable_values() -> None:
             encode_durable({"x": [view]})
     target = build_draft({"a": 1}, WriteLog())
     with pytest.raises(WorkflowValueError, match="DictView values are not durable"):
-        encode_placed(target, [(("b",), root, True)])
+        encode_placed(target, [(PathLink.root(), "b", root, True)])
 
 
 def test_unwrapping_returns_what_the_views_stand_for() -> None:

@@ -27,6 +27,8 @@ MAX_DIFF_LINES: Final = 60
 MAX_DIFF_LINE_CHARS: Final = 300
 #: Characters of one value shown in a list column.
 MAX_SHORT_CHARS: Final = 80
+#: Characters of a list of paths shown before "… and N more".
+MAX_PATHS_CHARS: Final = 1000
 #: How a column whose text does not decode is marked.
 NOT_JSON: Final = "not valid JSON"
 
@@ -54,9 +56,26 @@ def decode_paths(text: str) -> list[tuple[Any, ...]]:
     return [tuple(path) for path in json.loads(text)]
 
 
+#: Indented JSON with sorted keys (the canonical order), non-ASCII kept.
+_PRETTY: Final = json.JSONEncoder(indent=2, sort_keys=True, ensure_ascii=False)
+
+
 def pretty_json(value: Any) -> str:
     """Indented JSON with sorted keys (the canonical order), non-ASCII kept."""
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    return _PRETTY.encode(value)
+
+
+def pretty_json_capped(value: Any, limit: int) -> tuple[str, bool]:
+    """The first ``limit`` characters of ``pretty_json(value)``, and whether there is more:
+    the encoder stops once it produced them, so the cost follows ``limit``, not ``value``."""
+    parts: list[str] = []
+    size = 0
+    for chunk in _PRETTY.iterencode(value):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return "".join(parts)[:limit], True
+    return "".join(parts), False
 
 
 def truncate(text: str, limit: int) -> tuple[str, int]:
@@ -69,6 +88,7 @@ def truncate(text: str, limit: int) -> tuple[str, int]:
 def pretty_block(value: Any, *, limit: int = MAX_PRETTY_CHARS) -> SafeString:
     """A ``<pre>`` block of ``value`` as pretty JSON, capped at ``limit`` characters (an
     ``Undecodable`` as its raw text, marked "not valid JSON")."""
+    cut = 0
     if isinstance(value, Undecodable):
         text, cut = truncate(value.text, limit)
         block = format_html(
@@ -77,8 +97,14 @@ def pretty_block(value: Any, *, limit: int = MAX_PRETTY_CHARS) -> SafeString:
             text,
         )
     else:
-        text, cut = truncate(pretty_json(value), limit)
+        text, more = pretty_json_capped(value, limit)
         block = format_html('<pre class="yieldstar-json">{}</pre>', text)
+        if more:  # how much more is not known: formatting it would cost what the cap saves
+            return format_html(
+                '{}<p class="help">… the rest is not shown (the first {} characters are).</p>',
+                block,
+                limit,
+            )
     if cut:
         return format_html(
             '{}<p class="help">… {} more characters not shown.</p>',
@@ -103,28 +129,63 @@ def short_json(value: Any, *, limit: int = MAX_SHORT_CHARS) -> str:
     )
 
 
-def format_paths(paths: list[Any] | Undecodable) -> str:
-    """Paths as ``$.a[0].b``, comma-separated; ``$`` is the whole state (an
-    ``Undecodable`` as its raw text after "not valid JSON: ")."""
+def format_paths(paths: list[Any] | Undecodable, *, limit: int = MAX_PATHS_CHARS) -> str:
+    """Paths as ``$.a[0].b``, comma-separated, ``$`` the whole state, cut after about
+    ``limit`` characters with how many paths were left out (an ``Undecodable`` as its raw
+    text after "not valid JSON: ")."""
     if isinstance(paths, Undecodable):
         return short_json(paths)
-    return ", ".join(format_path(tuple(path)) for path in paths) or "—"
+    shown: list[str] = []
+    size = 0
+    for path in paths:
+        if size > limit:
+            break
+        shown.append(format_path(tuple(path)))
+        size += len(shown[-1]) + 2
+    text = ellipsize(", ".join(shown), limit) or "—"
+    left = len(paths) - len(shown)
+    return f"{text} and {left} more" if left else text
 
 
 def json_diff_lines(
     old: Any, new: Any, *, max_lines: int = MAX_DIFF_LINES
 ) -> tuple[list[str], int]:
     """Unified diff lines between the pretty JSON of ``old`` and ``new`` (2 lines of
-    context), at most ``max_lines`` of them, and how many more there were."""
-    lines = list(
-        difflib.unified_diff(
-            pretty_json(old).splitlines(),
-            pretty_json(new).splitlines(),
-            lineterm="",
-            n=2,
-        )
-    )[2:]  # drop the ---/+++ header
-    return lines[:max_lines], max(0, len(lines) - max_lines)
+    context, hunks as ``difflib.unified_diff`` writes them), at most ``max_lines`` of them,
+    and how many more there were: those are counted, not written."""
+    a, b = pretty_json(old).splitlines(), pretty_json(new).splitlines()
+    lines: list[str] = []
+    more = 0
+
+    def emit(prefix: str, source: list[str], start: int, stop: int) -> None:
+        nonlocal more
+        room = max(0, min(stop - start, max_lines - len(lines)))
+        lines.extend(prefix + line for line in source[start : start + room])
+        more += stop - start - room
+
+    for group in difflib.SequenceMatcher(None, a, b).get_grouped_opcodes(2):
+        first, last = group[0], group[-1]
+        header = f"@@ -{_unified_range(first[1], last[2])} +{_unified_range(first[3], last[4])} @@"
+        emit("", [header], 0, 1)
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                emit(" ", a, i1, i2)
+                continue
+            if tag in ("replace", "delete"):
+                emit("-", a, i1, i2)
+            if tag in ("replace", "insert"):
+                emit("+", b, j1, j2)
+    return lines, more
+
+
+def _unified_range(start: int, stop: int) -> str:
+    """A hunk header's range, as ``difflib.unified_diff`` writes it."""
+    beginning, length = start + 1, stop - start
+    if length == 1:
+        return f"{beginning}"
+    if not length:
+        beginning -= 1
+    return f"{beginning},{length}"
 
 
 def diff_block(old: Any, new: Any, *, max_lines: int = MAX_DIFF_LINES) -> SafeString:
@@ -158,6 +219,7 @@ def diff_block(old: Any, new: Any, *, max_lines: int = MAX_DIFF_LINES) -> SafeSt
 __all__ = [
     "MAX_DIFF_LINES",
     "MAX_DIFF_LINE_CHARS",
+    "MAX_PATHS_CHARS",
     "MAX_PRETTY_CHARS",
     "NOT_JSON",
     "Undecodable",
@@ -169,6 +231,7 @@ __all__ = [
     "json_diff_lines",
     "pretty_block",
     "pretty_json",
+    "pretty_json_capped",
     "short_json",
     "truncate",
 ]

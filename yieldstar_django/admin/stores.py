@@ -115,7 +115,8 @@ class StoreStateForm(forms.ModelForm):  # type: ignore[type-arg]
         self.text_digest = ""
         instance = self.instance
         if instance is not None and instance.pk is not None:
-            if state_decodes(instance):
+            # Only a state the editor may show: one past its limit is never formatted whole.
+            if len(instance.state) <= MAX_EDIT_CHARS and state_decodes(instance):
                 self.initial.setdefault("state_json", pretty_json(instance.value))
             self.initial.setdefault("expected_instance_id", instance.instance_id)
             self.initial.setdefault("expected_version", instance.version)

@@ -59,17 +59,19 @@ def json_depth(value: Any, *, limit: int) -> int:
     """The nesting depth of ``value`` (a scalar is 0, ``[]`` is 1), counting stops once it
     exceeds ``limit`` (the result is then ``limit + 1``)."""
     deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        current, depth = stack.pop()
-        if isinstance(current, (dict, list)):
-            depth += 1
-            if depth > limit:
-                return limit + 1
-            deepest = max(deepest, depth)
-            children = current.values() if isinstance(current, dict) else current
-            stack.extend((child, depth) for child in children)
-    return deepest
+    level = [value]  # one level at a time: no tuple per node
+    while True:
+        containers = [item for item in level if isinstance(item, (dict, list))]
+        if not containers:
+            return deepest
+        deepest += 1
+        if deepest > limit:
+            return limit + 1
+        level = [
+            child
+            for container in containers
+            for child in (container.values() if isinstance(container, dict) else container)
+        ]
 
 
 def json_size(value: Any, *, limit: int) -> int:

@@ -19,7 +19,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
 from ..conf import yieldstar_settings
-from ..core.durable import MAX_INT_DIGITS, OversizedInt, parse_json_int
+from ..core.durable import MAX_INT_DIGITS, OversizedInt, collector_paused, parse_json_int
 from ..core.errors import WorkflowValueError, format_path
 from ..core.types import StorePath
 from .exceptions import RequestTooLarge
@@ -49,29 +49,45 @@ def loads_json(raw: bytes, *, max_depth: int) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ParseError(f"The body is not UTF-8: {exc.reason} at byte {exc.start}.") from None
+    oversized = False
+
+    def parse_int(digits: str) -> Any:
+        nonlocal oversized
+        number = parse_json_int(digits)
+        oversized = oversized or type(number) is OversizedInt
+        return number
+
     try:
-        value = json.loads(
-            text,
-            parse_constant=_reject_constant,
-            parse_float=_finite_float,
-            parse_int=parse_json_int,
-        )
+        with collector_paused(len(text)):
+            value = json.loads(
+                text,
+                parse_constant=_reject_constant,
+                parse_float=_finite_float,
+                parse_int=parse_int,
+            )
     except RecursionError:
         raise ParseError(f"The JSON nests deeper than {max_depth} levels.") from None
     except ValueError as exc:  # JSONDecodeError, NaN/Infinity
         raise ParseError(f"Malformed JSON: {exc}") from None
     if json_depth(value, limit=max_depth) > max_depth:
         raise ParseError(f"The JSON nests deeper than {max_depth} levels.")
-    _reject_oversized_ints(value)
+    if oversized:
+        _reject_oversized_ints(value)
     return value
 
 
 def _reject_oversized_ints(value: Any) -> None:
-    """Raise ``INVALID_STEP_VALUE`` at the first ``OversizedInt`` of a decoded body."""
-    stack: list[tuple[Any, StorePath]] = [(value, ())]
+    """Raise ``INVALID_STEP_VALUE`` at the first ``OversizedInt`` of a decoded body: O(size
+    of the body), its path built only once found."""
+    stack: list[tuple[Any, Any]] = [(value, None)]
     while stack:
-        current, path = stack.pop()
+        current, node = stack.pop()
         if isinstance(current, OversizedInt):
+            segments: list[Any] = []
+            while node is not None:
+                segments.append(node[0])
+                node = node[1]
+            path: StorePath = tuple(reversed(segments))
             raise WorkflowValueError(
                 "INVALID_STEP_VALUE",
                 "",
@@ -80,9 +96,9 @@ def _reject_oversized_ints(value: Any) -> None:
                 path=path,
             )
         if isinstance(current, dict):
-            stack.extend((child, (*path, key)) for key, child in reversed(current.items()))
+            stack.extend((child, (key, node)) for key, child in reversed(current.items()))
         elif isinstance(current, list):
-            stack.extend((child, (*path, i)) for i, child in reversed(list(enumerate(current))))
+            stack.extend((child, (i, node)) for i, child in reversed(list(enumerate(current))))
 
 
 def read_limited(stream: IO[bytes] | None) -> bytes:

@@ -11,6 +11,8 @@ from enum import IntEnum
 from typing import Final
 
 __all__ = [
+    "MAX_CHANGED_PATH_DEPTH",
+    "MAX_CHANGE_KEYS",
     "MAX_INSTANCE_ID_LENGTH",
     "MAX_KEY_LENGTH",
     "MAX_LEDGER_KEY_BYTES",
@@ -29,6 +31,12 @@ MAX_INSTANCE_ID_LENGTH: Final = 64
 MAX_LEDGER_KEY_BYTES: Final = 2600
 #: Path keys longer than this are replaced by a digest, so any path fits a btree entry.
 MAX_PATH_KEY_LENGTH: Final = 200
+#: The most segments of a recorded changed path: a deeper change is recorded as its prefix
+#: of this many (``core.changes``).
+MAX_CHANGED_PATH_DEPTH: Final = 32
+#: The most index keys the changed paths of one commit are looked up by (a path of n
+#: segments costs n + 2); more are recorded at the deepest level that fits (``core.changes``).
+MAX_CHANGE_KEYS: Final = 32_768
 
 
 class WaiterKind(IntEnum):

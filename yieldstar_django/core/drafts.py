@@ -23,51 +23,52 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, SupportsIndex, cast
 
-from .paths import collapse_paths
+from .changes import ChangedPaths, PathLink
 from .types import StorePath
 
 __all__ = ["TrackedDict", "TrackedList", "WriteLog", "build_draft", "detach"]
 
 
 class WriteLog:
-    """What an updater did to one draft: the paths it wrote, in order, and the values it
-    placed (the only parts of the draft that did not come from storage)."""
+    """What an updater did to one draft: the paths it wrote (bounded as ``ChangedPaths``
+    bounds a commit's paths) and the values it placed (the only parts of the draft that
+    did not come from storage)."""
 
-    __slots__ = ("_assigned", "_paths", "placements")
+    __slots__ = ("_assigned", "_changes", "placements")
 
-    def __init__(self) -> None:
-        self._paths: list[StorePath] = []
+    def __init__(self, changes: ChangedPaths | None = None) -> None:
+        self._changes = ChangedPaths() if changes is None else changes
         self._assigned: set[int] = set()
-        #: ``(path, value, keyed)`` for every value placed; ``keyed`` when the last path
-        #: segment is a dict key the updater chose (so it must be checked too).
-        self.placements: list[tuple[StorePath, Any, bool]] = []
+        #: ``(parent, key, value, keyed)`` for every value placed at ``parent`` + ``key``;
+        #: ``keyed`` when ``key`` is a dict key the updater chose (so it must be checked too).
+        self.placements: list[tuple[PathLink, Any, Any, bool]] = []
 
-    def record(self, path: StorePath) -> None:
-        self._paths.append(path)
+    def record(self, link: PathLink, key: Any = None, *, own: bool = False) -> None:
+        """Note a write at ``link`` + ``key`` (at ``link`` itself with ``own``)."""
+        self._changes.add(link, key, own=own)
 
-    def placed(self, path: StorePath, value: Any, *, keyed: bool = False) -> None:
-        """Note a value the updater put into the draft at ``path`` (never adopted later)."""
-        self.placements.append((path, value, keyed))
+    def placed(self, link: PathLink, key: Any, value: Any, *, keyed: bool = False) -> None:
+        """Note a value the updater put into the draft at ``link`` + ``key`` (never adopted
+        later)."""
+        self.placements.append((link, key, value, keyed))
         if type(value) is dict or type(value) is list:
             self._assigned.add(id(value))
 
     def paths(self) -> list[StorePath]:
-        """Written paths, deduplicated and with paths covered by a recorded prefix removed."""
-        return collapse_paths(self._paths)
+        """Written paths, deduplicated, with paths covered by a recorded prefix removed."""
+        return self._changes.paths()
 
 
-def _adopt(log: WriteLog, value: Any, path: StorePath) -> Any:
-    """The tracked node for a decoded container ``value`` at ``path``, or ``value`` itself."""
+def _adopt(log: WriteLog, value: Any, parent: PathLink | None, key: Any) -> Any:
+    """The tracked node for a decoded container ``value`` at ``parent`` + ``key`` (the root
+    when ``parent`` is ``None``), or ``value`` itself."""
     kind = type(value)
-    if kind is dict:
-        if id(value) in log._assigned:
-            return value
-        return TrackedDict(value, path, log)
-    if kind is list:
-        if id(value) in log._assigned:
-            return value
-        return TrackedList(value, path, log)
-    return value
+    if kind is not dict and kind is not list:
+        return value
+    if id(value) in log._assigned:
+        return value
+    link = PathLink.root() if parent is None else parent.child(key)
+    return (TrackedDict if kind is dict else TrackedList)(value, link, log)
 
 
 class _TrackedNode:
@@ -80,17 +81,17 @@ class _TrackedNode:
         __slots__ = ()
     _base: ClassVar[Any]
     _ys_log: WriteLog
-    _ys_path: StorePath
+    _ys_link: PathLink
 
-    def __init__(self, data: Any, path: StorePath, log: WriteLog) -> None:
+    def __init__(self, data: Any, link: PathLink, log: WriteLog) -> None:
         self._base.__init__(self, data)
-        self._ys_path = path
+        self._ys_link = link
         self._ys_log = log
 
     # reads adopt the child they return
 
     def _child(self, key: Any, value: Any) -> Any:
-        adopted = _adopt(self._ys_log, value, (*self._ys_path, key))
+        adopted = _adopt(self._ys_log, value, self._ys_link, key)
         if adopted is not value:
             self._base.__setitem__(self, key, adopted)
         return adopted
@@ -106,16 +107,19 @@ class _TrackedNode:
     # writes record their path: a child's, or the node's own
 
     def _record(self, key: Any) -> None:
-        self._ys_log.record((*self._ys_path, key))
+        self._ys_log.record(self._ys_link, key)
 
     def _record_self(self) -> None:
-        self._ys_log.record(self._ys_path)
+        self._ys_log.record(self._ys_link, own=True)
+
+    def _placed(self, key: Any, value: Any, *, keyed: bool = False) -> None:
+        self._ys_log.placed(self._ys_link, key, value, keyed=keyed)
 
 
 class TrackedDict(_TrackedNode, dict[str, Any]):
     """A ``dict`` in an updater's draft that records the paths written through it."""
 
-    __slots__ = ("_ys_log", "_ys_path")
+    __slots__ = ("_ys_link", "_ys_log")
     _base = dict
 
     def __getitem__(self, key: str) -> Any:
@@ -155,7 +159,7 @@ class TrackedDict(_TrackedNode, dict[str, Any]):
 
     def __setitem__(self, key: str, value: Any) -> None:
         self._record(key)
-        self._ys_log.placed((*self._ys_path, key), value, keyed=True)
+        self._placed(key, value, keyed=True)
         dict.__setitem__(self, key, value)
 
     def __delitem__(self, key: str) -> None:
@@ -198,7 +202,7 @@ class TrackedDict(_TrackedNode, dict[str, Any]):
 class TrackedList(_TrackedNode, list[Any]):
     """A ``list`` in an updater's draft that records the paths written through it."""
 
-    __slots__ = ("_ys_log", "_ys_path")
+    __slots__ = ("_ys_link", "_ys_log")
     _base = list
 
     def __getitem__(self, index: Any) -> Any:
@@ -246,13 +250,13 @@ class TrackedList(_TrackedNode, list[Any]):
                 start = max(index.indices(len(self))[0], 0)
                 indices = range(start, start + len(values))
             for position, item in zip(indices, values, strict=False):
-                self._ys_log.placed((*self._ys_path, position), item)
+                self._placed(position, item)
             list.__setitem__(self, index, values)
             self._record_self()
             return
         position = self._normalize(index)
         list.__setitem__(self, index, value)
-        self._ys_log.placed((*self._ys_path, position), value)
+        self._placed(position, value)
         self._record(position)
 
     def __delitem__(self, index: Any) -> None:
@@ -270,7 +274,7 @@ class TrackedList(_TrackedNode, list[Any]):
 
     def append(self, value: Any) -> None:
         self._record(len(self))
-        self._ys_log.placed((*self._ys_path, len(self)), value)
+        self._placed(len(self), value)
         list.append(self, value)
 
     def extend(self, values: Iterable[Any]) -> None:
@@ -278,7 +282,7 @@ class TrackedList(_TrackedNode, list[Any]):
         start = len(self)
         for offset, item in enumerate(items):
             self._record(start + offset)
-            self._ys_log.placed((*self._ys_path, start + offset), item)
+            self._placed(start + offset, item)
         list.extend(self, items)
 
     def insert(self, index: SupportsIndex, value: Any) -> None:
@@ -291,7 +295,7 @@ class TrackedList(_TrackedNode, list[Any]):
             self._record(size)
         else:
             self._record_self()
-        self._ys_log.placed((*self._ys_path, position), value)
+        self._placed(position, value)
         list.insert(self, index, value)
 
     def pop(self, index: SupportsIndex = -1) -> Any:
@@ -340,7 +344,7 @@ class TrackedList(_TrackedNode, list[Any]):
 
 def build_draft(state: Any, log: WriteLog) -> Any:
     """A draft over ``state`` (fresh decoded values, consumed): O(size of the root)."""
-    return _adopt(log, state, ())
+    return _adopt(log, state, None, None)
 
 
 def detach(draft: Any) -> Any:

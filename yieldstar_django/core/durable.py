@@ -16,13 +16,16 @@ or a hang.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .changes import PathLink
 from .errors import WorkflowValueError, format_path
 from .types import PathSegment, StorePath
 
@@ -47,16 +50,18 @@ class DurableLimits:
 
 DEFAULT_LIMITS: Final = DurableLimits()
 
-# A linked list of (segment, parent) so a path is only built when an error names it.
-_PathNode = tuple[PathSegment, "_PathNode"] | None
+# A linked list of (segment, parent) so a path is only built when an error names it; it
+# may end in the ``PathLink`` of a draft's node (the place of a value checked inside it).
+_PathNode = tuple[PathSegment, "_PathNode"] | PathLink | None
 
 
 def _path_of(node: _PathNode) -> StorePath:
     segments: list[PathSegment] = []
-    while node is not None:
+    while isinstance(node, tuple):
         segments.append(node[0])
         node = node[1]
-    return tuple(reversed(segments))
+    base = node.path() if node is not None else ()
+    return base + tuple(reversed(segments))
 
 
 class _Exit:
@@ -128,11 +133,19 @@ def check_durable(
     ``at`` places ``value`` inside a larger value: depth and error paths count from the root.
     Work is bounded by ``limits.max_bytes``: every node counts at least one byte.
     """
-    budget = limits.max_bytes
     start: _PathNode = None
     for segment in at:
         start = (segment, start)
-    stack: list[Any] = [(value, len(at), start)]
+    with collector_paused():
+        _check(value, limits, step_key, label, start, len(at))
+
+
+def _check(
+    value: Any, limits: DurableLimits, step_key: str, label: str, start: _PathNode, depth: int
+) -> None:
+    """``check_durable`` of ``value`` placed at ``start`` (``depth`` segments deep)."""
+    budget = limits.max_bytes
+    stack: list[Any] = [(value, depth, start)]
     on_path: set[int] = set()
     while stack:
         item = stack.pop()
@@ -249,7 +262,7 @@ def encode_durable(
 
 def encode_placed(
     root: Any,
-    placements: Iterable[tuple[StorePath, Any, bool]],
+    placements: Iterable[tuple[PathLink, Any, Any, bool]],
     *,
     limits: DurableLimits = DEFAULT_LIMITS,
     step_key: str = "",
@@ -258,25 +271,22 @@ def encode_placed(
     """Encode ``root`` checking only the values placed into it.
 
     For a draft whose other parts were read from storage (so are durable): each placement
-    is ``(path, value, keyed)``; ``value`` is checked as it is now, at ``path``'s depth, and
-    with ``keyed`` the last segment of ``path`` (a dict key the caller chose) too. Anything
-    the encoder itself trips over falls back to the full check, so errors are the same as
-    ``encode_durable``'s.
+    is ``(parent, key, value, keyed)``, a value placed at ``parent`` + ``key``; ``value`` is
+    checked as it is now, at that depth, and with ``keyed`` the ``key`` (a dict key the
+    caller chose) too. Anything the encoder itself trips over falls back to the full check,
+    so errors are the same as ``encode_durable``'s.
     """
-    for path, value, keyed in placements:
-        if keyed:
-            key = path[-1]
-            problem = (
-                f"dict keys must be str, not {type(key).__name__} ({key!r})"
-                if type(key) is not str
-                else _check_text(key)
-            )
-            if problem:
-                node: _PathNode = None
-                for segment in path[:-1]:
-                    node = (segment, node)
-                raise _fail(label, step_key, node, problem)
-        check_durable(value, limits=limits, step_key=step_key, label=label, at=path)
+    with collector_paused():
+        for parent, key, value, keyed in placements:
+            if keyed:
+                problem = (
+                    f"dict keys must be str, not {type(key).__name__} ({key!r})"
+                    if type(key) is not str
+                    else _check_text(key)
+                )
+                if problem:
+                    raise _fail(label, step_key, parent, problem)
+            _check(value, limits, step_key, label, (key, parent), parent.depth + 1)
     try:
         text = _dumps(root)
     except (TypeError, ValueError, RecursionError):
@@ -290,9 +300,30 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a durable value")
 
 
+#: Texts longer than this are decoded with the cyclic garbage collector paused.
+_QUIET_DECODE_CHARS: Final = 64 * 1024
+
+
+@contextmanager
+def collector_paused(size: int | None = None) -> Iterator[None]:
+    """Pause the cyclic garbage collector for work that makes no reference cycle and may
+    allocate millions of objects (decoding a JSON text of ``size`` characters, when it is
+    large; walking a value): the collections they would trigger, each walking every object
+    alive, cost more than the work itself. Only a caller that paused it resumes it."""
+    paused = (size is None or size > _QUIET_DECODE_CHARS) and gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def decode_durable(text: str | bytes) -> Any:
     """Decode a canonical encoding into fresh plain ``dict``/``list`` values."""
-    return json.loads(text, parse_constant=_reject_constant)
+    with collector_paused(len(text)):
+        return json.loads(text, parse_constant=_reject_constant)
 
 
 def clone_durable(value: Any, *, limits: DurableLimits = DEFAULT_LIMITS) -> Any:

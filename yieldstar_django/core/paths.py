@@ -1,7 +1,8 @@
 """Changed paths and the wake rule: which changes a waiter's read paths must see.
 
 * ``diff_paths`` is the O(state) structural fallback for replacements and transformed states
-  (a draft records its writes itself, :mod:`.drafts`).
+  (a draft records its writes itself, :mod:`.drafts`); both record into a bounded
+  ``ChangedPaths`` (:mod:`.changes`).
 * ``paths_intersect`` is prefix intersection: extra paths cost a spurious wake, missing ones
   would lose a wake, so every rule here errs towards recording more. ``wakes_waiter`` is the
   wake rule every client applies: intersection, or a change at the root ``()``.
@@ -9,9 +10,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .changes import ChangedPaths, PathLink, collapse_paths
+from .durable import collector_paused
 from .types import StorePath
 
 __all__ = ["changes_root", "collapse_paths", "diff_paths", "paths_intersect", "wakes_waiter"]
@@ -25,44 +29,98 @@ def _same_scalar(left: Any, right: Any) -> bool:
     return bool(left == right)
 
 
-def diff_paths(previous: Any, current: Any) -> list[StorePath]:
-    """Paths where ``current`` differs from ``previous``: O(size of both states).
+def diff_paths(previous: Any, current: Any, changes: ChangedPaths | None = None) -> list[StorePath]:
+    """Paths where ``current`` differs from ``previous``, bounded as ``changes`` (a fresh
+    ``ChangedPaths`` by default) bounds them: O(size of both states), whatever their depth.
 
     Lists are compared index by index, so a splice reports every shifted index (over-wakes,
     which is safe).
     """
-    paths: list[StorePath] = []
-    stack: list[tuple[Any, Any, StorePath]] = [(previous, current, ())]
+    changes = ChangedPaths() if changes is None else changes
+    root = PathLink.root()
+    if _containers_of_one_kind(previous, current):
+        with collector_paused():
+            _diff_into(changes, previous, current, root)
+    elif _differ(previous, current):
+        changes.add(root, own=True)
+    return changes.paths()
+
+
+def _containers_of_one_kind(left: Any, right: Any) -> bool:
+    return (isinstance(left, dict) and isinstance(right, dict)) or (
+        isinstance(left, list) and isinstance(right, list)
+    )
+
+
+def _differ(left: Any, right: Any) -> bool:
+    """Whether two values that are not both dicts or both lists differ."""
+    return (
+        isinstance(left, (dict, list))
+        or isinstance(right, (dict, list))
+        or not _same_scalar(left, right)
+    )
+
+
+def _differ_whole(left: Any, right: Any) -> bool:
+    """Whether two containers differ, in C: equal JSON text means equal values of equal
+    types (``1`` and ``1.0``, ``0.0`` and ``-0.0`` encode apart); texts that differ only in
+    key order answer "differ", which over-reports (safe)."""
+    if left != right:
+        return True
+    try:
+        return json.dumps(left) != json.dumps(right)
+    except (TypeError, ValueError, RecursionError):
+        return True
+
+
+def _members(changes: ChangedPaths, left: Any, right: Any, link: PathLink) -> Iterator[Any]:
+    """The ``(left, right, key)`` members both containers hold, recording the keys (or
+    indices) only one of them holds; stops once ``changes`` records ``link`` itself."""
+    if isinstance(left, dict):
+        for key in dict.keys(left):
+            if dict.__contains__(right, key):
+                yield dict.__getitem__(left, key), dict.__getitem__(right, key), key
+            elif changes.add(link, key):
+                return
+        for key in dict.keys(right):
+            if not dict.__contains__(left, key) and changes.add(link, key):
+                return
+        return
+    common = min(len(left), len(right))
+    for index in range(common):
+        yield list.__getitem__(left, index), list.__getitem__(right, index), index
+    for index in range(common, max(len(left), len(right))):
+        if changes.add(link, index):
+            return
+
+
+def _diff_into(changes: ChangedPaths, previous: Any, current: Any, root: PathLink) -> None:
+    """Record where two containers of one kind differ: a depth-first walk holding one
+    iterator per level, so its memory grows with the depth, not the width. A subtree whose
+    path is recorded already (at the cut) is not walked."""
+    stack = [(_members(changes, previous, current, root), root)]
     while stack:
-        left, right, path = stack.pop()
-        if left is right:
+        members, link = stack[-1]
+        for left, right, key in members:
+            if left is right:
+                continue
+            if _containers_of_one_kind(left, right):
+                child = changes.link(link, key)
+                if child is not link:
+                    stack.append((_members(changes, left, right, child), child))
+                    break
+                # At the cut only whether they differ matters: asked of the C codec.
+                if changes.covers(link) or not _differ_whole(left, right):
+                    continue
+                changes.add(link, own=True)
+                break
+            if _differ(left, right) and changes.add(link, key):
+                break  # ``link`` itself is recorded: its other members add nothing
+        else:
+            stack.pop()
             continue
-        if isinstance(left, dict) and isinstance(right, dict):
-            for key in left.keys() | right.keys():
-                if key not in left or key not in right:
-                    paths.append((*path, key))
-                else:
-                    stack.append((left[key], right[key], (*path, key)))
-        elif isinstance(left, list) and isinstance(right, list):
-            common = min(len(left), len(right))
-            for index in range(common):
-                stack.append((left[index], right[index], (*path, index)))
-            for index in range(common, max(len(left), len(right))):
-                paths.append((*path, index))
-        elif (
-            isinstance(left, (dict, list))
-            or isinstance(right, (dict, list))
-            or not _same_scalar(left, right)
-        ):
-            paths.append(path)
-    return collapse_paths(paths)
-
-
-def collapse_paths(paths: Iterable[StorePath]) -> list[StorePath]:
-    """Deduplicate ``paths`` (first-seen order) and drop any path under another kept path."""
-    unique = list(dict.fromkeys(paths))
-    present = set(unique)
-    return [path for path in unique if not any(path[:n] in present for n in range(len(path)))]
+        if changes.covers(root):
+            return
 
 
 def paths_intersect(read_paths: Iterable[StorePath], write_paths: Iterable[StorePath]) -> bool:

@@ -14,12 +14,13 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .constants import MAX_PATH_KEY_LENGTH, WaiterKind
 from .paths import changes_root
 from .types import StorePath
 
-__all__ = ["PathMatch", "path_key", "path_match", "waiter_path_rows"]
+__all__ = ["PathMatch", "path_key", "path_match", "prefix_keys", "waiter_path_rows"]
 
 READ, PREFIX, ALWAYS = WaiterKind.READ, WaiterKind.PREFIX, WaiterKind.ALWAYS
 
@@ -31,10 +32,30 @@ def path_key(path: Iterable[str | int]) -> str:
     ``int`` one, and any character (``"\\x00"``, lone surrogates) is stored escaped. A key
     longer than ``MAX_PATH_KEY_LENGTH`` becomes ``#`` + its SHA-256.
     """
-    text = json.dumps(list(path), ensure_ascii=True, separators=(",", ":"))
-    if len(text) > MAX_PATH_KEY_LENGTH:
-        return "#" + hashlib.sha256(text.encode("ascii")).hexdigest()
-    return text
+    return prefix_keys(tuple(path))[-1]
+
+
+def prefix_keys(path: StorePath) -> list[str]:
+    """The ``path_key`` of every prefix of ``path``, ``()`` first and ``path`` last, built
+    incrementally: O(length of ``path``'s key text), not O(length squared). Each segment is
+    encoded once; past ``MAX_PATH_KEY_LENGTH`` one SHA-256 runs along the text and is
+    copied at each prefix."""
+    keys = ["[]"]
+    text = "["
+    digest: Any = None
+    for index, segment in enumerate(path):
+        part = ("," if index else "") + json.dumps(segment, ensure_ascii=True)
+        if digest is None and len(text) + len(part) + 1 <= MAX_PATH_KEY_LENGTH:
+            text += part
+            keys.append(text + "]")
+            continue
+        if digest is None:
+            digest = hashlib.sha256(text.encode("ascii"))
+        digest.update(part.encode("ascii"))
+        closed = digest.copy()
+        closed.update(b"]")
+        keys.append("#" + closed.hexdigest())
+    return keys
 
 
 def waiter_path_rows(
@@ -50,10 +71,10 @@ def waiter_path_rows(
         return [(ALWAYS, "")]
     rows: dict[tuple[int, str], None] = {}
     for path in read_paths:
-        path = tuple(path)
-        rows[(READ, path_key(path))] = None
-        for n in range(1, len(path)):
-            rows[(PREFIX, path_key(path[:n]))] = None
+        keys = prefix_keys(tuple(path))
+        rows[(READ, keys[-1])] = None
+        for key in keys[1:-1]:
+            rows[(PREFIX, key)] = None
     return list(rows)
 
 
@@ -77,7 +98,7 @@ def path_match(changed_paths: Iterable[StorePath]) -> PathMatch:
     read: dict[str, None] = {}
     prefix: dict[str, None] = {}
     for path in changed:
-        prefix[path_key(path)] = None
-        for n in range(len(path) + 1):
-            read[path_key(path[:n])] = None
+        keys = prefix_keys(path)
+        prefix[keys[-1]] = None
+        read.update(dict.fromkeys(keys))
     return PathMatch(False, list(read), list(prefix))
