@@ -11,16 +11,9 @@ from django.contrib.auth.models import User
 from tests.shared.fixtures import Spawn
 from yieldstar_django.models import Execution
 
-APPS = [
-    "yieldstar_django",
-    "django.contrib.auth",
-    "django.contrib.contenttypes",
-    "django.contrib.sessions",
-]
-
 
 @pytest.mark.postgres
-@pytest.mark.django_db(transaction=True, available_apps=APPS)
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_concurrent_starts_tell_the_truth(spawn: Spawn) -> None:
     User.objects.create_superuser("racer", password="x")

@@ -13,11 +13,9 @@ from yieldstar_django import define_store
 from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.definition import unregister_store
 
-from .test_concurrent_starts import APPS
-
 
 @pytest.mark.postgres
-@pytest.mark.django_db(transaction=True, available_apps=APPS)
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_twin_writes_under_one_key_at_once_commit_once(spawn: Spawn) -> None:
     """The HTTP API page: "Twin requests may run at once: one commits, the others answer
