@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "StoreContentionError": "yieldstar_django.core.errors",
     "CorruptStateError": "yieldstar_django.core.errors",
     "StoreStepMismatchError": "yieldstar_django.core.errors",
+    "StoreKeyError": "yieldstar_django.core.errors",
     "register_error_class": "yieldstar_django.core.errors",
     "StoreClient": "yieldstar_django.core.store",
     "CasStoreClient": "yieldstar_django.core.cas",
@@ -67,6 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core.errors import (
         CorruptStateError as CorruptStateError,
         StoreContentionError as StoreContentionError,
+        StoreKeyError as StoreKeyError,
         StoreStepMismatchError as StoreStepMismatchError,
         StoreValidationError as StoreValidationError,
         WorkflowValueError as WorkflowValueError,
