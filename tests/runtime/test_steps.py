@@ -411,13 +411,16 @@ def test_start_is_idempotent_with_an_execution_id(rt: Runtime) -> None:
         return (yield from step.run(lambda: calls.append(n) or n))
 
     assert start_workflow(wf, 1, execution_id="order-1") == "order-1"
-    assert start_workflow(wf, 2, execution_id="order-1") == "order-1"
+    assert start_workflow(wf, 1, execution_id="order-1") == "order-1"
     rt.settle()
-    assert start_workflow(wf, 3, execution_id="order-1") == "order-1"
+    assert start_workflow(wf, 1, execution_id="order-1") == "order-1"
     rt.settle()
     assert Execution.objects.filter(pk="order-1").count() == 1
     assert get_execution("order-1").result == 1
     assert calls == [1]
+    # Other arguments, or another workflow, are refused (see test_starts.py).
+    with pytest.raises(ValueError, match="already exists"):
+        start_workflow(wf, 2, execution_id="order-1")
 
     @rt.workflow
     def other(step: Step) -> Any:

@@ -75,7 +75,7 @@ class Workflow(Generic[P, R]):
         """Start an execution of this workflow; see ``start_workflow``."""
         from .starts import create_execution  # the models: imported once the app is ready
 
-        return create_execution(get_workflow(self.name).name, args, kwargs, execution_id)[0]
+        return create_execution(get_workflow(self.name), args, kwargs, execution_id)[0]
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r}>"
