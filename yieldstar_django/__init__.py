@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "StoreContentionError": "yieldstar_django.core.errors",
     "CorruptStateError": "yieldstar_django.core.errors",
     "StoreStepMismatchError": "yieldstar_django.core.errors",
+    "StoreKeyError": "yieldstar_django.core.errors",
     "register_error_class": "yieldstar_django.core.errors",
     "StoreClient": "yieldstar_django.core.store",
     "CasStoreClient": "yieldstar_django.core.cas",
@@ -48,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "get_execution": "yieldstar_django.runtime",
     "cancel_execution": "yieldstar_django.runtime",
     "RetryableError": "yieldstar_django.runtime",
+    "ExecutionConflictError": "yieldstar_django.runtime",
 }
 
 __all__ = sorted(_EXPORTS)  # type checkers see the explicit re-exports below
@@ -67,6 +69,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core.errors import (
         CorruptStateError as CorruptStateError,
         StoreContentionError as StoreContentionError,
+        StoreKeyError as StoreKeyError,
         StoreStepMismatchError as StoreStepMismatchError,
         StoreValidationError as StoreValidationError,
         WorkflowValueError as WorkflowValueError,
@@ -94,6 +97,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core.store import StoreClient as StoreClient
     from .definitions import define_store as define_store
     from .runtime import (
+        ExecutionConflictError as ExecutionConflictError,
         RetryableError as RetryableError,
         cancel_execution as cancel_execution,
         get_execution as get_execution,

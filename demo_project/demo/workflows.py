@@ -126,11 +126,14 @@ def picker(step: Step, run: str, name: str) -> Any:
         if taken.get("closed"):
             yield from step.complete(lease, key=f"done-{len(picked)}")
             return {"picker": name, "picked": picked}
+        # The order as placed, without who picked it: a second pick (after an expired
+        # lease) starts the same execution with the same arguments, which returns its id.
+        details = {k: v for k, v in taken.items() if k not in ("status", "picked_by")}
         yield from step.run(
             start_workflow,
             "demo.order",
             run,
-            taken,
+            details,
             execution_id=f"order-{taken['id']}",
             key=f"start-{taken['id']}",
         )

@@ -17,6 +17,7 @@ from django.test import Client
 from django.urls import reverse
 
 from yieldstar_django.api import store_lists
+from yieldstar_django.api.executions import ID_TAKEN
 from yieldstar_django.api.parsers import SafeJSONParser
 from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
@@ -313,6 +314,46 @@ def test_a_start_only_user_learns_nothing_of_an_execution_it_did_not_create() ->
     assert answers[0] == answers[1] == answers[2]
     assert answers[0][0] == 409
     assert "payroll" not in json.dumps(answers) and "api-test-greet" not in json.dumps(answers)
+
+
+def test_a_start_only_user_starting_its_own_execution_again_gets_its_first_answer() -> None:
+    """A start-only user (may add, may not view) retrying its own start with the same
+    ``execution_id`` and arguments got the ``409`` of someone else's execution. The
+    execution records who started it (``started_by``): the retry answers the summary its
+    first start answered (``200``: it existed), other arguments a ``409`` that says so,
+    and to another start-only user the execution stays as unknown as ever."""
+    from . import workflows  # noqa: F401
+
+    starter = user("starter", "add_execution")
+    client = logged_in(starter)
+    url = reverse("yieldstar:execution-list")
+    body = {"workflow": "api-test-greet", "args": ["Ada"], "execution_id": "mine"}
+    first = client.post(url, body, "application/json")
+    again = client.post(url, body, "application/json")
+    assert (first.status_code, again.status_code) == (201, 200), again.content
+    assert again.json() == first.json()
+    assert set(first.json()) == {
+        "id", "workflow", "status", "created_at", "updated_at", "finished_at", "url",
+    }  # fmt: skip
+    assert Execution.objects.get(pk="mine").started_by == f"http:{starter.pk}"
+    other_arguments = client.post(url, {**body, "args": ["Bo"]}, "application/json")
+    assert other_arguments.status_code == 409
+    assert "other arguments" in other_arguments.json()["detail"]
+    # Another start-only user: the same 409 as for any taken id, whatever it sends.
+    stranger = logged_in(user("stranger", "add_execution"))
+    answers = [
+        stranger.post(url, {**body, "args": args}, "application/json") for args in (["Ada"], ["Bo"])
+    ]
+    assert [a.status_code for a in answers] == [409, 409]
+    assert (
+        answers[0].json()
+        == answers[1].json()
+        == {
+            "detail": ID_TAKEN,
+            "code": "execution_conflict",
+        }
+    )
+    assert Execution.objects.get(pk="mine").input == {"args": ["Ada"], "kwargs": {}}
 
 
 def test_an_idempotency_key_start_answers_its_own_user_again() -> None:

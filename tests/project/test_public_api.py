@@ -25,6 +25,8 @@ PINNED = {
     "start_workflow",
     "get_execution",
     "cancel_execution",
+    "StoreKeyError",
+    "ExecutionConflictError",
 }
 
 
@@ -32,6 +34,19 @@ def test_every_pinned_name_is_exported_and_resolves() -> None:
     assert set(yieldstar_django.__all__) >= PINNED
     for name in yieldstar_django.__all__:
         assert getattr(yieldstar_django, name) is not None, name
+
+
+def test_the_typed_errors_are_the_ones_raised() -> None:
+    """The exported errors are the classes the core and the runtime raise, with the bases
+    their documentation promises."""
+    from yieldstar_django.core.errors import StoreKeyError, StoreKeyTypeError
+    from yieldstar_django.runtime.errors import ExecutionConflictError
+
+    assert yieldstar_django.StoreKeyError is StoreKeyError
+    assert yieldstar_django.ExecutionConflictError is ExecutionConflictError
+    assert issubclass(StoreKeyError, ValueError) and not issubclass(StoreKeyError, TypeError)
+    assert issubclass(StoreKeyTypeError, StoreKeyError) and issubclass(StoreKeyTypeError, TypeError)
+    assert issubclass(ExecutionConflictError, ValueError)
 
 
 def test_unknown_names_raise_attribute_error() -> None:

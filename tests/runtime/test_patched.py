@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from yieldstar_django import StoreKeyError
 from yieldstar_django.runtime import Step, get_execution, start_workflow
 
 from .conftest import Runtime
@@ -111,8 +112,12 @@ def test_a_change_id_checked_twice_fails_the_execution(rt: Runtime) -> None:
     assert error is not None and error["type"] == "StepKeyError"
 
 
-@pytest.mark.parametrize("change_id", ["", None, 3])
-def test_bad_change_id_is_a_type_error(change_id: Any) -> None:
+@pytest.mark.parametrize(("change_id", "limit"), [("", "empty"), (None, "type"), (3, "type")])
+def test_bad_change_id_is_a_store_key_error(change_id: Any, limit: str) -> None:
+    """A change id is the step key's tail: a bad one is a ``StoreKeyError`` naming the
+    rule (also a ``TypeError`` when it is not a ``str``)."""
     step = Step("e", "w")
-    with pytest.raises(TypeError):
+    with pytest.raises(StoreKeyError) as info:
         next(step.patched(change_id))
+    assert (info.value.label, info.value.limit) == ("change id", limit)
+    assert isinstance(info.value, TypeError) == (limit == "type")

@@ -29,28 +29,28 @@ def unique(prefix: str) -> str:
 def test_concurrent_starts_with_one_execution_id_create_it_once(
     alias: str, spawn: Spawn, wakes: WakeCollector
 ) -> None:
-    """Six processes start one ``execution_id`` at once, three as one workflow and three
-    as another, each with its own argument: exactly one start creates the execution (with
-    its workflow and argument) and requests its first run (one ``start`` intent); the
-    other starts of that workflow return the id and do nothing, and those of the other
-    workflow are refused (``ValueError``), whichever process won."""
+    """Six processes start one ``execution_id`` at once, as two workflows with two
+    arguments: exactly one start creates the execution (with its workflow and argument)
+    and requests its first run (one ``start`` intent); the other starts of that workflow
+    with that argument return the id and do nothing, and the others are refused with an
+    ``ExecutionConflictError`` naming what differs (the workflow, else the arguments),
+    whichever process won. (With other arguments a start returned the id too.)"""
     execution_id = unique("start")
-    workflows = ["race-update-once", "race-other"] * 3
-    outcomes = spawn(
-        "start_same_id",
-        [(alias, wf, execution_id, f"arg{n}") for n, wf in enumerate(workflows)],
-    )
+    starts = [("race-update-once", "a"), ("race-other", "a"), ("race-update-once", "b")] * 2
+    outcomes = spawn("start_same_id", [(alias, wf, execution_id, arg) for wf, arg in starts])
     assert outcomes.count("created") == 1, outcomes
-    winner = outcomes.index("created")
-    for wf, outcome in zip(workflows, outcomes, strict=True):
-        if wf == workflows[winner]:
-            assert outcome in ("created", "existing"), outcomes
+    winner = starts[outcomes.index("created")]
+    for (wf, arg), outcome in zip(starts, outcomes, strict=True):
+        if wf != winner[0]:
+            assert outcome == "refused workflow", outcomes
+        elif arg != winner[1]:
+            assert outcome == "refused arguments", outcomes
         else:
-            assert outcome == "refused", outcomes
+            assert outcome in ("created", "existing"), outcomes
     with runtime_on(alias):
         [execution] = Execution.objects.filter(pk=execution_id)
-        assert execution.workflow_id == workflows[winner]
-        assert execution.input == {"args": [f"arg{winner}"], "kwargs": {}}
+        assert execution.workflow_id == winner[0]
+        assert execution.input == {"args": [winner[1]], "kwargs": {}}
         intents = WakeIntent.objects.filter(execution_id=execution_id)
         assert list(intents.values_list("reason", flat=True)) == ["start"]
 

@@ -15,7 +15,7 @@ from yieldstar_django import clock
 from yieldstar_django.conf import MAX_SECONDS
 from yieldstar_django.core.definition import StoreDefinition, define_store
 from yieldstar_django.core.durable import encode_durable
-from yieldstar_django.core.errors import WorkflowValueError, register_error_class
+from yieldstar_django.core.errors import StoreKeyError, WorkflowValueError, register_error_class
 from yieldstar_django.core.results import StoreSnapshot, StoreUpdateResult
 from yieldstar_django.models import Execution
 from yieldstar_django.runtime import (
@@ -411,13 +411,16 @@ def test_start_is_idempotent_with_an_execution_id(rt: Runtime) -> None:
         return (yield from step.run(lambda: calls.append(n) or n))
 
     assert start_workflow(wf, 1, execution_id="order-1") == "order-1"
-    assert start_workflow(wf, 2, execution_id="order-1") == "order-1"
+    assert start_workflow(wf, 1, execution_id="order-1") == "order-1"
     rt.settle()
-    assert start_workflow(wf, 3, execution_id="order-1") == "order-1"
+    assert start_workflow(wf, 1, execution_id="order-1") == "order-1"
     rt.settle()
     assert Execution.objects.filter(pk="order-1").count() == 1
     assert get_execution("order-1").result == 1
     assert calls == [1]
+    # Other arguments, or another workflow, are refused (see test_starts.py).
+    with pytest.raises(ValueError, match="already exists"):
+        start_workflow(wf, 2, execution_id="order-1")
 
     @rt.workflow
     def other(step: Step) -> Any:
@@ -617,12 +620,19 @@ def test_a_step_key_the_heap_cannot_hold_is_refused_at_the_call() -> None:
     """A key holding NUL or a lone surrogate is refused where the workflow names it (as a
     store id is), not by the database when the heap row is written."""
     step = Step("e", "wf")
-    for key in ("a\x00b", "a\ud800b", "k" * 256):
-        with pytest.raises(ValueError):
+    for key, limit in [
+        ("a\x00b", "nul"),
+        ("a\ud800b", "surrogate"),
+        ("k" * 256, "length"),
+        ("", "empty"),
+    ]:
+        with pytest.raises(StoreKeyError) as info:
             next(step.run(len, "x", key=key))
-    for key in ("", 5):
-        with pytest.raises(TypeError):
-            next(step.run(len, "x", key=key))  # type: ignore[arg-type]
+        assert (info.value.label, info.value.limit) == ("step key", limit)
+        assert not isinstance(info.value, TypeError)
+    with pytest.raises(StoreKeyError) as info:
+        next(step.run(len, "x", key=5))  # type: ignore[arg-type]
+    assert info.value.limit == "type" and isinstance(info.value, TypeError)
 
 
 # --- store states at the durable-value limits ----------------------------------------------

@@ -591,18 +591,20 @@ def race_deleter(
 
 
 def start_same_id(alias: str, workflow_id: str, execution_id: str, arg: str) -> str:
-    """``start_execution(workflow_id, arg, execution_id=...)``: ``"created"``,
-    ``"existing"`` or the ``ValueError`` it raised (``"refused"``)."""
+    """``start_execution(workflow_id, [arg], execution_id=...)``: ``"created"``,
+    ``"existing"`` or, when it raised ``ExecutionConflictError``, what differed
+    (``"refused workflow"``, ``"refused arguments"``)."""
     from tests.shared import race_workflows  # noqa: F401  (registers the workflows)
     from tests.shared.outside import runtime_on
+    from yieldstar_django.runtime.errors import ExecutionConflictError
     from yieldstar_django.runtime.executions import start_execution
 
     with runtime_on(alias):
         try:
-            new_id, created = start_execution(workflow_id, arg, execution_id=execution_id)
-        except ValueError as exc:
-            assert "already exists" in str(exc), exc
-            return "refused"
+            new_id, created = start_execution(workflow_id, [arg], {}, execution_id=execution_id)
+        except ExecutionConflictError as exc:
+            assert exc.execution_id == execution_id, exc
+            return f"refused {exc.conflict}"
     assert new_id == execution_id
     return "created" if created else "existing"
 

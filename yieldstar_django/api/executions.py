@@ -7,9 +7,13 @@ arguments, ``list``, ``view`` and ``cancel`` with the execution): an execution t
 not view is left out of the list, and one it may neither view nor act on is ``404``, as if
 there were none. A start or a cancel answers the execution whole only to a user who may
 view it; to one who may not, what it may know: a start its own execution's summary, a
-cancel the id and status. A start that names an existing execution the user may not view
-is ``409`` with one message whatever that execution is (its workflow, arguments and status
-stay unsaid), unless it is the user's own ``Idempotency-Key`` start.
+cancel the id and status. A start keeps the contract of ``start_workflow``
+(``runtime.starts``): arguments that do not bind are ``400``, an existing id with another
+workflow or other arguments ``409``, with equal ones ``200``. A start that names an
+existing execution the user may neither view nor did start (``Execution.started_by``, or
+its own ``Idempotency-Key``'s id) is ``409`` with one message whatever that execution is
+(its workflow, arguments and status stay unsaid); one the user started answers as its
+first start did, with ``200``.
 A start is idempotent with an ``execution_id`` in the body (that id names one execution,
 ever) or with an ``Idempotency-Key`` (which names the execution for the user,
 ``http:<user pk>:<digest>``). A client may not pick an id in the namespaces the server
@@ -22,7 +26,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import inspect
 from datetime import UTC
 from typing import Any
 
@@ -42,8 +45,10 @@ from ..core.constants import MAX_KEY_LENGTH
 from ..core.errors import WorkflowValueError
 from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
 from ..principals import http_principal
+from ..runtime.errors import ExecutionConflictError
 from ..runtime.executions import cancel_execution, start_execution
 from ..runtime.registry import get_workflow
+from ..runtime.starts import bind_arguments
 from . import idempotency
 from .base import (
     DEFAULT_PAGE_SIZE,
@@ -163,23 +168,22 @@ def refuse_unless(request: Request, action: str, execution: Execution) -> None:
     raise NotFound("There is no such execution.")
 
 
-def own_start(request: Request, execution_id: str) -> bool:
-    """Whether ``execution_id`` is one only this user's ``Idempotency-Key`` names."""
-    return execution_id.startswith(http_principal(request.user.pk) + ":")
+def own_start(request: Request, execution: Execution) -> bool:
+    """Whether this user started ``execution`` over the HTTP API: its ``started_by`` is
+    the user's principal, or its id is one only this user's ``Idempotency-Key`` names
+    (executions started before ``started_by`` was recorded)."""
+    principal = http_principal(request.user.pk)
+    return execution.started_by == principal or execution.id.startswith(principal + ":")
 
 
 def check_arguments(workflow: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
-    """``400`` naming the problem unless ``fn(step, *args, **kwargs)`` binds."""
+    """``400`` naming the problem unless ``fn(step, *args, **kwargs)`` binds: the start's
+    own rule (``runtime.starts.bind_arguments``), checked before the permission hook sees
+    the arguments."""
     try:
-        signature = inspect.signature(workflow.fn)
-    except (TypeError, ValueError):  # pragma: no cover - a builtin cannot be a workflow
-        return
-    try:
-        signature.bind(None, *args, **kwargs)
+        bind_arguments(workflow, args, kwargs)
     except TypeError as exc:
-        raise InvalidArguments(
-            f"The arguments do not match workflow {workflow.name!r}{signature}: {exc}."
-        ) from None
+        raise InvalidArguments(f"{exc}.") from None
 
 
 class ExecutionPagination(CursorPagination):
@@ -321,7 +325,9 @@ class ExecutionStartView(YieldstarAPIView):
         "bound against the workflow's signature first (`400` `invalid_arguments`). Exactly "
         "one start creates an `execution_id` (`201`); another with equal arguments returns "
         "it (`200`), with different ones is `409`. A user without `view_execution` gets "
-        "the execution's summary (as the list shows it), not its input, result or steps.",
+        "the execution's summary (as the list shows it), not its input, result or steps, "
+        "and only of an execution it started: a start naming another's is `409` with the "
+        "same words whatever that execution is.",
         request=ExecutionStartSerializer,
         parameters=[IDEMPOTENCY_KEY],
         responses={
@@ -371,34 +377,43 @@ class ExecutionStartView(YieldstarAPIView):
                 execution_id = f"{claim.record.principal}:{digest}"
         try:
             new_id, created = start_execution(
-                workflow, *data["args"], execution_id=execution_id, **data["kwargs"]
+                workflow,
+                data["args"],
+                data["kwargs"],
+                execution_id=execution_id,
+                started_by=http_principal(request.user.pk),
             )
-        except (WorkflowValueError, ValueError) as exc:
+        except (WorkflowValueError, ExecutionConflictError) as exc:
             if claim is not None:
                 claim.release()
-            if isinstance(exc, WorkflowValueError):
-                raise
-            existing = Execution.objects.filter(pk=execution_id).first()
-            if existing is None or not may_execution(request, "view", existing):
-                raise ExecutionConflict(ID_TAKEN) from None
-            raise ExecutionConflict(str(exc)) from None
+            if isinstance(exc, ExecutionConflictError):
+                raise conflict(request, exc) from None
+            raise
         execution = execution_or_404(new_id)
         may_view = may_execution(request, "view", execution)
-        if not created:
-            conflict = None
-            if not may_view and not own_start(request, new_id):
-                conflict = ID_TAKEN
-            elif execution_input(execution) != arguments:
-                conflict = f"Execution {new_id!r} exists with other arguments; nothing was started."
-            if conflict is not None:
-                if claim is not None:
-                    claim.release()
-                raise ExecutionConflict(conflict)
+        if not created and not may_view and not own_start(request, execution):
+            # Someone else's: a start-only user learns nothing of it, not even that its
+            # arguments are these.
+            if claim is not None:
+                claim.release()
+            raise ExecutionConflict(ID_TAKEN)
         return Response(
             execution_body(execution) if may_view else execution_summary(request, execution),
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
             headers={"Location": detail_url(request, new_id)},
         )
+
+
+def conflict(request: Request, exc: ExecutionConflictError) -> ExecutionConflict:
+    """The ``409`` of a start that named an existing execution with another workflow or
+    other arguments: what differs, to a user who may view the execution or started it;
+    else the words of any taken id."""
+    existing = Execution.objects.filter(pk=exc.execution_id).first()
+    if existing is not None and (
+        may_execution(request, "view", existing) or own_start(request, existing)
+    ):
+        return ExecutionConflict(f"{str(exc)[:1].upper()}{str(exc)[1:]}.")
+    return ExecutionConflict(ID_TAKEN)
 
 
 class ExecutionDetailView(YieldstarAPIView):

@@ -151,8 +151,8 @@ def _rows(count: int) -> str:
 
 
 def checked_paths(w: StoreWaiter) -> list[tuple[Any, ...]]:
-    """Check a waiter's identifying texts (``ValueError``/``TypeError`` before any
-    statement); return its read paths as tuples."""
+    """Check a waiter's identifying texts and its ``since_version`` (``StoreKeyError``
+    before any statement); return its read paths as tuples."""
     check_waiter(w)
     return [tuple(p) for p in w.read_paths]
 

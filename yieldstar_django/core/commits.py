@@ -171,10 +171,16 @@ class VersionCondition:
             raise ValueError("Store snapshot is missing instance_id; read a fresh snapshot")
 
     def accepts(self, stored: StoredState) -> bool:
-        """Whether the existing row ``stored`` satisfies the condition."""
+        """Whether the existing row ``stored`` satisfies the condition: a listed version
+        is an ``int`` equal to the stored one, never a ``bool`` (``True == 1`` in Python,
+        so a snapshot of ``version=True`` would otherwise pass for version 1) nor another
+        number (``1.0``)."""
         if self.missing_only:
             return False
-        return self.any_version or (stored.instance_id, stored.version) in self.versions
+        return self.any_version or any(
+            instance_id == stored.instance_id and _same_version(version, stored.version)
+            for instance_id, version in self.versions
+        )
 
     def _expected(self, stored: StoredState | None) -> tuple[str, StoreVersion]:
         # The conflict names the version asked for: the first one listed.
@@ -191,6 +197,12 @@ class VersionCondition:
     def delete_conflict(self, stored: StoredState | None) -> StoreDeleteConflict:
         """The conflict over ``stored`` (``None``: a missing store, ``existing_only``)."""
         return StoreDeleteConflict(*_conflict_fields(self._expected(stored), stored))
+
+
+def _same_version(given: object, stored: StoreVersion) -> bool:
+    """Whether a version a caller gave is the stored one: an ``int`` (a ``bool`` is not
+    one, whatever Python's ``==`` says) of the same value."""
+    return isinstance(given, int) and not isinstance(given, bool) and given == stored
 
 
 def _conflict_fields(

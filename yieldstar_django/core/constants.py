@@ -17,6 +17,7 @@ __all__ = [
     "MAX_KEY_LENGTH",
     "MAX_LEDGER_KEY_BYTES",
     "MAX_PATH_KEY_LENGTH",
+    "MAX_VERSION",
     "WaiterKind",
 ]
 
@@ -29,6 +30,9 @@ MAX_INSTANCE_ID_LENGTH: Final = 64
 #: ledger's unique index holds the four (with their headers) uncompressed when they are
 #: random text. Each may still be ``MAX_KEY_LENGTH`` characters.
 MAX_LEDGER_KEY_BYTES: Final = 2600
+#: The largest store version the tables hold (a PostgreSQL ``bigint``): a waiter's
+#: ``since_version`` past it is refused before any SQL.
+MAX_VERSION: Final = 2**63 - 1
 #: Path keys longer than this are replaced by a digest, so any path fits a btree entry.
 MAX_PATH_KEY_LENGTH: Final = 200
 #: The most segments of a recorded changed path: a deeper change is recorded as its prefix

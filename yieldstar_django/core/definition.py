@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import DuplicateStoreError
+from .errors import DuplicateStoreError, StoreKeyError, StoreKeyTypeError
 from .schema import Validator, compile_schema
 
 #: ``permission(request, action, store_id) -> bool``: narrows API and admin access for one
@@ -36,8 +36,13 @@ class StoreDefinition:
     validator: Validator = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError("a store name must be a non-empty str")
+        # Only the type and emptiness here: what the tables cannot hold (too long, NUL, a
+        # lone surrogate) every client refuses at each call (``core.keys``).
+        if not isinstance(self.name, str):
+            kind = type(self.name).__name__
+            raise StoreKeyTypeError("store name", "type", f"must be a str, not {kind}")
+        if not self.name:
+            raise StoreKeyError("store name", "empty", "must not be empty")
         if not callable(self.initial):
             raise TypeError(f"initial of store {self.name!r} must be a callable initial(id)")
         if self.release is not None and not callable(self.release):

@@ -68,6 +68,56 @@ class WorkflowValueError(YieldstarError):
 
 
 @dataclass(eq=False, repr=False)
+class StoreKeyError(YieldstarError, ValueError):
+    """A key the tables cannot hold: a store name or id, an execution id, a step key, a
+    workflow name, an instance id, or a waiter's ``since_version``. Raised before any user
+    code or SQL runs, by every client alike; nothing was written.
+
+    ``label`` names the key (``"store id"``, ``"step key"``, ``"since_version"``, ...) and
+    ``limit`` the rule it breaks, one of ``KEY_LIMITS``:
+
+    - ``"type"``: not a ``str`` (for ``since_version``: not an ``int``, or a ``bool``);
+      raised as :class:`StoreKeyTypeError`, which is also a ``TypeError``;
+    - ``"empty"``: the empty string, where a key must name something (an execution id at
+      a start, a step key, a store or workflow name);
+    - ``"length"``: longer than ``max_length`` characters (255 for every key but an
+      instance id, 64);
+    - ``"nul"``: holds ``"\\x00"``, which PostgreSQL text cannot hold;
+    - ``"surrogate"``: holds a lone surrogate, which UTF-8 cannot encode;
+    - ``"ledger"``: a store step whose store name, store id, execution id and step key
+      are longer together than the ledger's index holds (``max_length`` bytes of UTF-8);
+    - ``"range"``: a ``since_version`` below 0 or above ``max_length``, the largest
+      PostgreSQL ``bigint``.
+
+    A subclass of ``ValueError``, so code that caught the bare ``ValueError`` of a bad key
+    still does.
+    """
+
+    label: str
+    limit: str
+    message: str
+    max_length: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(f"{self.label} {self.message}")
+
+
+@dataclass(eq=False, repr=False)
+class StoreKeyTypeError(StoreKeyError, TypeError):
+    """A :class:`StoreKeyError` for a key of the wrong type (``limit == "type"``): a key
+    that is not a ``str``, a ``since_version`` that is not an ``int`` (a ``bool`` is not
+    one). Also a ``TypeError``, as Python raises for an argument of the wrong type, so
+    ``except StoreKeyError`` catches every bad key and ``except TypeError`` the ones of
+    the wrong type."""
+
+
+#: The rules a key can break (``StoreKeyError.limit``).
+KEY_LIMITS: frozenset[str] = frozenset(
+    {"type", "empty", "length", "nul", "surrogate", "ledger", "range"}
+)
+
+
+@dataclass(eq=False, repr=False)
 class StoreContentionError(YieldstarError):
     """A compare-and-swap loop lost the version race ``attempts`` times in a row.
 
@@ -171,14 +221,19 @@ for _cls in (
     WorkflowValueError,
     StoreContentionError,
     StoreStepMismatchError,
+    StoreKeyError,
+    StoreKeyTypeError,
 ):
     register_error_class(_cls.__name__, _cls)
 
 __all__ = [
+    "KEY_LIMITS",
     "CorruptStateError",
     "DuplicateStoreError",
     "StoreContentionError",
     "StoreIssue",
+    "StoreKeyError",
+    "StoreKeyTypeError",
     "StoreStepMismatchError",
     "StoreValidationError",
     "WorkflowValueError",

@@ -82,6 +82,13 @@ class Execution(models.Model):
         max_length=16, choices=ExecutionStatus.choices, default=ExecutionStatus.PENDING
     )
     input_json = models.TextField(help_text="Canonical JSON of {args, kwargs}.")
+    started_by = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        help_text="Who started it over the HTTP API (http:<user pk>); empty for a start "
+        "made in Python.",
+    )
     result_json = models.TextField(blank=True, default="")
     error_json = models.TextField(blank=True, default="")
     waiting_on = models.CharField(

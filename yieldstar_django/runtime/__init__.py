@@ -17,7 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..lazy import lazy_exports
-from .errors import NonDeterminismError, RetryableError, StepKeyError, WorkflowStepError
+from .errors import (
+    ExecutionConflictError,
+    NonDeterminismError,
+    RetryableError,
+    StepKeyError,
+    WorkflowStepError,
+)
 from .registry import Workflow, get_workflow, registered_workflows, workflow
 from .steps import ClaimLease, Step
 
@@ -46,6 +52,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "ClaimLease",
     "Execution",
+    "ExecutionConflictError",
     "ExecutionStatus",
     "NonDeterminismError",
     "ResumeResult",

@@ -30,6 +30,7 @@ from ..core.errors import (
 )
 
 __all__ = [
+    "ExecutionConflictError",
     "NonDeterminismError",
     "RetryableError",
     "StepKeyError",
@@ -166,6 +167,32 @@ class StepKeyError(YieldstarError):
     """A workflow used one step key twice in one run. Keys must be unique per execution."""
 
 
+@dataclass(eq=False, repr=False)
+class ExecutionConflictError(YieldstarError, ValueError):
+    """A start named an existing execution (``execution_id=...``) with another workflow or
+    other arguments. Nothing was started and the existing execution is unchanged.
+
+    ``execution_id`` is the id asked for, ``workflow_id`` the workflow of the execution
+    that has it, and ``conflict`` what differs: ``"workflow"`` or ``"arguments"`` (the
+    ``args`` and ``kwargs`` as given, compared as durable values: ``f(1)`` and ``f(x=1)``
+    differ, so do ``1`` and ``1.0``). A subclass of ``ValueError``, which a start of an
+    existing id of another workflow raised before.
+    """
+
+    execution_id: str
+    workflow_id: str
+    conflict: str
+
+    def __post_init__(self) -> None:
+        if self.conflict == "workflow":
+            what = f"for workflow {self.workflow_id!r}"
+        else:
+            what = f"of workflow {self.workflow_id!r} with other arguments"
+        super().__init__(
+            f"execution {self.execution_id!r} already exists {what}; nothing was started"
+        )
+
+
 class WorkflowStepError(YieldstarError):
     """Revives a recorded error whose class can no longer be found.
 
@@ -177,7 +204,13 @@ class WorkflowStepError(YieldstarError):
         super().__init__(message)
 
 
-for _cls in (RetryableError, NonDeterminismError, StepKeyError, WorkflowStepError):
+for _cls in (
+    RetryableError,
+    NonDeterminismError,
+    StepKeyError,
+    WorkflowStepError,
+    ExecutionConflictError,
+):
     register_error_class(_cls.__name__, _cls)
 
 # Attributes every exception carries that are not part of its recorded state.

@@ -76,29 +76,39 @@ def start_workflow(
     execution_id: str | None = None,
     **kwargs: Any,
 ) -> str:
-    """Create an execution of a workflow and return its id (see :func:`start_execution`)."""
-    return start_execution(fn_or_name, *args, execution_id=execution_id, **kwargs)[0]
+    """Create an execution of a workflow and return its id.
+
+    Before anything is stored, the arguments are bound against the workflow's signature
+    (``TypeError`` naming the problem: a missing argument, one too many, an unknown
+    keyword) and must be durable values (``WorkflowValueError``). Its first run is
+    requested when the surrounding transaction commits (at once outside one), through a
+    durable wake intent, so a crash after the commit cannot lose it; a rolled-back
+    transaction creates nothing.
+
+    With ``execution_id`` the start is idempotent: that id names one execution, ever.
+    Starting it again with the same workflow and the same arguments returns the id and
+    does nothing; with another workflow or other arguments it raises
+    ``ExecutionConflictError`` (a ``ValueError``) and changes nothing. An id is a
+    non-empty ``str`` of at most 255 characters without NUL or lone surrogates
+    (``StoreKeyError`` otherwise).
+    """
+    return start_execution(fn_or_name, args, kwargs, execution_id=execution_id)[0]
 
 
 def start_execution(
     fn_or_name: Workflow[Any, Any] | Callable[..., Any] | str,
-    *args: Any,
+    args: tuple[Any, ...] | list[Any],
+    kwargs: dict[str, Any],
+    *,
     execution_id: str | None = None,
-    **kwargs: Any,
+    started_by: str = "",
 ) -> tuple[str, bool]:
-    """Create an execution of a workflow; return its id and whether this call created it.
-
-    Its first run is requested when the surrounding transaction commits (at once outside
-    one), through a durable wake intent, so a crash after the commit cannot lose it; a
-    rolled-back transaction creates nothing. Arguments must be durable values
-    (``WorkflowValueError`` otherwise). With ``execution_id`` the start is idempotent: an
-    execution with that id is created and run once, ever; starting it again returns the
-    id and does nothing (``ValueError`` if that id names an execution of another
-    workflow, or is not a non-empty str of at most 255 characters without NUL or lone
-    surrogates).
-    """
+    """``start_workflow`` with the arguments as a sequence and a dict (so no keyword of the
+    workflow's can be taken for one of this function's); return the id and whether this
+    call created the execution. ``started_by`` is recorded on a new execution: the HTTP
+    API's principal of the user who started it (``http:<pk>``), ``""`` from Python."""
     wf = _resolve(fn_or_name)
-    return create_execution(wf.name, args, kwargs, execution_id)
+    return create_execution(wf, args, kwargs, execution_id, started_by=started_by)
 
 
 def get_execution(execution_id: str) -> Execution:

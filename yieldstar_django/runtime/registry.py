@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ..core.keys import check_text
+
 if TYPE_CHECKING:
     from .steps import Step, StepCall
 
@@ -73,7 +75,7 @@ class Workflow(Generic[P, R]):
         """Start an execution of this workflow; see ``start_workflow``."""
         from .starts import create_execution  # the models: imported once the app is ready
 
-        return create_execution(get_workflow(self.name).name, args, kwargs, execution_id)[0]
+        return create_execution(get_workflow(self.name), args, kwargs, execution_id)[0]
 
     def __repr__(self) -> str:
         return f"<Workflow {self.name!r}>"
@@ -86,8 +88,9 @@ _lock = threading.Lock()
 def _register(
     name: str, fn: Callable[..., Any], permission: ExecutionPermissionHook | None = None
 ) -> Workflow[Any, Any]:
-    if not isinstance(name, str) or not name:
-        raise ValueError("a workflow name must be a non-empty str")
+    # The name is every execution's ``workflow_id``: what the tables cannot hold is
+    # refused here, not by the database at the first start.
+    check_text("workflow name", name, empty=False)
     if permission is not None and not callable(permission):
         raise TypeError(f"@workflow({name!r}, permission=...) needs a callable")
     target = inspect.unwrap(fn)
@@ -126,7 +129,9 @@ def workflow(name: Any = None, /, *, permission: ExecutionPermissionHook | None 
     function is called as ``fn(step, *args, **kwargs)`` and uses the step primitives as
     ``result = yield from step.run(...)``. Its return value is the execution's result and
     must be a durable value. Registering another function under a taken name raises
-    ``ImproperlyConfigured``; re-importing the same module re-registers silently.
+    ``ImproperlyConfigured``; re-importing the same module re-registers silently. A name
+    the tables cannot hold (as every execution's ``workflow_id``: more than 255
+    characters, ``"\\x00"``, a lone surrogate, not a ``str``) raises ``StoreKeyError``.
     ``permission=fn`` narrows who may start, list, read and cancel its executions through
     the HTTP API and the admin (see ``ExecutionPermissionHook``).
     """

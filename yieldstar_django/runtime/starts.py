@@ -1,13 +1,23 @@
-"""Creating an execution and requesting its first run.
+"""Starting an execution: the one contract every start keeps, in Python and over HTTP.
 
-Below both the registry and ``executions``: ``Workflow.start`` and ``start_workflow`` each
-resolve the workflow first, then create its execution here by name.
+Below both the registry and ``executions``: ``Workflow.start``, ``start_workflow`` and the
+HTTP API's start each resolve the workflow first, then start it here:
+
+1. the arguments are bound against the workflow's signature (``bind_arguments``:
+   ``TypeError`` naming the problem), then encoded as durable values
+   (``WorkflowValueError``), and the id checked (``StoreKeyError``), before anything is
+   stored;
+2. the execution is created with its first run requested in one transaction;
+3. an ``execution_id`` that names an existing execution returns that id when the
+   execution has the same workflow and the same arguments, and raises
+   ``ExecutionConflictError`` otherwise (nothing is started either way).
 """
 
 from __future__ import annotations
 
+import inspect
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
@@ -16,49 +26,75 @@ from ..core.durable import encode_durable
 from ..core.keys import check_text
 from ..models.runtime import Execution
 from . import timers
+from .errors import ExecutionConflictError
 from .outcomes import durable_limits
 
-__all__ = ["create_execution"]
+if TYPE_CHECKING:
+    from .registry import Workflow
+
+__all__ = ["bind_arguments", "create_execution"]
+
+
+def bind_arguments(workflow: Workflow[Any, Any], args: Any, kwargs: dict[str, Any]) -> None:
+    """Raise ``TypeError`` naming the problem unless ``fn(step, *args, **kwargs)`` binds
+    (a missing argument, one too many, an unknown keyword), as calling it would in the
+    worker."""
+    try:
+        signature = inspect.signature(workflow.fn)
+    except (TypeError, ValueError):  # pragma: no cover - a builtin cannot be a workflow
+        return
+    try:
+        signature.bind(None, *args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(
+            f"The arguments do not match workflow {workflow.name!r}{signature}: {exc}"
+        ) from None
 
 
 def create_execution(
-    workflow_id: str, args: tuple[Any, ...], kwargs: dict[str, Any], execution_id: str | None
+    workflow: Workflow[Any, Any],
+    args: tuple[Any, ...] | list[Any],
+    kwargs: dict[str, Any],
+    execution_id: str | None,
+    *,
+    started_by: str = "",
 ) -> tuple[str, bool]:
-    """Create an execution of the registered workflow ``workflow_id``; return its id and
-    whether this call created it (see ``executions.start_execution``)."""
+    """Start the registered ``workflow``; return the execution's id and whether this call
+    created it (see ``executions.start_execution``). ``started_by`` is recorded on a new
+    execution (the HTTP API's principal of the user, ``http:<pk>``; ``""`` from Python)."""
+    bind_arguments(workflow, args, kwargs)
+    workflow_id = workflow.name
     input_json = encode_durable(
         {"args": list(args), "kwargs": kwargs},
         limits=durable_limits(),
         label=f'The arguments of workflow "{workflow_id}"',
     )
     if execution_id is not None:
-        if not isinstance(execution_id, str) or not execution_id or len(execution_id) > 255:
-            raise ValueError("execution_id must be a non-empty str of at most 255 characters")
-        check_text("execution id", execution_id)  # NUL, lone surrogates: ValueError
+        check_text("execution id", execution_id, empty=False)
     new_id = execution_id or str(uuid.uuid4())
     alias = yieldstar_settings.DATABASE_ALIAS
+    fields = {"workflow_id": workflow_id, "input_json": input_json, "started_by": started_by}
     with transaction.atomic(using=alias):
         if execution_id is None:
-            Execution.objects.create(id=new_id, workflow_id=workflow_id, input_json=input_json)
+            Execution.objects.create(id=new_id, **fields)
         else:
             try:
                 with transaction.atomic(using=alias):
-                    Execution.objects.create(
-                        id=new_id, workflow_id=workflow_id, input_json=input_json
-                    )
+                    Execution.objects.create(id=new_id, **fields)
             except IntegrityError:
                 existing = (
                     Execution.objects.filter(pk=new_id)
-                    .values_list("workflow_id", flat=True)
+                    .values_list("workflow_id", "input_json")
                     .first()
                 )
                 if existing is None:
                     raise
-                if existing != workflow_id:
-                    raise ValueError(
-                        f"execution {new_id!r} already exists for workflow {existing!r}, "
-                        f"not {workflow_id!r}"
-                    ) from None
+                if existing[0] != workflow_id:
+                    raise ExecutionConflictError(new_id, existing[0], "workflow") from None
+                # Canonical encodings: equal exactly when the values are equal as JSON,
+                # with the same types.
+                if existing[1] != input_json:
+                    raise ExecutionConflictError(new_id, existing[0], "arguments") from None
                 return new_id, False
         timers.request_run(new_id, workflow_id, reason="start")
     return new_id, True

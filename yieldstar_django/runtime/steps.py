@@ -196,9 +196,7 @@ def foreign_lease(action: str, lease_id: str) -> str:
 def _check_key(key: str | None) -> str | None:
     if key is None:
         return None
-    if not isinstance(key, str) or not key:
-        raise TypeError(f"a step key must be a non-empty str, not {key!r}")
-    check_text("step key", key)  # what the heap and the ledger cannot hold, as every client
+    check_text("step key", key, empty=False)  # what the heap and the ledger cannot hold
     return key
 
 
@@ -464,8 +462,7 @@ class Step:
         patch existed. The answer is recorded, so every replay takes the same branch. It
         takes no step index: adding it does not shift the keys of the steps after it.
         """
-        if not isinstance(change_id, str) or not change_id:
-            raise TypeError(f"patched() needs a non-empty str change id, not {change_id!r}")
+        check_text("change id", change_id, empty=False)
         key = _check_key("patch:" + change_id)
         decision: bool = yield StepCall("patch", key, change_id)
         return decision

@@ -90,6 +90,35 @@ def test_snapshot_without_instance_id_is_refused(store: Store) -> None:
     assert c.get_store(d, "a").version == 0
 
 
+@pytest.mark.parametrize(("given", "stored"), [(True, 1), (False, 0), (1.0, 1)])
+def test_a_version_that_is_not_an_int_never_equals_the_stored_one(
+    store: Store, given: Any, stored: int
+) -> None:
+    """``True == 1`` in Python: a snapshot of ``version=True`` passed for version 1 and
+    committed over it (``False`` for version 0). A version is an ``int``, so such a
+    snapshot is a conflict with the stored version, as any other mismatch is, and
+    nothing changes (so is ``1.0``)."""
+    d, c = store
+    if stored:
+        c.update_store(d, "a", updater=lambda s: s.update(count=1))
+    current = c.get_store(d, "a")
+    assert current.version == stored
+    bad = StoreSnapshot(current.state, current.instance_id, given)
+    calls: list[int] = []
+    updated = c.update_store_from(
+        d, "a", snapshot=bad, updater=lambda s: calls.append(1) or s.update(count=9)
+    )
+    assert updated == StoreUpdateConflict(current.instance_id, current.instance_id, given, stored)
+    deleted = c.delete_store_from(d, "a", snapshot=bad)
+    assert deleted == StoreDeleteConflict(current.instance_id, current.instance_id, given, stored)
+    assert calls == []
+    assert c.get_store(d, "a") == current
+    assert c.list_stores(d) == ["a"]
+    # The same snapshot with the int version still commits.
+    exact = StoreSnapshot(current.state, current.instance_id, stored)
+    assert c.delete_store_from(d, "a", snapshot=exact) == StoreDeleted()
+
+
 def test_delete_from_current_snapshot(store: Store) -> None:
     d, c = store
     snap = c.get_store(d, "a")

@@ -1,12 +1,16 @@
 """Keys a store call is given: what the tables cannot hold (a store name or id, an
 execution id, a step key or a workflow id past ``MAX_KEY_LENGTH`` characters, holding
-``"\\x00"`` or a lone surrogate, or not a ``str``) is refused by every client alike, with
-the same ``ValueError``/``TypeError``, before any user code runs, and nothing is written.
-A key of exactly ``MAX_KEY_LENGTH`` characters is accepted. So is a store step whose four
-keys hold ``MAX_LEDGER_KEY_BYTES`` bytes of UTF-8 together, and not one more.
+``"\\x00"`` or a lone surrogate, or not a ``str``; a waiter's ``since_version`` that is
+not an ``int`` or past a PostgreSQL ``bigint``) is refused by every client alike, with a
+``StoreKeyError`` naming the key and the rule it breaks (also a ``TypeError`` for a key of
+the wrong type), before any user code or SQL runs, and nothing is written. A key of
+exactly ``MAX_KEY_LENGTH`` characters is accepted. So is a store step whose four keys hold
+``MAX_LEDGER_KEY_BYTES`` bytes of UTF-8 together, and not one more.
 
 Failed before on the in-memory client, which accepted every one of them: unit tests on
-it passed where the database clients refuse the call.
+it passed where the database clients refuse the call. The errors were a bare
+``ValueError`` or ``TypeError``, and a bad ``since_version`` reached PostgreSQL (a
+database error) while the in-memory client accepted it.
 """
 
 from __future__ import annotations
@@ -18,33 +22,51 @@ from typing import Any
 
 import pytest
 
-from yieldstar_django.core.constants import MAX_KEY_LENGTH, MAX_LEDGER_KEY_BYTES
+from yieldstar_django import StoreKeyError
+from yieldstar_django.core.constants import MAX_KEY_LENGTH, MAX_LEDGER_KEY_BYTES, MAX_VERSION
 from yieldstar_django.core.definition import define_store, unregister_store
+from yieldstar_django.core.errors import StoreKeyTypeError
 from yieldstar_django.core.results import StoreSnapshot, StoreStepId, StoreWaiter
 
 LONG = "k" * (MAX_KEY_LENGTH + 1)
 FULL = "k" * MAX_KEY_LENGTH
-UNSTORABLE = 'cannot hold "\\x00" or lone surrogates'
 
-#: (label, bad key, the exception, what its message says).
-BAD_KEYS: list[tuple[str, Any, type[Exception], str]] = [
-    ("too long", LONG, ValueError, f"is longer than {MAX_KEY_LENGTH} characters"),
-    ("nul", "a\x00b", ValueError, UNSTORABLE),
-    ("surrogate", "a\ud800", ValueError, UNSTORABLE),
-    ("not a str", 7, TypeError, "must be a str, not int"),
+#: (label, bad key, the rule it breaks, what its message says).
+BAD_KEYS: list[tuple[str, Any, str, str]] = [
+    ("too long", LONG, "length", f"is longer than {MAX_KEY_LENGTH} characters"),
+    ("nul", "a\x00b", "nul", 'cannot hold "\\x00"'),
+    ("surrogate", "a\ud800", "surrogate", "cannot hold a lone surrogate"),
+    ("not a str", 7, "type", "must be a str, not int"),
 ]
 BAD_IDS = [pytest.param(*bad, id=bad[0]) for bad in BAD_KEYS]
 #: A store name that is not a ``str`` is ``define_store``'s to refuse.
 BAD_NAMES = [pytest.param(*bad, id=bad[0]) for bad in BAD_KEYS if isinstance(bad[1], str)]
 
 
+def refused(label: str, limit: str, message: str) -> Any:
+    """``pytest.raises`` of the ``StoreKeyError`` a bad key gets: it names the key
+    (``label``) and the rule (``limit``); one of the wrong type is also a ``TypeError``,
+    the others are not."""
+    return pytest.raises(
+        StoreKeyTypeError if limit == "type" else StoreKeyError,
+        match=re.escape(f"{label} {message}"),
+    )
+
+
+def check_refusal(info: Any, label: str, limit: str) -> None:
+    error = info.value
+    assert (error.label, error.limit) == (label, limit)
+    assert isinstance(error, ValueError)
+    assert isinstance(error, TypeError) == (limit == "type")
+
+
 def never(*args: Any) -> Any:
     raise AssertionError("user code ran for a call that must be refused first")
 
 
-@pytest.mark.parametrize(("label", "bad", "error", "message"), BAD_IDS)
+@pytest.mark.parametrize(("case", "bad", "limit", "message"), BAD_IDS)
 def test_a_bad_store_id_is_refused_and_creates_nothing(
-    harness: Any, define: Any, label: str, bad: Any, error: type[Exception], message: str
+    harness: Any, define: Any, case: str, bad: Any, limit: str, message: str
 ) -> None:
     d = define()
     c = harness.client
@@ -56,58 +78,49 @@ def test_a_bad_store_id_is_refused_and_creates_nothing(
         lambda: c.delete_store(d, bad),
     ]
     for call in calls:
-        with pytest.raises(error, match=re.escape(f"store id {message}")):
+        with refused("store id", limit, message) as info:
             call()
+        check_refusal(info, "store id", limit)
     assert c.list_stores(d) == []
 
 
-@pytest.mark.parametrize(("label", "bad", "error", "message"), BAD_NAMES)
+@pytest.mark.parametrize(("case", "bad", "limit", "message"), BAD_NAMES)
 def test_a_bad_store_name_is_refused_and_creates_nothing(
-    harness: Any, label: str, bad: str, error: type[Exception], message: str
+    harness: Any, case: str, bad: str, limit: str, message: str
 ) -> None:
     d = define_store(bad, None, initial=never)
     try:
-        with pytest.raises(error, match=re.escape(f"store name {message}")):
+        with refused("store name", limit, message) as info:
             harness.client.get_store(d, "a")
-        with pytest.raises(error, match=re.escape(f"store name {message}")):
+        check_refusal(info, "store name", limit)
+        with refused("store name", limit, message):
             harness.client.list_stores(d)
     finally:
         unregister_store(bad)
 
 
-@pytest.mark.parametrize(("label", "bad", "error", "message"), BAD_IDS)
+@pytest.mark.parametrize(("case", "bad", "limit", "message"), BAD_IDS)
 @pytest.mark.parametrize("part", ["step execution id", "step key"])
 def test_a_bad_step_id_is_refused_before_user_code_and_changes_nothing(
-    harness: Any,
-    define: Any,
-    part: str,
-    label: str,
-    bad: Any,
-    error: type[Exception],
-    message: str,
+    harness: Any, define: Any, part: str, case: str, bad: Any, limit: str, message: str
 ) -> None:
     d = define(initial=lambda id: {"items": [1], "count": 0})
     c = harness.client
     before = c.get_store(d, "a")
     step = StoreStepId(bad, "s") if part == "step execution id" else StoreStepId("e", bad)
-    with pytest.raises(error, match=re.escape(f"{part} {message}")):
+    with refused(part, limit, message) as info:
         c.update_store(d, "a", updater=never, step_id=step)
-    with pytest.raises(error, match=re.escape(f"{part} {message}")):
+    check_refusal(info, part, limit)
+    with refused(part, limit, message):
         c.take_from_store(d, "a", selector=never, claim=None, step_id=step)
     assert c.get_store(d, "a") == before
     assert len(harness.changed_paths(d, "a")) == 0
 
 
-@pytest.mark.parametrize(("label", "bad", "error", "message"), BAD_IDS)
+@pytest.mark.parametrize(("case", "bad", "limit", "message"), BAD_IDS)
 @pytest.mark.parametrize("part", ["workflow id", "execution id", "step key"])
 def test_a_waiter_with_a_bad_key_is_refused_and_not_registered(
-    harness: Any,
-    define: Any,
-    part: str,
-    label: str,
-    bad: Any,
-    error: type[Exception],
-    message: str,
+    harness: Any, define: Any, part: str, case: str, bad: Any, limit: str, message: str
 ) -> None:
     d = define()
     c = harness.client
@@ -123,14 +136,63 @@ def test_a_waiter_with_a_bad_key_is_refused_and_not_registered(
         missed.version,
         missed.read_paths,
     )
-    with pytest.raises(error, match=re.escape(f"{part} {message}")):
+    with refused(part, limit, message) as info:
         c.register_waiter(waiter)
+    check_refusal(info, part, limit)
     assert harness.waiters(d, "q") == []
     assert harness.wakes == []
     if part != "workflow id":
         removal = {"execution id": (bad, None), "step key": ("e", bad)}[part]
-        with pytest.raises(error, match=re.escape(f"{part} {message}")):
+        with refused(part, limit, message):
             c.remove_waiters(*removal)
+
+
+#: ``since_version`` values no client may register: (case, value, rule).
+BAD_VERSIONS = [
+    pytest.param(2**63, "range", id="past a bigint"),
+    pytest.param(10**5000, "range", id="of 5000 digits"),
+    pytest.param(-1, "range", id="negative"),
+    pytest.param(None, "type", id="None"),
+    pytest.param(True, "type", id="True"),
+    pytest.param(False, "type", id="False"),
+    pytest.param(1.0, "type", id="float"),
+    pytest.param("0", "type", id="str"),
+]
+
+
+@pytest.mark.parametrize(("since_version", "limit"), BAD_VERSIONS)
+def test_a_waiter_with_a_bad_since_version_is_refused_before_any_sql(
+    harness: Any, define: Any, since_version: Any, limit: str
+) -> None:
+    """PostgreSQL raised a raw database error for ``2**63``, ``None`` or ``True`` where
+    the in-memory client accepted them (``True`` even passed for version 1): every client
+    refuses them now, before any statement, registering nothing and waking no one."""
+    d = define()
+    c = harness.client
+    missed = c.take_from_store(d, "q", selector=lambda s: None, claim=None)
+    waiter = StoreWaiter("wf", "e", "s", d.name, "q", missed.instance_id, since_version, ())
+    with pytest.raises(StoreKeyError, match="since_version must be") as info:
+        c.register_waiter(waiter)
+    check_refusal(info, "since_version", limit)
+    assert harness.waiters(d, "q") == []
+    assert harness.wakes == []
+    # The client is still usable (no aborted transaction left behind).
+    c.register_waiter(
+        StoreWaiter("wf", "e", "s", d.name, "q", missed.instance_id, missed.version, ())
+    )
+    assert [w.since_version for w in harness.waiters(d, "q")] == [missed.version]
+
+
+def test_the_largest_since_version_is_registered_and_woken_as_stale(
+    harness: Any, define: Any
+) -> None:
+    """``MAX_VERSION`` (the largest ``bigint``) is a version the tables hold: accepted, and
+    being not current, woken at once."""
+    d = define()
+    c = harness.client
+    missed = c.take_from_store(d, "q", selector=lambda s: None, claim=None)
+    c.register_waiter(StoreWaiter("wf", "e", "s", d.name, "q", missed.instance_id, MAX_VERSION, ()))
+    assert [w.execution_id for w in harness.wakes] == ["e"]
 
 
 def test_keys_of_exactly_the_limit_are_accepted(harness: Any) -> None:
@@ -179,7 +241,8 @@ LEDGER_KEY_BYTES = MAX_LEDGER_KEY_BYTES
 def test_a_step_whose_keys_the_ledger_cannot_index_is_refused_alike(harness: Any) -> None:
     """Each key within ``MAX_KEY_LENGTH`` characters, the four of a store step (store name,
     store id, execution id, step key) too long together for the ledger's index: refused
-    with a ``ValueError`` by every client, before user code, nothing written. Failed
+    with a ``StoreKeyError`` (``limit == "ledger"``) by every client, before user code,
+    nothing written. Failed
     before: the in-memory and SQLite clients recorded the step, PostgreSQL raised an
     ``OperationalError`` (index row size exceeds btree maximum) that a run retries for
     ever."""
@@ -196,8 +259,9 @@ def test_a_step_whose_keys_the_ledger_cannot_index_is_refused_alike(harness: Any
             lambda: c.delete_store_from(d, id, snapshot=snapshot, step_id=step),
         ]
         for call in calls:
-            with pytest.raises(ValueError, match=f"{LEDGER_KEY_BYTES} bytes"):
+            with pytest.raises(StoreKeyError, match=f"{LEDGER_KEY_BYTES} bytes") as info:
                 call()
+            check_refusal(info, "store step", "ledger")
         assert c.list_stores(d) == []
     finally:
         unregister_store(name)
