@@ -7,11 +7,13 @@
 #   pytest -n 2 -m "" "$@": every test, the slow ones and the end-to-end, fault and
 #     browser suites included (plain `pytest` leaves those out: pyproject.toml's addopts),
 #   mkdocs build --strict,
+#   scripts/audit_dependencies.py (known vulnerabilities of the installed dependencies),
 #   scripts/check_startproject.sh (the built wheel, checked, then installed by the
 #   README's steps in a new project),
 # then the Django 6.x leg of the support matrix: the same install on Python 3.13 in
 # .venv-django6 runs pytest -m "not (e2e or faults or browser)" "$@": every suite but
-# the end-to-end, fault and browser ones, which run on Django 5.2 only (about 3 minutes).
+# the end-to-end, fault and browser ones, which run on Django 5.2 only (about 3 minutes),
+# then audits that environment's dependencies.
 #
 # The pytest arguments go to both legs: `bash scripts/test.sh -k relay` runs the tests
 # whose names match on each. While iterating, leave out the new-project check and the
@@ -56,9 +58,15 @@ step ruff format --check .
 step mypy yieldstar_django demo_project bench
 step pytest "${workers[@]}" -m "" "$@"
 step mkdocs build --strict --quiet
-# Known vulnerabilities of the installed dependencies (pip-audit; accepted ones with a
-# reason in .pip-audit-ignore); says why and passes when its service cannot be reached,
-# unless YIELDSTAR_AUDIT_REQUIRED=1.
+# Known vulnerabilities of the installed dependencies (accepted ones with a reason in
+# .pip-audit-ignore): pip-audit's services when they answer, else the local copy of the
+# PyPA advisory database that YIELDSTAR_ADVISORY_DB names (by default the mirror below,
+# when this machine has it); says why and passes when neither can audit, unless
+# YIELDSTAR_AUDIT_REQUIRED=1.
+advisory_mirror=/work/.mirror/pypa+advisory-database/repo
+if [ -z "${YIELDSTAR_ADVISORY_DB:-}" ] && [ -d "$advisory_mirror" ]; then
+  export YIELDSTAR_ADVISORY_DB="$advisory_mirror"
+fi
 step python scripts/audit_dependencies.py
 # The wheel built and checked, then a brand-new startproject project with the README's
 # installation steps only (a fresh virtualenv: about a minute). YIELDSTAR_STARTPROJECT=0
@@ -90,6 +98,7 @@ if [ "${YIELDSTAR_MATRIX:-1}" != "0" ]; then
       elif [ "$status" != 0 ]; then
         exit "$status"
       fi
+      python scripts/audit_dependencies.py # this leg's installed set
     )
   else
     echo "==> Django 6.x leg skipped: no Python >= 3.12 runs on this machine (Django 6 needs it)"

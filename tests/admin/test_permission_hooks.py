@@ -3,6 +3,7 @@ keys of store writes, and executions (a workflow's hook)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,10 +12,11 @@ from django.contrib.auth.models import Permission, User
 from django.db.models import Q
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
 from yieldstar_django.core.store import StoreClient
-from yieldstar_django.models import ClaimLeaseRecord, Execution, IdempotencyKey
+from yieldstar_django.models import ClaimLeaseRecord, Execution, IdempotencyKey, WakeIntent
 from yieldstar_django.runtime import start_workflow, workflow
 from yieldstar_django.runtime.registry import unregister_workflow
 
@@ -27,6 +29,8 @@ STAFF = [
     "view_idempotencykey",
     "view_claimleaserecord",
     "change_claimleaserecord",
+    "view_wakeintent",
+    "change_wakeintent",
 ]
 
 
@@ -164,3 +168,67 @@ def test_the_execution_hook_narrows_the_admin(
     assert response.status_code == 302
     assert set(Execution.objects.values_list("status", flat=True)) != {"cancelled"}
     assert Execution.objects.get(pk="theirs-1").status != "cancelled"
+
+
+def outbox_intent(execution_id: str, workflow_id: str = "admin-cart-total") -> WakeIntent:
+    now = timezone.now()
+    return WakeIntent.objects.create(
+        execution_id=execution_id,
+        workflow_id=workflow_id,
+        reason="timer",
+        available_at=now,
+        created_at=now,
+    )
+
+
+def test_the_outbox_shows_only_intents_of_executions_the_hook_shows(
+    client: Client, staff_user: User, cart_workflow: Any, wakes: list[Any]
+) -> None:
+    """The outbox showed every execution's id and workflow to whoever could read it."""
+    start_workflow("admin-cart-total", f"user-{staff_user.pk}", execution_id="mine-1")
+    start_workflow("admin-cart-total", "user-0", execution_id="theirs-1")
+    mine, theirs = outbox_intent("mine-1"), outbox_intent("theirs-1")
+    gone = outbox_intent("pruned-1")  # a hooked workflow's intent whose execution is gone
+    unhooked = outbox_intent("plain-1", workflow_id="admin-no-hook")
+    changelist = reverse("admin:yieldstar_wakeintent_changelist")
+    html = client.get(changelist).content.decode()
+    assert "mine-1" in html and "plain-1" in html
+    assert "theirs-1" not in html and "pruned-1" not in html
+    assert ">theirs-1<" not in client.get(changelist + "?q=theirs-1").content.decode()
+    facets = client.get(changelist + "?_facets=1").content.decode()
+    assert "pending" in facets and not re.search(r"pending\s*\(\d+\)", facets)
+    for intent, status in [(mine, 200), (unhooked, 200), (theirs, 302), (gone, 302)]:
+        page = client.get(reverse("admin:yieldstar_wakeintent_change", args=[intent.pk]))
+        assert page.status_code == status or (status == 302 and page.status_code == 403)
+    # Deliver again, every intent selected: refused whole, nothing delivered.
+    wakes.clear()
+    response = client.post(
+        changelist,
+        {"action": "deliver_again", "select_across": "1", "index": "0",
+         "_selected_action": [mine.pk]},
+        follow=True,
+    )  # fmt: skip
+    hidden = WakeIntent.objects.exclude(execution_id__in=["mine-1", "plain-1"]).count()
+    assert hidden >= 2  # theirs-1's (its start wrote one too) and pruned-1's
+    assert f"You may not view the executions of {hidden} of the selected wakes" in (
+        response.content.decode()
+    )
+    assert wakes == []
+    client.post(changelist, {"action": "deliver_again", "_selected_action": [mine.pk]})
+    assert [w.execution_id for w in wakes] == ["mine-1"]
+
+
+def test_the_outbox_needs_the_execution_view_permission(db: None) -> None:
+    """Execution ids are shown only to a user who may view executions."""
+    user = User.objects.create_user("outbox", password="pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="yieldstar", codename="view_wakeintent")
+    )
+    intent = outbox_intent("someone-1", workflow_id="admin-no-hook")
+    browser = Client()
+    browser.force_login(user)
+    changelist = browser.get(reverse("admin:yieldstar_wakeintent_changelist"))
+    assert changelist.status_code == 403
+    page = browser.get(reverse("admin:yieldstar_wakeintent_change", args=[intent.pk]))
+    assert page.status_code in (302, 403)
+    assert "someone-1" not in browser.get(reverse("admin:index")).content.decode()

@@ -265,6 +265,74 @@ def test_the_execution_hook_guards_list_read_and_cancel(
     assert client.get(reverse("yieldstar:execution-detail", args=[mine])).status_code == 200
 
 
+def cursors_of(page: dict[str, Any]) -> list[str]:
+    links = [page["next"], page["previous"]]
+    return [parse_qs(urlsplit(link).query)["cursor"][0] for link in links if link]
+
+
+def readable_forms(cursor: str) -> str:
+    """What a client can read out of a cursor: its text and its base64 decodings."""
+    forms = [cursor]
+    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+        for text in (cursor, cursor.removeprefix("s.")):
+            try:
+                forms.append(decode(text + "=" * (-len(text) % 4)).decode("latin-1"))
+            except ValueError:
+                pass
+    return "\n".join(forms)
+
+
+def test_the_executions_list_cursors_tell_nothing_of_hidden_executions(
+    carts: StoreDefinition, cart_workflow: Any
+) -> None:
+    """The list's ``next`` and ``previous`` links carried the creation time of the last
+    and first execution of the page read, which could be one the hook hid: a page holding
+    one has sealed links, which still page through every visible execution once."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    shopper = execution_user("shopper")
+    client = logged_in(shopper)
+    base = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    secrets: list[str] = []
+    for n in range(7):
+        owner = f"user-{shopper.pk}" if n % 3 == 0 else "user-0"
+        execution_id = start_workflow("api-cart-total", owner, execution_id=f"e-{owner}-{n}")
+        created = base + timedelta(seconds=n, microseconds=100_001 * (n + 1))
+        Execution.objects.filter(pk=execution_id).update(created_at=created)
+        if owner == "user-0":
+            secrets += [str(created), created.isoformat(), f"{created.microsecond:06d}"]
+    visible = [f"e-user-{shopper.pk}-{n}" for n in (6, 3, 0)]  # newest first
+    url = reverse("yieldstar:execution-list") + "?limit=2"
+    shown: list[str] = []
+    pages: list[dict[str, Any]] = []
+    while url and len(pages) < 20:
+        response = client.get(url)
+        assert response.status_code == 200, response.content
+        pages.append(response.json())
+        shown += [e["id"] for e in pages[-1]["results"]]
+        url = pages[-1]["next"]
+    assert shown == visible
+    back: list[str] = []
+    url = pages[-1]["previous"]
+    while url and len(pages) < 40:
+        pages.append(client.get(url).json())
+        back = [e["id"] for e in pages[-1]["results"]] + back
+        url = pages[-1]["previous"]
+    assert back == visible[:-1]  # every page before the last, read backwards
+    cursors = [cursor for page in pages for cursor in cursors_of(page)]
+    for cursor in cursors:
+        readable = readable_forms(cursor)
+        assert not any(secret in readable for secret in secrets), (cursor, readable)
+    assert any(cursor.startswith("s.") for cursor in cursors)
+    tampered = cursors[0][:-2] + ("A" if cursors[0][-2] != "A" else "B") + cursors[0][-1]
+    assert tampered.startswith("s.")
+    response = client.get(reverse("yieldstar:execution-list") + f"?cursor={tampered}")
+    assert response.status_code == 400
+    assert response.json()["code"] == "parse_error"
+
+
 def test_a_hook_that_refuses_cancel_only_is_403(cart_workflow: Any) -> None:
     def view_only(request: Any, action: str, target: Any) -> bool:
         return action != "cancel"

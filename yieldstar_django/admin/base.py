@@ -165,10 +165,11 @@ class SearchLookupMixin:
 
 class DeferringChangeList(ChangeList):
     """A list that does not fetch its model admin's ``list_deferred`` columns
-    (``get_list_deferred``), and shows of a page only the rows its ``row_visible(request,
-    obj)`` (if it has one) allows: the rows a permission hook hides are left out, so a
-    page may show fewer rows than ``list_per_page`` (the hook is asked about each row of a
-    page, never about the whole table)."""
+    (``get_list_deferred``), and shows of a page only the rows its ``visible_rows(request,
+    rows)`` returns or, without it, its ``row_visible(request, obj)`` (if it has one)
+    allows: the rows a permission hook hides are left out, so a page may show fewer rows
+    than ``list_per_page`` (the hook is asked about each row of a page, never about the
+    whole table)."""
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         queryset: QuerySet[Any] = super().get_queryset(request, exclude_parameters)
@@ -177,12 +178,19 @@ class DeferringChangeList(ChangeList):
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
-        visible = getattr(self.model_admin, "row_visible", None)
         # A list action's post (its own queryset) renders no rows: none is fetched.
-        if visible is not None and request.method in ("GET", "HEAD"):
+        if request.method not in ("GET", "HEAD"):
+            return
+        rows = getattr(self.model_admin, "visible_rows", None)
+        visible = getattr(self.model_admin, "row_visible", None)
+        if rows is not None:
+            shown = rows(request, list(self.result_list))
+        elif visible is not None:
             shown = [obj for obj in self.result_list if visible(request, obj)]
-            if len(shown) < len(self.result_list):  # else the page's own queryset stays
-                self.result_list = shown
+        else:
+            return
+        if len(shown) < len(self.result_list):  # else the page's own queryset stays
+            self.result_list = shown
 
 
 class LargeTableListMixin:

@@ -26,11 +26,17 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import os
 from datetime import UTC
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
 
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from django.conf import settings
 from django.urls import reverse
+from django.utils.crypto import salted_hmac
 from django.utils.dateparse import parse_datetime
 from django.utils.timezone import is_naive
 from drf_spectacular.types import OpenApiTypes
@@ -40,6 +46,7 @@ from rest_framework.exceptions import NotFound, ParseError, PermissionDenied
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import replace_query_param
 
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.errors import WorkflowValueError
@@ -186,14 +193,62 @@ def check_arguments(workflow: Any, args: list[Any], kwargs: dict[str, Any]) -> N
         raise InvalidArguments(f"{exc}.") from None
 
 
+#: A sealed cursor starts with this (not a base64 character, so never a plain cursor's).
+SEALED_PREFIX: Final = "s."
+#: The salt of the key that seals cursors (derived from ``SECRET_KEY``).
+CURSOR_KEY_SALT: Final = "yieldstar_django.api.executions.cursor"
+NONCE_BYTES: Final = 12
+
+
+def cursor_cipher() -> AESGCM:
+    """AES-256-GCM under a key derived from ``SECRET_KEY`` for sealing cursors."""
+    return AESGCM(salted_hmac(CURSOR_KEY_SALT, "AES-GCM key", algorithm="sha256").digest())
+
+
+def seal_cursor(plain: str) -> str:
+    """``plain`` (a DRF cursor) encrypted and authenticated: nothing in it can be read or
+    changed without ``SECRET_KEY``."""
+    nonce = os.urandom(NONCE_BYTES)
+    sealed = cursor_cipher().encrypt(nonce, plain.encode("ascii"), CURSOR_KEY_SALT.encode())
+    return SEALED_PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode("ascii").rstrip("=")
+
+
+def unseal_cursor(token: str) -> str:
+    """The DRF cursor a :func:`seal_cursor` token holds; ``400`` for any other token."""
+    body = token.removeprefix(SEALED_PREFIX)
+    try:
+        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        plain = cursor_cipher().decrypt(
+            raw[:NONCE_BYTES], raw[NONCE_BYTES:], CURSOR_KEY_SALT.encode()
+        )
+        return plain.decode("ascii")
+    except (ValueError, binascii.Error, InvalidTag):
+        raise ParseError(INVALID_CURSOR) from None
+
+
 class ExecutionPagination(CursorPagination):
     """Newest first; ``limit`` from 1 to 1000 (default 100), read as the store-id list
     reads it (``400`` for anything else); a ``cursor`` it did not make is ``400``
-    (``parse_error``), as on the store-id list, where DRF answers ``404``."""
+    (``parse_error``), as on the store-id list, where DRF answers ``404``.
+
+    DRF's cursor holds the creation time of the first or last execution of the page read.
+    When that page holds an execution a hook hides from the user (the view sets
+    ``sealed``), its links carry the cursor sealed (:func:`seal_cursor`), so they tell
+    nothing of those executions."""
 
     ordering = ("-created_at", "-id")
     page_size = DEFAULT_PAGE_SIZE
     invalid_cursor_message = INVALID_CURSOR
+    #: Whether the ``next`` and ``previous`` links carry sealed cursors.
+    sealed = False
+
+    def encode_cursor(self, cursor: Any) -> str:
+        url = super().encode_cursor(cursor)
+        if not self.sealed:
+            return url
+        plain = parse_qs(urlsplit(url).query)[self.cursor_query_param][0]
+        assert self.base_url is not None  # set by paginate_queryset
+        return replace_query_param(self.base_url, self.cursor_query_param, seal_cursor(plain))
 
     def get_page_size(self, request: Request) -> int:
         """``?limit=`` (``400`` out of range or not a number, where DRF's falls back to the
@@ -209,13 +264,16 @@ class ExecutionPagination(CursorPagination):
         15:59, which a forged cursor can name)."""
         encoded = request.query_params.get(self.cursor_query_param)
         if encoded is not None:
+            if encoded.startswith(SEALED_PREFIX):
+                encoded = unseal_cursor(encoded)
             try:
                 base64.b64decode(encoded.encode("ascii"), validate=True)
             except (ValueError, binascii.Error):
                 raise ParseError(self.invalid_cursor_message) from None
         try:
-            # a Cursor (its position typed int by the stubs)
-            cursor: Any = super().decode_cursor(request)
+            # a Cursor (its position typed int by the stubs), read from the plain cursor
+            plain: Any = SimpleNamespace(query_params={self.cursor_query_param: encoded})
+            cursor: Any = super().decode_cursor(request if encoded is None else plain)
         except NotFound:
             raise ParseError(self.invalid_cursor_message) from None
         position = getattr(cursor, "position", None)
@@ -305,11 +363,9 @@ class ExecutionStartView(YieldstarAPIView):
             )
         paginator = ExecutionPagination()
         page = paginator.paginate_queryset(queryset, request, view=self) or []
-        results = [
-            execution_summary(request, execution)
-            for execution in page
-            if not hooked or execution_hook_allows(request, "list", execution)
-        ]
+        shown = [e for e in page if not hooked or execution_hook_allows(request, "list", e)]
+        paginator.sealed = len(shown) < len(page)  # the links may name a hidden one
+        results = [execution_summary(request, execution) for execution in shown]
         return Response(
             {
                 "results": results,
