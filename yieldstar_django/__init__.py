@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "get_execution": "yieldstar_django.runtime",
     "cancel_execution": "yieldstar_django.runtime",
     "RetryableError": "yieldstar_django.runtime",
+    "CrossDatabaseWriteError": "yieldstar_django.runtime",
 }
 
 __all__ = sorted(_EXPORTS)  # type checkers see the explicit re-exports below
@@ -94,6 +95,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core.store import StoreClient as StoreClient
     from .definitions import define_store as define_store
     from .runtime import (
+        CrossDatabaseWriteError as CrossDatabaseWriteError,
         RetryableError as RetryableError,
         cancel_execution as cancel_execution,
         get_execution as get_execution,

@@ -25,6 +25,7 @@ PINNED = {
     "start_workflow",
     "get_execution",
     "cancel_execution",
+    "CrossDatabaseWriteError",
 }
 
 

@@ -7,7 +7,7 @@ are imported on first access (PEP 562).
 
 Layout: ``registry`` (``@workflow``), ``steps`` (the primitives), ``engine`` (replay of one
 run), ``context`` (the step contract every step kind is written against), ``kinds`` (the
-step kinds: ``plain_steps``, ``store_steps``, ``take_any``, ``claim_leases``,
+step kinds: ``plain_steps``, ``atomic_steps``, ``store_steps``, ``take_any``, ``claim_leases``,
 ``patches``), ``leases`` (one run at a time), ``starts`` and ``executions`` (start, cancel,
 resume), ``timers`` (the calls into the wake outbox), ``errors``.
 """
@@ -17,7 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..lazy import lazy_exports
-from .errors import NonDeterminismError, RetryableError, StepKeyError, WorkflowStepError
+from .errors import (
+    CrossDatabaseWriteError,
+    NonDeterminismError,
+    RetryableError,
+    StepKeyError,
+    WorkflowStepError,
+)
 from .registry import Workflow, get_workflow, registered_workflows, workflow
 from .steps import ClaimLease, Step
 
@@ -45,6 +51,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "ClaimLease",
+    "CrossDatabaseWriteError",
     "Execution",
     "ExecutionStatus",
     "NonDeterminismError",
