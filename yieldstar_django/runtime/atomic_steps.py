@@ -14,7 +14,9 @@ An error of the function rolls the transaction back and is settled as ``step.run
 (``RetryableError`` retried on a durable timer, any other recorded as the step's error),
 after the rollback. ``OperationalError`` and ``InterfaceError`` end the transaction itself
 (the connection lost, a deadlock, a lock timeout): nothing is recorded and the run ends,
-to run the step again later (``context.LET_THROUGH``). While the function runs, a
+to run the step again later (``context.LET_THROUGH``); a ``StoreContentionError`` (a store
+call of the function that lost ``CAS_MAX_ATTEMPTS`` races) runs it again a second later,
+as for a store step (``ctx.contended()``). While the function runs, a
 statement that writes through another database alias is refused
 (:func:`other_databases_refused`), since it could not commit with the step.
 """
@@ -29,6 +31,7 @@ from typing import Any
 from django.db import InterfaceError, OperationalError, connections
 
 from ..core.durable import decode_durable
+from ..core.errors import StoreContentionError
 from ..models.runtime import StepKind
 from .context import Kind, StepContext
 from .errors import CrossDatabaseWriteError
@@ -40,6 +43,9 @@ __all__ = ["ATOMIC", "is_write", "other_databases_refused"]
 #: Errors of the function that are the transaction's failure, not the function's: let
 #: through unrecorded (the run ends; the step runs again in a later run).
 TRANSACTION_FAILURES: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
+#: Errors of the function settled as a store step's (``context.run_step``): a store call
+#: that lost too many races runs the step again a second later (``ctx.contended()``).
+SETTLED_AS_STORE_STEPS: tuple[type[BaseException], ...] = (StoreContentionError,)
 
 
 def atomic(ctx: StepContext) -> StepResult:
@@ -60,8 +66,10 @@ def atomic(ctx: StepContext) -> StepResult:
                 raise
             ctx.record(encoded, attempts=attempts)
     except BaseException as exc:
-        if exc is not failure or isinstance(exc, NOT_RECORDED + TRANSACTION_FAILURES):
-            raise  # the runtime's own (the lease lost, the commit failed) or a stop
+        if exc is not failure or isinstance(
+            exc, NOT_RECORDED + TRANSACTION_FAILURES + SETTLED_AS_STORE_STEPS
+        ):
+            raise  # the runtime's own (the lease lost, the commit failed), a stop, contention
         return retry_or_fail(ctx, exc, attempts)
     return StepValue(decode_durable(encoded))
 
