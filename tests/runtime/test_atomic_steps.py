@@ -29,7 +29,7 @@ from tests.shared import race_workflows, workers
 from tests.shared.fixtures import SHARED_BARRIER, Spawn, WakeCollector, _context, database_names
 from tests.shared.models import Entry
 from tests.shared.outside import runtime_on
-from yieldstar_django import RetryableError, define_store
+from yieldstar_django import RetryableError, StoreContentionError, define_store
 from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.durable import decode_durable
 from yieldstar_django.models import Execution, ExecutionStep, WakeIntent
@@ -168,6 +168,36 @@ def test_a_retryable_error_rolls_back_and_the_step_runs_again_on_a_timer(
         assert CALLS[eid] == 2
         row = heap_row(alias, eid, "a")
         assert (row.status, row.attempts) == ("completed", 2)
+
+
+def write_then_contend_first(execution_id: str) -> str:
+    token = write(execution_id, "a")
+    if CALLS[execution_id] == 1:
+        raise StoreContentionError("test-atomic-inbox", "s", 3)
+    return token
+
+
+@workflow("test-atomic-contended")
+def contended(step: Step) -> Any:
+    return (yield from step.atomic(write_then_contend_first, step.execution_id, key="a"))
+
+
+def test_a_store_call_that_lost_every_race_runs_the_step_again_a_second_later(
+    alias: str, wakes: WakeCollector
+) -> None:
+    """A ``StoreContentionError`` of the function (a store call of it that reached
+    ``CAS_MAX_ATTEMPTS``) is settled as a store step's: its row rolled back, nothing
+    recorded, the execution ``retrying`` on a ``contention`` timer; the next run commits
+    the step."""
+    with runtime_on(alias):
+        eid = start_workflow(contended)
+        assert run_execution(eid) == "suspended"
+        assert get_execution(eid).status == "retrying"
+        assert entries(alias, eid) == []
+        assert not ExecutionStep.objects.filter(execution_id=eid).exists()
+        assert WakeIntent.objects.filter(execution_id=eid, reason="contention").exists()
+        assert run_execution(eid) == "finished"
+        assert entries(alias, eid) == [get_execution(eid).result]
 
 
 #: What the store-writing function saw of the wakes: the deliveries made by then.
