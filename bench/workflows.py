@@ -36,3 +36,26 @@ def steps(step: Step, n: int) -> Generator[Any, Any, int]:
     for i in range(n):
         total += yield from step.run(noop, i)
     return total
+
+
+def write_row(execution_id: str, index: int) -> int:
+    """Write one row of a project's own table (``tests.shared.models.Entry``); its id."""
+    from tests.shared.models import Entry
+
+    return int(Entry.objects.create(execution_id=execution_id, step=str(index), token="bench").pk)
+
+
+@workflow("bench.atomic_rows")
+def atomic_rows(step: Step, n: int) -> Generator[Any, Any, int]:
+    """``n`` ``step.atomic`` steps, each writing one row in its step's transaction."""
+    for i in range(n):
+        yield from step.atomic(write_row, step.execution_id, i)
+    return n
+
+
+@workflow("bench.run_rows")
+def run_rows(step: Step, n: int) -> Generator[Any, Any, int]:
+    """``n`` ``step.run`` steps, each writing the same row (committed on its own)."""
+    for i in range(n):
+        yield from step.run(write_row, step.execution_id, i)
+    return n

@@ -17,6 +17,7 @@ from typing import Any
 
 from demo_project.dburl import parse_database_url, sqlite_database
 from demo_project.shared_settings import *  # noqa: F403
+from demo_project.shared_settings import INSTALLED_APPS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -25,6 +26,10 @@ DEBUG = False
 ALLOWED_HOSTS = ["testserver", "localhost", "127.0.0.1"]
 
 ROOT_URLCONF = "tests.urls"
+
+# The suite's own models (``tests/shared/models.py``): a project's tables that workflows
+# write with ``step.atomic``.
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.shared"]
 
 
 def _database() -> dict[str, Any]:

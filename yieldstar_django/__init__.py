@@ -50,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "cancel_execution": "yieldstar_django.runtime",
     "RetryableError": "yieldstar_django.runtime",
     "ExecutionConflictError": "yieldstar_django.runtime",
+    "CrossDatabaseWriteError": "yieldstar_django.runtime",
 }
 
 __all__ = sorted(_EXPORTS)  # type checkers see the explicit re-exports below
@@ -97,6 +98,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core.store import StoreClient as StoreClient
     from .definitions import define_store as define_store
     from .runtime import (
+        CrossDatabaseWriteError as CrossDatabaseWriteError,
         ExecutionConflictError as ExecutionConflictError,
         RetryableError as RetryableError,
         cancel_execution as cancel_execution,

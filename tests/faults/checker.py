@@ -27,6 +27,10 @@ all of its completions must return the same result.
 
 ``check_queue`` verifies a drained queue: every pushed item was taken exactly once and
 nothing was taken that was never pushed.
+
+``check_entries`` verifies a table of a project's own rows written by atomic steps (one
+row per step, no unique key): no step's row is duplicated, none is missing, each is the
+one its step returned, and each execution's tally counts its rows.
 """
 
 from __future__ import annotations
@@ -39,7 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MODEL", "Op", "check_queue", "check_register", "load_history"]
+__all__ = [
+    "MODEL",
+    "Op",
+    "check_entries",
+    "check_queue",
+    "check_register",
+    "load_history",
+]
 
 #: A model write: ``(state, args) -> (new state, output)``; ``new state`` is ``None``
 #: when the operation changes nothing (a take that found no item).
@@ -404,4 +415,51 @@ def check_queue(
     for item, count in sorted(expected.items(), key=repr):
         if got[item] < count:
             anomalies.append(f"lost item {item!r}: pushed but never taken")
+    return anomalies
+
+
+def check_entries(
+    rows: Iterable[tuple[str, str, str]],
+    returned: Mapping[str, Sequence[str] | None],
+    tallies: Mapping[str, int | None],
+) -> list[str]:
+    """Anomalies of the rows ``(execution id, step, token)`` that atomic steps wrote.
+
+    ``returned`` maps each execution to the tokens its steps returned, in step order
+    (step ``"0"``, ``"1"``, ...), or ``None`` when it did not complete: its rows must then
+    only not be duplicated. ``tallies`` maps each completed execution to the total of the
+    tally its steps incremented in the same transactions (``None``: no tally found).
+    """
+    anomalies: list[str] = []
+    by_step: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for execution, step, token in rows:
+        by_step[(execution, step)].append(token)
+    for (execution, step), tokens in sorted(by_step.items()):
+        if len(tokens) > 1:
+            anomalies.append(f"duplicated row: step {step} of {execution} committed {len(tokens)}")
+        if execution not in returned:
+            anomalies.append(f"invented row: step {step} of {execution}, not an execution")
+            continue
+        expected = returned[execution]
+        if expected is None:
+            continue
+        index = int(step)
+        if index >= len(expected):
+            anomalies.append(f"invented row: step {step} of {execution}, which ran fewer steps")
+        elif expected[index] not in tokens:
+            anomalies.append(
+                f"step {step} of {execution} returned {expected[index]!r}, but its row holds "
+                f"{tokens!r} (the row of another attempt)"
+            )
+    for execution, expected in sorted(returned.items()):
+        if expected is None:
+            continue
+        for index in range(len(expected)):
+            if (execution, str(index)) not in by_step:
+                anomalies.append(f"missing row: step {index} of {execution}")
+        total = tallies.get(execution)
+        if total != len(expected):
+            anomalies.append(
+                f"the tally of {execution} is {total}, for {len(expected)} committed steps"
+            )
     return anomalies

@@ -43,7 +43,7 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.proxy import TcpProxy
 
-from .checker import check_queue, check_register, load_history
+from .checker import check_entries, check_queue, check_register, load_history
 from .figures import FIGURES
 from .history import ENV as HISTORY_ENV, EXIT_ENV, INITIAL, ROLE_ENV
 
@@ -167,6 +167,8 @@ class Faults:
     queue: str = field(default_factory=lambda: f"yieldstar-faults-{uuid.uuid4().hex[:8]}")
     processes: list[Process] = field(default_factory=list)
     executions: list[str] = field(default_factory=list)
+    #: The executions of ``faults.ledger`` (atomic steps), with the id of their tally.
+    ledgers: dict[str, str] = field(default_factory=dict)
     recoveries: list[float] = field(default_factory=list)
 
     @property
@@ -318,7 +320,9 @@ class Faults:
                     if op.args.get("kind") == "push":
                         target = pushed if op.result is not None else maybe
                         target.setdefault(store, []).extend(op.args["values"])
-        taken = {eid: r for eid, r in self.results().items() if r is not None}
+        results = self.results()
+        found += self.entry_anomalies(results)
+        taken = {eid: r for eid, r in results.items() if r is not None and eid not in self.ledgers}
         certain = [v for vs in pushed.values() for v in vs]
         uncertain = [v for vs in maybe.values() for v in vs]
         if drained:
@@ -326,6 +330,45 @@ class Faults:
         else:
             found += check_queue([], taken, certain + uncertain)
         return found
+
+    def entry_anomalies(self, results: dict[str, Any]) -> list[str]:
+        """The checker's verdict on the rows the ledgers' atomic steps wrote (read from the
+        table, ``yieldstar_tests_entry``) against what their steps returned and their
+        tallies' totals (``check_entries``)."""
+        if not self.ledgers:
+            return []
+        ids = list(self.ledgers)
+        with self.cluster.connect() as conn:
+            rows = conn.execute(
+                "SELECT execution_id, step, token FROM yieldstar_tests_entry "
+                "WHERE execution_id = ANY(%s)",
+                [ids],
+            ).fetchall()
+            states = dict(
+                conn.execute(
+                    "SELECT store_id, state FROM yieldstar_storeinstance "
+                    "WHERE name = 'faults.tally' AND store_id = ANY(%s)",
+                    [list(self.ledgers.values())],
+                ).fetchall()
+            )
+        statuses = self.statuses()
+        returned = {
+            eid: results.get(eid) if statuses.get(eid) == "completed" else None for eid in ids
+        }
+        tallies = {
+            eid: json.loads(states[tally])["total"] if tally in states else None
+            for eid, tally in self.ledgers.items()
+        }
+        return check_entries([tuple(row) for row in rows], returned, tallies)
+
+    def entries(self) -> int:
+        """Rows the ledgers' atomic steps committed."""
+        with self.cluster.connect() as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM yieldstar_tests_entry WHERE execution_id = ANY(%s)",
+                [list(self.ledgers)],
+            ).fetchone()
+        return int(row[0]) if row else 0
 
     def operations(self) -> int:
         return sum(len(ops) for ops in load_history(self.history).values())

@@ -50,4 +50,5 @@ def write_summary(terminalreporter: Any) -> None:
                 f"{figure['fault']}: {figure['executions']} executions, "
                 f"{figure['operations']} store operations, {figure['anomalies']} anomalies, "
                 f"{figure['not_completed']} not completed; {summary}"
+                + (f"; {figure['detail']}" if figure.get("detail") else "")
             )

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .checker import Op, check_queue, check_register, load_history
+from .checker import Op, check_entries, check_queue, check_register, load_history
 
 EMPTY: dict[str, Any] = {"items": []}
 ZERO: dict[str, Any] = {"total": 0}
@@ -246,3 +246,39 @@ def test_indeterminate_writes_are_placed_by_what_a_later_update_recorded() -> No
         push(["c"], 5, 6, 4, items(("a", "e2"), ("b", "e3"), ("c", None))),
     ]
     assert check_register(history, EMPTY) == []
+
+
+def test_entries_one_row_per_step_each_the_one_returned_pass() -> None:
+    rows = [("e1", "0", "a"), ("e1", "1", "b"), ("e2", "0", "c")]
+    returned = {"e1": ["a", "b"], "e2": None}
+    assert check_entries(rows, returned, {"e1": 2, "e2": None}) == []
+
+
+def test_entries_duplicated_missing_invented_and_foreign_rows_are_flagged() -> None:
+    rows = [
+        ("e1", "0", "a"),
+        ("e1", "0", "x"),  # a second commit of step 0
+        ("e1", "2", "z"),  # a step that never ran
+        ("e2", "0", "y"),  # the row of another attempt than the one returned
+        ("e9", "0", "w"),  # no such execution
+        ("e3", "0", "u"),
+        ("e3", "0", "v"),  # duplicated in an unfinished execution too
+    ]
+    returned = {"e1": ["a", "b"], "e2": ["c"], "e3": None}
+    found = check_entries(rows, returned, {"e1": 2, "e2": 1, "e3": None})
+    assert any(a.startswith("duplicated row: step 0 of e1") for a in found), found
+    assert any(a.startswith("duplicated row: step 0 of e3") for a in found), found
+    assert "missing row: step 1 of e1" in found
+    assert any(a.startswith("invented row: step 2 of e1") for a in found), found
+    assert any(a.startswith("invented row: step 0 of e9") for a in found), found
+    assert any(a.startswith("step 0 of e2 returned 'c'") for a in found), found
+    assert len(found) == 6, found
+
+
+def test_entries_a_tally_that_differs_from_the_rows_is_flagged() -> None:
+    rows = [("e1", "0", "a")]
+    found = check_entries(rows, {"e1": ["a"]}, {"e1": 2})
+    assert found == ["the tally of e1 is 2, for 1 committed steps"]
+    assert check_entries(rows, {"e1": ["a"]}, {}) == [
+        "the tally of e1 is None, for 1 committed steps"
+    ]

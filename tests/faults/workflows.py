@@ -1,4 +1,5 @@
-"""The workload of the fault suite: executions draining queues of items.
+"""The workload of the fault suite: executions draining queues of items, and executions
+writing a project's own table with ``step.atomic`` (``faults.ledger``).
 
 Updaters and claims are small objects that carry ``history_args``, the model operation of
 :mod:`tests.faults.checker` they apply, so the recorder can write it into the history.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import time
+import uuid
 from typing import Any
 
 from yieldstar_django import define_store, get_store_client, workflow
@@ -88,3 +90,30 @@ def nap_then_drain(step: Step, queue_id: str, tally_id: str, count: int, seconds
     """Sleep on a durable timer (only the relay delivers it), then drain."""
     yield from step.sleep(seconds)
     return (yield from drain(step, queue_id, tally_id, count))
+
+
+def write_entry(execution_id: str, index: int, tally_id: str, pause: float) -> str:
+    """An atomic step's work: one ``Entry`` row for step ``index`` (a new token), a pause
+    (a step a worker can die in, its transaction open), one increment of the tally
+    ``tally_id`` through the store client; the token."""
+    from tests.shared.models import Entry
+
+    token = uuid.uuid4().hex
+    Entry.objects.create(execution_id=execution_id, step=str(index), token=token)
+    if pause:
+        time.sleep(pause)
+    get_store_client().update_store(tally, tally_id, updater=Add(1))
+    return token
+
+
+@workflow("faults.ledger")
+def ledger(step: Step, tally_id: str, steps: int, pause: float = 0.0) -> Any:
+    """``steps`` atomic steps, each writing its ``Entry`` row and adding 1 to the tally;
+    the tokens the steps returned, in order."""
+    tokens = []
+    for index in range(steps):
+        token = yield from step.atomic(
+            write_entry, step.execution_id, index, tally_id, pause, key=f"entry-{index}"
+        )
+        tokens.append(token)
+    return tokens

@@ -1,4 +1,5 @@
-"""The workload every fault test runs: executions draining a queue of items."""
+"""The workloads of the fault tests: executions draining a queue of items, and executions
+writing a project's own table with atomic steps."""
 
 from __future__ import annotations
 
@@ -34,3 +35,13 @@ def start_drain(
         return faults.start("faults.nap_then_drain", arguments)
     arguments = [[q, f"t-{q}", each, pause] for q in queues for _ in range(executions)]
     return faults.start("faults.drain", arguments)
+
+
+def start_ledgers(faults: Faults, executions: int, steps: int, *, pause: float = 0.0) -> list[str]:
+    """``executions`` executions of ``steps`` atomic steps each (``faults.ledger``: one
+    ``Entry`` row and one increment of the execution's own tally per step, pausing
+    ``pause`` seconds inside the step's transaction). One driver run starts them all."""
+    tallies = [f"a-{uuid.uuid4().hex[:8]}-{n}" for n in range(executions)]
+    ids = faults.start("faults.ledger", [[tally, steps, pause] for tally in tallies])
+    faults.ledgers.update(zip(ids, tallies, strict=True))
+    return ids

@@ -27,6 +27,7 @@ PINNED = {
     "cancel_execution",
     "StoreKeyError",
     "ExecutionConflictError",
+    "CrossDatabaseWriteError",
 }
 
 

@@ -31,4 +31,4 @@ def test_two_databases_with_a_router() -> None:
         check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "5 passed" in done.stdout.splitlines()[-1], done.stdout[-2000:]
+    assert "6 passed" in done.stdout.splitlines()[-1], done.stdout[-2000:]

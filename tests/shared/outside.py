@@ -17,14 +17,20 @@ from typing import Any
 ALIAS: str | None = None
 
 
+#: The app labels routed to :data:`ALIAS`: the app's, and the suite's own models (a
+#: project's tables, which its ``step.atomic`` functions write with the app's).
+ROUTED = frozenset({"yieldstar", "yieldstar_tests"})
+
+
 class RuntimeRouter:
-    """Sends every model of the app (label ``yieldstar``) to :data:`ALIAS`."""
+    """Sends every model of the app (label ``yieldstar``), and the suite's own models, to
+    :data:`ALIAS`."""
 
     def db_for_read(self, model: Any, **hints: Any) -> str | None:
-        return ALIAS if model._meta.app_label == "yieldstar" else None
+        return ALIAS if model._meta.app_label in ROUTED else None
 
     def db_for_write(self, model: Any, **hints: Any) -> str | None:
-        return ALIAS if model._meta.app_label == "yieldstar" else None
+        return ALIAS if model._meta.app_label in ROUTED else None
 
 
 @contextmanager

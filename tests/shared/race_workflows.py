@@ -10,9 +10,12 @@ event (``O_APPEND`` writes of a line are atomic between processes).
 from __future__ import annotations
 
 import os
+import time
+import uuid
 from collections.abc import Callable, Generator
 from typing import Any
 
+from tests.polling import HANG_SECONDS
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.runtime import Step, workflow
 
@@ -71,3 +74,46 @@ def held_run(step: Step, path: str) -> Generator[Any, Any, None]:
 def other(step: Step, *args: Any) -> Generator[Any, Any, None]:
     """Another workflow, whose start under a taken id is refused."""
     yield from step.sleep(3600)
+
+
+def write_entry(execution_id: str) -> str:
+    """Write an ``Entry`` of the step ``once`` with a new token, meet ``PAUSE``; the
+    token."""
+    from tests.shared.models import Entry
+
+    token = uuid.uuid4().hex
+    Entry.objects.create(execution_id=execution_id, step="once", token=token)
+    PAUSE()
+    return token
+
+
+@workflow("race-atomic-once")
+def atomic_once(step: Step) -> Generator[Any, Any, str]:
+    """One ``step.atomic`` that writes an ``Entry`` (and meets ``PAUSE``); its token."""
+    return (yield from step.atomic(write_entry, step.execution_id, key="once"))
+
+
+def write_entry_gated(execution_id: str, inside: str, go: str) -> str:
+    """Write an ``Entry`` with a new token; the first caller (the one that creates the
+    file ``inside``) then waits for the file ``go`` to exist. The token."""
+    from tests.shared.models import Entry
+
+    token = uuid.uuid4().hex
+    Entry.objects.create(execution_id=execution_id, step="once", token=token)
+    try:
+        os.close(os.open(inside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return token
+    deadline = time.monotonic() + HANG_SECONDS
+    while not os.path.exists(go):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{go} was not created")
+        time.sleep(0.02)
+    return token
+
+
+@workflow("race-atomic-gated")
+def atomic_gated(step: Step, inside: str, go: str) -> Generator[Any, Any, str]:
+    """One ``step.atomic`` whose first run waits inside its function (``write_entry_gated``);
+    its token."""
+    return (yield from step.atomic(write_entry_gated, step.execution_id, inside, go, key="once"))

@@ -610,12 +610,15 @@ def start_same_id(alias: str, workflow_id: str, execution_id: str, arg: str) -> 
 
 
 def run_paused_then_expired(alias: str, execution_id: str, barrier: Any) -> str:
-    """Run the execution; in its update's updater (first call), let the lease expire (as a
+    """Run the execution; at its ``PAUSE`` (first call: an update's updater, an atomic
+    step's function), let the lease expire (as a
     worker paused past its lease) and meet ``barrier`` twice: once so that the other
     process takes the lease over, once when that process is in its own updater. Then go
     on and commit. Returns ``run_execution``'s result."""
+    import threading
     from datetime import timedelta
 
+    from django.db import connections
     from django.utils import timezone
 
     from tests.shared import race_workflows
@@ -632,12 +635,27 @@ def run_paused_then_expired(alias: str, execution_id: str, barrier: Any) -> str:
             held.append(lease)
         return lease
 
+    def expire() -> None:
+        try:
+            expired = timezone.now() - timedelta(seconds=1)
+            updated.append(
+                Execution.objects.filter(pk=execution_id).update(lease_expires_at=expired)
+            )
+        finally:
+            connections.close_all()
+
+    updated: list[int] = []
+
     def pause() -> None:
         if held:
             lease = held.pop()
             lease.stop_heartbeat()
-            expired = timezone.now() - timedelta(seconds=1)
-            assert Execution.objects.filter(pk=execution_id).update(lease_expires_at=expired)
+            # On a connection of its own: the run's may be inside the step's transaction
+            # (a ``step.atomic`` function), which would keep the expiry from the others.
+            thread = threading.Thread(target=expire)
+            thread.start()
+            thread.join(timeout=30)
+            assert updated == [1], updated
             barrier.wait(timeout=30)  # the other process may take the lease over
             barrier.wait(timeout=30)  # ... and it is in its updater now
 
@@ -663,6 +681,16 @@ def run_after_the_expiry(alias: str, execution_id: str, barrier: Any) -> str:
 
     race_workflows.PAUSE = pause
     barrier.wait(timeout=30)  # the other run's lease has expired
+    with runtime_on(alias):
+        return str(run_execution(execution_id))
+
+
+def run_once(alias: str, execution_id: str) -> str:
+    """``run_execution`` with the runtime on ``alias``; its result."""
+    from tests.shared import race_workflows  # noqa: F401  (registers the workflows)
+    from tests.shared.outside import runtime_on
+    from yieldstar_django.runtime.executions import run_execution
+
     with runtime_on(alias):
         return str(run_execution(execution_id))
 

@@ -7,7 +7,7 @@ are imported on first access (PEP 562).
 
 Layout: ``registry`` (``@workflow``), ``steps`` (the primitives), ``engine`` (replay of one
 run), ``context`` (the step contract every step kind is written against), ``kinds`` (the
-step kinds: ``plain_steps``, ``store_steps``, ``take_any``, ``claim_leases``,
+step kinds: ``plain_steps``, ``atomic_steps``, ``store_steps``, ``take_any``, ``claim_leases``,
 ``patches``), ``leases`` (one run at a time), ``starts`` and ``executions`` (start, cancel,
 resume), ``timers`` (the calls into the wake outbox), ``errors``.
 """
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..lazy import lazy_exports
 from .errors import (
+    CrossDatabaseWriteError,
     ExecutionConflictError,
     NonDeterminismError,
     RetryableError,
@@ -51,6 +52,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "ClaimLease",
+    "CrossDatabaseWriteError",
     "Execution",
     "ExecutionConflictError",
     "ExecutionStatus",

@@ -22,8 +22,10 @@ does):
 ``execute`` records through its :class:`StepContext` only: every heap write is fenced by
 the run's lease (``LeaseLost`` when it is not written). User code (a ``step.run``
 function, a selector, a claim, an updater) never runs inside a transaction of the
-runtime's; a row that must commit with a store change is handed to the store commit
-(:meth:`StepContext.commit_hook`). See ``docs/internals/architecture.md#adding-a-step-kind``.
+runtime's, but a ``step.atomic`` function, which runs in the transaction of its own heap
+row (``runtime/atomic_steps.py``); a row that must commit with a store change is handed to
+the store commit (:meth:`StepContext.commit_hook`). See
+``docs/internals/architecture.md#adding-a-step-kind``.
 """
 
 from __future__ import annotations

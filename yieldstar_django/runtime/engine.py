@@ -11,7 +11,9 @@ Heap writes are fenced by the lease: a row is inserted only while this run still
 the lease of a live execution, in the same statement, so a run that lost its lease (or
 whose execution was cancelled) records nothing more.
 
-User code never runs inside a database transaction of the runtime's. A run inside a
+User code never runs inside a database transaction of the runtime's, but a
+``step.atomic`` function, which runs in the transaction that records its step (its writes
+commit with the heap row, or not at all). A run inside a
 transaction of the caller's (a ``TestCase``, or ``run_execution`` in a
 ``transaction.atomic``) runs each ``step.run`` function in a savepoint
 (``plain_steps.step_savepoints``), so a database error of the function fails the step, as

@@ -30,6 +30,7 @@ from ..core.errors import (
 )
 
 __all__ = [
+    "CrossDatabaseWriteError",
     "ExecutionConflictError",
     "NonDeterminismError",
     "RetryableError",
@@ -103,6 +104,31 @@ class RetryableError(YieldstarError):
         """What the step records once no attempt is left: the cause, else this error."""
         cause = self.__cause__
         return cause if isinstance(cause, Exception) else self
+
+
+@dataclass(eq=False, repr=False)
+class CrossDatabaseWriteError(YieldstarError):
+    """A ``step.atomic`` function wrote through another database alias than the step's.
+
+    The function runs in one transaction on ``DATABASE_ALIAS``, the one that records the
+    step; a statement sent through another alias would commit on its own (or never), not
+    with the step. It is refused before it reaches that database, and the step fails with
+    this error (recorded and raised into the workflow, as any error of the function).
+    ``alias`` is the alias written to, ``step_alias`` the step's, ``statement`` the head
+    of the refused SQL.
+    """
+
+    alias: str
+    step_alias: str
+    statement: str
+
+    def __post_init__(self) -> None:
+        super().__init__(
+            f"step.atomic() runs its function in one transaction on the database "
+            f"{self.step_alias!r}, which records the step; it wrote through {self.alias!r} "
+            f"({self.statement}). Route that model to {self.step_alias!r}, or write it in "
+            "a step.run() of its own (at least once)."
+        )
 
 
 @dataclass(eq=False, repr=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import claim_leases, patches, plain_steps, store_steps, take_any
+from . import atomic_steps, claim_leases, patches, plain_steps, store_steps, take_any
 from .context import Kind
 
 __all__ = ["KINDS"]
@@ -18,6 +18,7 @@ KINDS: Final[dict[str, Kind]] = {
     kind.name: kind
     for kind in (
         plain_steps.RUN,
+        atomic_steps.ATOMIC,
         plain_steps.SLEEP,
         store_steps.TAKE,
         store_steps.UPDATE,

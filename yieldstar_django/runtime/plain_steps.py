@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import timedelta
+from typing import Any
 
 from django.db import connections, transaction
 
@@ -24,47 +25,74 @@ from .context import Kind, StepContext
 from .errors import RetryableError
 from .outcomes import NOT_RECORDED, StepResult, StepValue, Suspend, encode_error
 
-__all__ = ["RUN", "SLEEP", "step_savepoints"]
+__all__ = [
+    "RUN",
+    "SLEEP",
+    "attempt_due",
+    "encode_result",
+    "retry_or_fail",
+    "step_savepoints",
+]
 
 
 def run(ctx: StepContext) -> StepResult:
     """Call the step's function and record what it returns or raises (any error but the
     worker's own stops, ``NOT_RECORDED``, which end the run unrecorded)."""
-    call, key, row = ctx.call, ctx.key, ctx.row
-    now = clock.now()
-    if row is not None and row.wake_at is not None and row.wake_at > now:
-        ctx.timer(row.wake_at, "retry")
-        raise Suspend(ExecutionStatus.RETRYING, key, row.wake_at)
-    attempts = (row.attempts if row is not None else 0) + 1
+    call = ctx.call
+    attempts = attempt_due(ctx)
     assert call.fn is not None
     try:
         with step_savepoints():
             value = call.fn(*call.args, **call.kwargs)
-        if inspect.isawaitable(value) or inspect.isgenerator(value):
-            close = getattr(value, "close", None)
-            if close is not None:
-                close()
-            raise TypeError(
-                f"step.run() needs a plain function; {call.fingerprint} returned "
-                f"{type(value).__name__}"
-            )
-        encoded = encode_durable(
-            value, limits=ctx.limits, step_key=key, label=f"The result of step {key!r}"
-        )
+        encoded = encode_result(ctx, value)
     except NOT_RECORDED:
         raise
-    except RetryableError as exc:
+    except BaseException as exc:
+        return retry_or_fail(ctx, exc, attempts)
+    ctx.record(encoded, attempts=attempts)
+    return StepValue(decode_durable(encoded))
+
+
+def attempt_due(ctx: StepContext) -> int:
+    """The number of the attempt a ``run`` (or ``atomic``) step makes now; if an earlier
+    attempt failed with a ``RetryableError`` and its retry is not due yet, arm its timer
+    again and suspend (``Suspend``)."""
+    row = ctx.row
+    if row is not None and row.wake_at is not None and row.wake_at > clock.now():
+        ctx.timer(row.wake_at, "retry")
+        raise Suspend(ExecutionStatus.RETRYING, ctx.key, row.wake_at)
+    return (row.attempts if row is not None else 0) + 1
+
+
+def encode_result(ctx: StepContext, value: Any) -> str:
+    """The durable text of a step function's result; ``TypeError`` for a coroutine or a
+    generator (closed), ``WorkflowValueError`` for a value that is not durable."""
+    if inspect.isawaitable(value) or inspect.isgenerator(value):
+        close = getattr(value, "close", None)
+        if close is not None:
+            close()
+        raise TypeError(
+            f"step.{ctx.call.kind}() needs a plain function; {ctx.call.fingerprint} returned "
+            f"{type(value).__name__}"
+        )
+    return encode_durable(
+        value, limits=ctx.limits, step_key=ctx.key, label=f"The result of step {ctx.key!r}"
+    )
+
+
+def retry_or_fail(ctx: StepContext, exc: BaseException, attempts: int) -> StepResult:
+    """Settle the error of attempt ``attempts`` of a step function: a ``RetryableError``
+    with attempts left records the step ``pending`` with a durable timer and suspends
+    (``Suspend``); any other error (or the last attempt's) is recorded as the step's."""
+    if isinstance(exc, RetryableError):
         if attempts < exc.max_attempts:
             wake_at = clock.now() + timedelta(seconds=exc.delay_after(attempts))
             with ctx.atomic():
                 ctx.pend(attempts=attempts, error_json=encode_error(exc), wake_at=wake_at)
                 ctx.timer(wake_at, "retry")
-            raise Suspend(ExecutionStatus.RETRYING, key, wake_at) from None
+            raise Suspend(ExecutionStatus.RETRYING, ctx.key, wake_at) from None
         return ctx.fail(exc.final_error(), attempts=attempts)
-    except BaseException as exc:
-        return ctx.fail(exc, attempts=attempts)
-    ctx.record(encoded, attempts=attempts)
-    return StepValue(decode_durable(encoded))
+    return ctx.fail(exc, attempts=attempts)
 
 
 def sleep(ctx: StepContext) -> StepResult:

@@ -283,6 +283,39 @@ class Step:
         return result
 
     @_primitive
+    def atomic(
+        self, fn: Callable[..., R], /, *args: Any, key: str | None = None, **kwargs: Any
+    ) -> Generator[StepCall, Any, R]:
+        """Call ``fn(*args, **kwargs)`` inside the transaction that records the step, and
+        return its result (a durable value): exactly once.
+
+        ``fn`` runs in a ``transaction.atomic`` on ``DATABASE_ALIAS``; what it writes
+        there through the ORM (and the store calls it makes with the store client, whose
+        wakes go out at the commit) commits with the step's heap row, or not at all. The
+        row is written only while the run holds the execution's lease, and once per step:
+        a run that lost its lease, or lost the race to another run of the step, commits
+        none of ``fn``'s writes. On replay the recorded result is returned without calling
+        ``fn``. An error rolls its writes back and is the step's error, as in ``run``
+        (``RetryableError`` retries it on a durable timer); a database error that ends the
+        transaction itself (``OperationalError``: the connection lost, a deadlock) records
+        nothing, and the run ends to run the step again later. A write through another
+        database alias inside ``fn`` is refused (``CrossDatabaseWriteError``).
+        """
+        if not callable(fn):
+            raise TypeError(f"atomic() needs a callable, not {fn!r}")
+        printed = fingerprint(callable_name(fn))
+        call = StepCall(
+            "atomic",
+            _check_key(key),
+            printed,
+            fn=fn,
+            args=args,
+            kwargs=dict(kwargs),
+        )
+        result: R = yield call
+        return result
+
+    @_primitive
     def sleep(
         self, seconds: float | timedelta, *, key: str | None = None
     ) -> Generator[StepCall, Any, None]:

@@ -141,3 +141,38 @@ def test_a_cancel_and_its_clean_up_commit_together(monkeypatch: pytest.MonkeyPat
         cancel_execution(eid)
     assert get_execution(eid).status == "waiting"
     assert Waiter.objects.using(ROUTED).filter(execution_id=eid).exists()
+
+
+def write_entries(execution_id: str, using: str | None) -> str:
+    from tests.shared.models import Entry
+
+    manager = Entry.objects.using(using) if using else Entry.objects
+    manager.create(execution_id=execution_id, step="0", token="t")
+    return manager.model._meta.app_label
+
+
+@workflow("router.atomic")
+def atomic_entries(step: Step, using: str | None) -> Any:
+    return (yield from step.atomic(write_entries, step.execution_id, using))
+
+
+def test_an_atomic_step_writes_the_app_s_database_and_is_refused_another() -> None:
+    """A project's model routed to ``default`` (the router sends only yieldstar's there)
+    written by a ``step.atomic`` function: refused (``CrossDatabaseWriteError``), nothing
+    written on either database. The same model written on ``DATABASE_ALIAS`` commits with
+    the step."""
+    from tests.shared.models import Entry
+
+    refused = start_workflow(atomic_entries, None)
+    written = start_workflow(atomic_entries, ROUTED)
+    run_until_idle()
+    execution = get_execution(refused)
+    assert execution.status == "failed"
+    assert execution.error is not None
+    assert execution.error["type"].endswith(":CrossDatabaseWriteError")
+    assert "wrote through 'default'" in execution.error["message"]
+    assert get_execution(written).result == "yieldstar_tests", get_execution(written).error
+    for alias in ("default", ROUTED):
+        assert not Entry.objects.using(alias).filter(execution_id=refused).exists()
+    assert Entry.objects.using(ROUTED).filter(execution_id=written).count() == 1
+    assert not Entry.objects.using("default").filter(execution_id=written).exists()
