@@ -57,6 +57,7 @@ class StepKind(models.TextChoices):
     TAKE_ANY = "take_any", "take_any"
     TAKE_LEASE = "take_lease", "take_lease"
     END_LEASE = "end_lease", "end_lease"
+    DELETE = "delete", "delete"
 
 
 class StepStatus(models.TextChoices):
