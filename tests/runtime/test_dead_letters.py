@@ -236,3 +236,21 @@ def test_racing_sweepers_count_and_dead_letter_each_lease_once(spawn: Spawn) -> 
         from yieldstar_django.core.definition import unregister_store
 
         unregister_store(store.name)
+
+
+def test_a_step_keyed_like_a_leases_requeue_is_a_step_key_error(rt: Runtime) -> None:
+    """A dead letter of the lease taken by the step keyed "t" is requeued under the ledger
+    key "t:requeue": an ``update`` keyed so on the same store would take that key (and the
+    requeue would find its "result" there and put nothing back)."""
+    q = jobs(rt, ["job-1"], max_deliveries=1)
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        lease = yield from step.take(q, "q", first, pop_first, lease=5, key="t")
+        yield from step.update(q, "q", lambda d: d.update(n=1), key="t:requeue")
+        return lease.value
+
+    eid = start_workflow(wf)
+    rt.settle(lambda: get_execution(eid).is_finished)
+    error = get_execution(eid).error
+    assert error is not None and error["type"] == "StepKeyError", error
