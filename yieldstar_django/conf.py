@@ -385,8 +385,9 @@ then delete it with its heap, wake intents, waiters, claim leases and ledger row
 batches; the beat task also deletes wake intents delivered as long ago (the command, those
 delivered more than its `--intents-age`, 7 days by default). Unfinished executions are
 never pruned, nor their ledger rows, nor a finished one while a leased claim of it is still
-held. `None` keeps every execution. A number >= 0 or `None`. See
-[retention](../operations/retention.md).
+held. `None` keeps every execution. A number >= 0 or `None`. Stores are not pruned by it:
+a definition asks for its idle stores to be deleted with its own
+`define_store(..., retention=timedelta)`. See [retention](../operations/retention.md).
 """,
     )
 

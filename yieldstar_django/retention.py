@@ -11,25 +11,36 @@ that names no execution (a store client called with a step id of its own) are ne
 
 Work goes in batches of ``batch_size`` executions, each its own short transaction; on
 PostgreSQL a batch skips the executions another transaction has locked.
+
+Idle stores (:func:`prune_idle_stores`): the stores of a definition with a ``retention``
+untouched (no commit) for that long, with no waiter and no held claim lease, are deleted,
+in batches too. A batch first locks its candidates (``FOR UPDATE SKIP LOCKED`` on
+PostgreSQL: a store being written or waited on right now is skipped), then deletes those
+that still qualify in a later statement, which sees every commit, waiter registration
+and leased take that got the store's row lock before the batch did; those that come after
+find the store deleted (a write creates it anew, a registration wakes its execution at
+once). On SQLite the batch's transaction holds the write lock. The applied-steps ledger is
+kept, as for any deletion.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections, transaction
 from django.utils import timezone
 
 from .conf import MAX_SECONDS, database_alias, is_duration
+from .core.definition import registered_definitions
 from .models.claim_leases import ClaimLeaseState
 from .models.runtime import TERMINAL_STATUSES
 from .sql import queries
 from .sql.queries import placeholders
 from .wakes.outbox import MAX_BATCH_SIZE, delete_delivered, is_batch_size
 
-__all__ = ["MAX_BATCH_SIZE", "PruneCounts", "prune_finished"]
+__all__ = ["MAX_BATCH_SIZE", "PruneCounts", "prune_finished", "prune_idle_stores"]
 
 
 @dataclass
@@ -122,3 +133,54 @@ def _prune_delivered(using: str, cutoff: Any, batch_size: int, counts: PruneCoun
         counts.batches += 1
         if deleted < batch_size:
             break
+
+
+def prune_idle_stores(
+    *, batch_size: int = 500, using: str | None = None, now: datetime | None = None
+) -> dict[str, int]:
+    """Delete the stores of every registered definition with a ``retention`` that were
+    not changed for that long before ``now`` (by default the present) and have no waiter
+    and no held claim lease, ``batch_size`` stores per transaction; returns how many per
+    definition name. The delivery counts of deleted instances go too. Race-free against
+    commits, registrations and leased takes of the same stores (see the module doc)."""
+    using = database_alias(using)
+    if not is_batch_size(batch_size):
+        raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE}")
+    now = now or timezone.now()
+    connection = connections[using]
+    deleted: dict[str, int] = {}
+    for definition in registered_definitions():
+        if definition.retention is None:
+            continue
+        cutoff = connection.ops.adapt_datetimefield_value(now - definition.retention)
+        after: str | None = ""
+        count = 0
+        while after is not None:
+            n, after = _idle_batch(using, definition.name, cutoff, after, batch_size)
+            count += n
+        deleted[definition.name] = count
+    if any(deleted.values()):
+        with transaction.atomic(using=using), connection.cursor() as cursor:
+            cursor.execute(queries.of().prune_claim_deliveries_of_deleted_stores)
+    return deleted
+
+
+def _idle_batch(
+    using: str, name: str, cutoff: Any, after: str, batch_size: int
+) -> tuple[int, str | None]:
+    """Delete one batch of the idle stores of ``name`` after store id ``after``; return
+    how many, and the store id to go on after (``None``: the last batch)."""
+    connection = connections[using]
+    held = ClaimLeaseState.HELD.value
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        cursor.execute(queries.of(connection).idle_stores, [name, after, cutoff, held, batch_size])
+        rows = cursor.fetchall()
+        if not rows:
+            return 0, None
+        ids = [row[0] for row in rows]
+        cursor.execute(
+            queries.of().delete_idle_stores.format(ids=placeholders(len(ids))),
+            [*ids, cutoff, held],
+        )
+        deleted = int(cursor.rowcount)
+    return deleted, (rows[-1][1] if len(rows) == batch_size else None)

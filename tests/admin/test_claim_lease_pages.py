@@ -251,3 +251,65 @@ def test_release_now_across_all_pages_checks_the_hook_of_every_lease(
         assert "Yes, release them" not in body
         assert "You may not change the store of 1 selected lease" in body
         assert set(ClaimLeaseRecord.objects.values_list("state", flat=True)) == {"held"}
+
+
+def requeue(draft: Any, value: Any) -> None:
+    draft["dead"].remove(value)
+    draft["items"].append(value)
+
+
+@pytest.fixture
+def dead_lettered() -> Any:
+    """A dead-lettered lease of ``job-9`` and its store, where ``dead_letter`` put it."""
+    store = define_store(
+        "admin-dead-letters",
+        None,
+        initial=lambda id: {"items": [], "dead": []},
+        release=lambda draft, value: draft["items"].append(value),
+        max_deliveries=3,
+        dead_letter=lambda draft, value: draft["dead"].append(value),
+        requeue=requeue,
+    )
+    client = get_store_client()
+    client.update_store(store, "q", updater=lambda d: d["dead"].append("job-9"))
+    record = lease_on(store.name, "q", "holder-9", '"job-9"')
+    ClaimLeaseRecord.objects.filter(pk=record.pk).update(
+        state="dead_lettered",
+        delivery=3,
+        instance_id=client.get_store(store, "q").instance_id,
+        ended_at=timezone.now(),
+    )
+    yield store, record
+    unregister_store(store.name)
+
+
+def test_the_dead_lettered_filter_lists_dead_letters(
+    admin_client: Client, dead_lettered: Any
+) -> None:
+    assert "job-9" not in admin_client.get(LEASES).content.decode(), "held ones by default"
+    body = admin_client.get(LEASES, {"state": "dead_lettered"}).content.decode()
+    assert "job-9" in body and "admin-dead-letters/q" in body and "dead-lettered" in body
+
+
+def test_requeue_confirms_then_takes_the_dead_letter_back_once(
+    admin_client: Client, dead_lettered: Any
+) -> None:
+    store, record = dead_lettered
+    url = f"{LEASES}?state=dead_lettered"
+    data = {"action": "requeue", "_selected_action": [record.pk]}
+    confirm = admin_client.post(url, data)
+    assert confirm.status_code == 200
+    page = confirm.content.decode()
+    assert "Yes, requeue them" in page and "after 3 deliveries" in page
+    assert ClaimLeaseRecord.objects.get(pk=record.pk).state == "dead_lettered"
+    client = get_store_client()
+    version = client.get_store(store, "q").version
+    done = admin_client.post(url, {**data, "post": "yes"})
+    assert done.status_code == 302
+    assert ClaimLeaseRecord.objects.get(pk=record.pk).state == "requeued"
+    after = client.get_store(store, "q")
+    assert after.state == {"items": ["job-9"], "dead": []}
+    assert after.version == version + 1
+    again = admin_client.post(url, {**data, "post": "yes"})  # a second requeue: nothing
+    assert again.status_code == 302
+    assert client.get_store(store, "q").version == version + 1

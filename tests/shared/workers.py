@@ -587,6 +587,46 @@ def race_deleter(
     return trials
 
 
+# --- dead letters and idle stores ----------------------------------------------------------
+
+
+def _put_back(draft: Any, value: Any) -> None:
+    draft["items"].append(value)
+
+
+def _bury(draft: Any, value: Any) -> None:
+    draft["dead"].append(value)
+
+
+def dead_letter_store(name: str) -> Any:
+    """The store ``name`` (registered) of the dead-letter races: ``release`` appends to
+    ``items``, and a value's second expiry goes to ``dead``."""
+    from yieldstar_django.core.definition import define_store
+
+    return define_store(
+        name,
+        None,
+        initial=lambda id: {"items": [], "dead": []},
+        release=_put_back,
+        max_deliveries=2,
+        dead_letter=_bury,
+    )
+
+
+def expire_leases(alias: str, name: str) -> int:
+    """Expire every due lease (of the :func:`dead_letter_store` ``name``) while other
+    processes do; returns how many this one ended."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from yieldstar_django.runtime.claim_leases import expire_due
+
+    dead_letter_store(name)
+    now = timezone.now() + timedelta(hours=1)
+    return expire_due(now=now, client=_client(alias)) + expire_due(now=now, client=_client(alias))
+
+
 # --- runtime races ------------------------------------------------------------------------
 
 

@@ -3,6 +3,11 @@ confirmation page) hands the selected held leases back through their store's ``r
 the ticked rows, or every held lease the list selects when the user chose "Select all"
 (``select_across``, which the confirmation page carries to the confirming post).
 
+The "dead-lettered" filter lists the values a store with ``max_deliveries`` sent to its
+``dead_letter``; "requeue" (after a confirmation page) takes the selected ones back
+through the store's ``requeue`` callback, a compare-and-swap store update
+(:func:`~yieldstar_django.runtime.claim_leases.requeue`).
+
 A definition's ``permission`` hook narrows it as it narrows the store admin: the leases of
 a store name it hides are not listed, a lease's page needs the hook to let the user view
 its store (the list shows its value only then), and "release now", a write to the
@@ -25,7 +30,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
-from ..runtime.claim_leases import release_now
+from ..runtime.claim_leases import release_now, requeue
 from .base import (
     CONFIRM_SHOWN,
     OperateActionsMixin,
@@ -76,16 +81,16 @@ class ClaimLeaseAdmin(
     permission on executions (and the hook's leave to change the leases' stores) and a
     confirmation."""
 
-    list_display = ["store", "holder", "value", "state", "expires_at", "created_at"]
+    list_display = ["store", "holder", "value", "state", "delivery", "expires_at", "created_at"]
     list_filter = [LiveFilter]
     list_per_page = 100
-    actions = ["release_now"]
+    actions = ["release_now", "requeue"]
     fields = readonly_fields = (
         "id", "execution_id", "step_key", "store_name", "store_id", "value_json", "state",
-        "expires_at", "created_at", "ended_at",
+        "delivery", "expires_at", "created_at", "ended_at",
     )  # fmt: skip
 
-    operate_permission = "yieldstar.change_execution"  # release now
+    operate_permission = "yieldstar.change_execution"  # release now, requeue
     store_name_field = "store_name"
 
     def get_list_display(self, request: HttpRequest) -> list[Any]:
@@ -150,6 +155,44 @@ class ClaimLeaseAdmin(
         )
         return None
 
+    @admin.action(description="Requeue (take the dead letter back)", permissions=["operate"])
+    def requeue(
+        self, request: HttpRequest, queryset: QuerySet[ClaimLeaseRecord]
+    ) -> TemplateResponse | None:
+        dead = queryset.filter(state=ClaimLeaseState.DEAD_LETTERED)
+        rows = list(dead.values_list("pk", "store_name", "store_id"))
+        refused = self.refused_stores(request, [(name, store_id) for _, name, store_id in rows])
+        if refused:
+            self.message_user(request, refusal_message(refused, "requeued"), messages.ERROR)
+            return None
+        if request.POST.get("post") != "yes":
+            return confirm_action(
+                self,
+                request,
+                "yieldstar_django/admin/claim_lease_requeue_confirm.html",
+                action="requeue",
+                shown=list(
+                    dead.defer("value_json").annotate(
+                        value_head=Substr("value_json", 1, CONFIRM_VALUE_CHARS + 1)
+                    )[:CONFIRM_SHOWN]
+                ),
+                count=len(rows),
+                title="Requeue these dead letters?",
+                action_label="Requeue",
+                noun="dead-lettered value",
+                none_left="None of the selected leases is dead-lettered any more.",
+                submit_label="Yes, requeue them",
+            )
+        ids = [pk for pk, *_ in rows]
+        done = requeue(ids)
+        self.message_user(
+            request,
+            f"Requeued {done} value(s); {len(ids) - done} had been requeued already or "
+            "failed (see the log).",
+            messages.SUCCESS if done == len(ids) else messages.WARNING,
+        )
+        return None
+
     def refused_stores(
         self, request: HttpRequest, stores: list[tuple[str, str]]
     ) -> dict[tuple[str, str], int]:
@@ -162,11 +205,12 @@ class ClaimLeaseAdmin(
         }
 
 
-def refusal_message(refused: dict[tuple[str, str], int]) -> str:
-    """What "release now" says when the hook does not let the user change some stores."""
+def refusal_message(refused: dict[tuple[str, str], int], done: str = "released") -> str:
+    """What "release now" (or "requeue") says when the hook does not let the user change
+    some stores."""
     names = [f"{name}/{store_id}" for name, store_id in refused]
     shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
     return (
         f"You may not change the store of {sum(refused.values())} selected lease(s) "
-        f"({shown}): nothing was released. Deselect them and try again."
+        f"({shown}): nothing was {done}. Deselect them and try again."
     )

@@ -10,7 +10,7 @@ PostgreSQL (:mod:`.functions`) or as separate statements (:mod:`.portable`). See
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from django.core.exceptions import ImproperlyConfigured
@@ -308,15 +308,35 @@ class DatabaseStoreClient(CasStoreClient):
         self.commit_attempts += 1
         check_ledger_key(deletion.definition.name, deletion.id, deletion.step_id)
         open_manual_transaction(self.connection)
-        if self._functions():
-            outcome, pending = functions.commit_deletion(
-                self.connection, deletion, publish=self._publisher()
-            )
+        hooked = current_hook.get()
+        prepare = hooked[1].deletion if hooked is not None and hooked[0] == self.using else None
+        if prepare is not None:
+            outcome, pending = self._delete_hooked(deletion, prepare(deletion))
         else:
-            outcome, pending = portable.commit_deletion(self.connection, self.using, deletion)
+            outcome, pending = self._delete(deletion, publish=self._publisher())
         if outcome.status == "committed":
             self._finish(pending)
         return outcome
+
+    def _delete(
+        self, deletion: StoreDeletion, *, publish: functions.Publish | None = None
+    ) -> Committed:
+        if self._functions():
+            return functions.commit_deletion(self.connection, deletion, publish=publish)
+        return portable.commit_deletion(self.connection, self.using, deletion)
+
+    def _delete_hooked(self, deletion: StoreDeletion, work: Callable[[], None]) -> Committed:
+        """The deletion and a hook's ``work`` in one transaction, the work only if the
+        store was deleted (a conflict, a missing store or a recorded step rolls back)."""
+        try:
+            with transaction.atomic(using=self.using):
+                outcome, pending = self._delete(deletion)
+                if outcome.status != "committed":
+                    raise NotCommitted(outcome)
+                work()
+        except NotCommitted as not_committed:
+            return not_committed.outcome, []
+        return outcome, pending
 
     def delete_store(self, definition: StoreDefinition, id: str) -> None:
         self.commit_deletion(StoreDeletion(definition, id, None, None, None))

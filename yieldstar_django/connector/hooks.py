@@ -6,7 +6,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from ..core.commits import CommitOutcome, StoredState, StoreMutation
+from ..core.commits import CommitOutcome, StoreDeletion, StoredState, StoreMutation
 
 __all__ = ["CommitHook", "KnownReads", "NotCommitted", "current_hook"]
 
@@ -36,11 +36,16 @@ class CommitHook:
     raising) reads the store again, so the call never answers from a state older than
     itself. The ledger result must be one no one else can have recorded since (the step
     is the caller's, under its lease).
+
+    ``deletion``, when given, is ``prepare`` for the deletions made in the context
+    (``commit_deletion``): the work it returns commits in the deletion's transaction, and
+    only if the store was deleted. Without it a deletion commits alone, as it always did.
     """
 
     prepare: Callable[[StoreMutation], Callable[[], None]]
     unwait: tuple[str, ...] = ()
     reads: KnownReads | None = None
+    deletion: Callable[[StoreDeletion], Callable[[], None]] | None = None
 
 
 #: The hook of the current context and the database alias it applies to.

@@ -6,6 +6,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from .errors import DuplicateStoreError, StoreKeyError, StoreKeyTypeError
@@ -18,6 +19,11 @@ from .schema import Validator, compile_schema
 #: allow, which lists and counts then filter in the database (see
 #: ``docs/howto/http-api.md#who-may-call-it``).
 PermissionHook = Callable[[Any, str, str | None], Any]
+
+#: The largest ``max_deliveries`` (the delivery counts are 32-bit integer columns).
+MAX_DELIVERIES = 2**31 - 1
+#: The longest ``retention`` (100 years, the longest duration a setting takes).
+MAX_RETENTION = timedelta(days=100 * 365)
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,16 @@ class StoreDefinition:
     permission: PermissionHook | None = field(default=None, compare=False, repr=False)
     #: ``release(draft, value)`` hands a leased claim's value back (see ``step.take``).
     release: Callable[[Any, Any], Any] | None = field(default=None, compare=False, repr=False)
+    #: A value whose lease expired on its ``max_deliveries``-th leased take goes to
+    #: ``dead_letter(draft, value)`` instead of ``release``.
+    max_deliveries: int | None = field(default=None, compare=False)
+    dead_letter: Callable[[Any, Any], Any] | None = field(default=None, compare=False, repr=False)
+    #: ``requeue(draft, value)`` takes a dead-lettered value back out of where
+    #: ``dead_letter`` put it and into the queue (the admin's "requeue").
+    requeue: Callable[[Any, Any], Any] | None = field(default=None, compare=False, repr=False)
+    #: Stores of the definition untouched for this long, with no waiter and no held
+    #: lease, are deleted by ``yieldstar_prune``.
+    retention: timedelta | None = field(default=None, compare=False)
     validator: Validator = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -45,11 +61,48 @@ class StoreDefinition:
             raise StoreKeyError("store name", "empty", "must not be empty")
         if not callable(self.initial):
             raise TypeError(f"initial of store {self.name!r} must be a callable initial(id)")
-        if self.release is not None and not callable(self.release):
+        for what in ("release", "dead_letter", "requeue"):
+            if getattr(self, what) is not None and not callable(getattr(self, what)):
+                raise TypeError(
+                    f"{what} of store {self.name!r} must be a callable {what}(draft, value)"
+                )
+        self._check_dead_letters()
+        if self.retention is not None and not isinstance(self.retention, timedelta):
             raise TypeError(
-                f"release of store {self.name!r} must be a callable release(draft, value)"
+                f"retention of store {self.name!r} must be a timedelta, not {self.retention!r}"
+            )
+        if self.retention is not None and not timedelta(0) < self.retention <= MAX_RETENTION:
+            raise ValueError(
+                f"retention of store {self.name!r} must be positive and at most 100 years: "
+                f"{self.retention}"
             )
         object.__setattr__(self, "validator", compile_schema(self.name, self.schema))
+
+    def _check_dead_letters(self) -> None:
+        """``max_deliveries`` and ``dead_letter`` come together, with a ``release``;
+        ``requeue`` only with them."""
+        n = self.max_deliveries
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+            raise TypeError(f"max_deliveries of store {self.name!r} must be an int, not {n!r}")
+        if n is not None and not 1 <= n <= MAX_DELIVERIES:
+            raise ValueError(
+                f"max_deliveries of store {self.name!r} must be from 1 to {MAX_DELIVERIES}: {n}"
+            )
+        if (n is None) != (self.dead_letter is None):
+            raise TypeError(
+                f"store {self.name!r}: max_deliveries and dead_letter(draft, value) go "
+                "together (how many leased takes a value gets, and where it goes after them)"
+            )
+        if n is not None and self.release is None:
+            raise TypeError(
+                f"store {self.name!r}: max_deliveries counts leased takes, which need "
+                "release(draft, value)"
+            )
+        if self.requeue is not None and n is None:
+            raise TypeError(
+                f"store {self.name!r}: requeue(draft, value) needs max_deliveries and "
+                "dead_letter (it takes a dead-lettered value back)"
+            )
 
 
 _registry: dict[str, tuple[StoreDefinition, tuple[str, int]]] = {}
@@ -63,15 +116,32 @@ def define_store(
     initial: Callable[[str], Any],
     permission: PermissionHook | None = None,
     release: Callable[[Any, Any], Any] | None = None,
+    max_deliveries: int | None = None,
+    dead_letter: Callable[[Any, Any], Any] | None = None,
+    requeue: Callable[[Any, Any], Any] | None = None,
+    retention: timedelta | None = None,
 ) -> StoreDefinition:
     """Create a ``StoreDefinition`` and register it under ``name``.
 
     ``release(draft, value)``, an updater, hands back a value claimed by a leased
-    ``step.take(..., lease=seconds)`` when it is released or its lease expires.
-    Registering the same name again from the same place (a module re-import) replaces the
-    definition; from another place it raises ``DuplicateStoreError``.
+    ``step.take(..., lease=seconds)`` when it is released or its lease expires. A value
+    whose lease expired on its ``max_deliveries``-th leased take goes to
+    ``dead_letter(draft, value)`` instead; ``requeue(draft, value)`` takes it back.
+    ``retention``: how long a store may stay untouched before ``yieldstar_prune`` deletes
+    it. Registering the same name again from the same place (a module re-import) replaces
+    the definition; from another place it raises ``DuplicateStoreError``.
     """
-    definition = StoreDefinition(name, schema, initial, permission, release)
+    definition = StoreDefinition(
+        name,
+        schema,
+        initial,
+        permission,
+        release,
+        max_deliveries=max_deliveries,
+        dead_letter=dead_letter,
+        requeue=requeue,
+        retention=retention,
+    )
     return register_definition(definition, caller_origin())
 
 
@@ -118,6 +188,8 @@ def unregister_store(name: str) -> None:
 
 
 __all__ = [
+    "MAX_DELIVERIES",
+    "MAX_RETENTION",
     "PermissionHook",
     "StoreDefinition",
     "caller_origin",

@@ -9,18 +9,23 @@ from django.utils import timezone
 
 from ..core.durable import decode_durable
 from .decoded import Decoded
+from .keys import natural_key
 
-__all__ = ["ClaimLeaseRecord", "ClaimLeaseState"]
+__all__ = ["ClaimDelivery", "ClaimLeaseRecord", "ClaimLeaseState"]
 
 
 class ClaimLeaseState(models.TextChoices):
     """``held`` until the holder completes or releases it, or it expires (released by the
-    sweeper or the admin's "release now")."""
+    sweeper or the admin's "release now"). An expiry on a value's last delivery
+    (``max_deliveries``) ends it ``dead_lettered``, which the admin's "requeue" ends
+    ``requeued``."""
 
     HELD = "held", "held"
     COMPLETED = "completed", "completed"
     RELEASED = "released", "released"
     EXPIRED = "expired", "expired"
+    DEAD_LETTERED = "dead_lettered", "dead-lettered"
+    REQUEUED = "requeued", "requeued"
 
 
 class ClaimLeaseRecord(models.Model):
@@ -37,6 +42,9 @@ class ClaimLeaseRecord(models.Model):
     #: (empty on leases recorded before the column existed).
     instance_id = models.CharField(max_length=64, blank=True, default="")
     value_json = models.TextField()
+    #: Which leased take of its value this one is: 1, or one more than the expiries the
+    #: value's earlier leases ended with (counted for stores with ``max_deliveries``).
+    delivery = models.IntegerField(default=1, db_default=1)
     state = models.CharField(
         max_length=16, choices=ClaimLeaseState.choices, default=ClaimLeaseState.HELD
     )
@@ -56,3 +64,29 @@ class ClaimLeaseRecord(models.Model):
     value = Decoded[Any](
         "value_json", decode_durable, "The claimed value (what the release callback hands back)."
     )
+
+
+class ClaimDelivery(models.Model):
+    """How many leases of one value of a store instance expired and handed it back: the
+    delivery count of a store with ``max_deliveries``. A value is known by the digest of
+    its canonical encoding (``value_digest``), so equal values share a count. Written in
+    the transaction of the hand-back that counts; deleted when a lease of the value is
+    completed or dead-lettered, and with its store instance."""
+
+    store_name = models.CharField(max_length=255)
+    store_id = models.CharField(max_length=255)
+    instance_id = models.CharField(max_length=64)
+    #: SHA-256 of the value's canonical encoding, in hex.
+    value_digest = models.CharField(max_length=64)
+    expiries = models.IntegerField(default=0)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "yieldstar_claim_delivery"
+        constraints = natural_key(
+            "yieldstar_claim_delivery_key", "store_name", "store_id", "instance_id", "value_digest"
+        )
+        verbose_name = "claim delivery count"
+
+    def __str__(self) -> str:
+        return f"{self.store_name}/{self.store_id} {self.value_digest[:12]}: {self.expiries}"

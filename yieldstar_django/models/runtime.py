@@ -58,6 +58,7 @@ class StepKind(models.TextChoices):
     TAKE_LEASE = "take_lease", "take_lease"
     END_LEASE = "end_lease", "end_lease"
     ATOMIC = "atomic", "atomic"
+    DELETE = "delete", "delete"
 
 
 class StepStatus(models.TextChoices):

@@ -11,17 +11,28 @@ transaction of its own inside the store's commit), so the item is handed back at
 once. A hand-back goes only to the instance of the store the value was taken from: a lease
 whose store was deleted since (or deleted and used again) ends with nothing handed back.
 User code (selectors, claims, ``release``) never runs inside a transaction.
+
+Dead letters: a store defined with ``max_deliveries`` counts the leases of each value
+that expired (:class:`~yieldstar_django.models.ClaimDelivery`, in the hand-back's
+transaction, after the lease's conditional update, so a lease is counted once however many
+sweepers race); a leased take records which delivery of its value it is (the lease's
+``delivery``), and the expiry of a lease on the value's ``max_deliveries``-th delivery runs
+``dead_letter(draft, value)`` instead of ``release``, under the same ledger step id, and
+ends the lease ``dead_lettered``. :func:`requeue` runs the definition's ``requeue`` on a
+dead-lettered lease's value the same way (step id ``"<take key>:requeue"``) and ends it
+``requeued``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -29,13 +40,14 @@ from .. import clock
 from ..conf import yieldstar_settings
 from ..connector import CommitHook, DatabaseStoreClient, get_store_client
 from ..core.commits import StoreMutation
-from ..core.definition import get_definition
+from ..core.definition import StoreDefinition, get_definition
 from ..core.durable import decode_durable
 from ..core.memory import MemoryStoreClient
 from ..core.results import StoreStepId
 from ..core.store import StoreClient
-from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
+from ..models.claim_leases import ClaimDelivery, ClaimLeaseRecord, ClaimLeaseState
 from ..models.runtime import StepKind
+from ..sql import queries
 from . import store_steps
 from .context import Kind, LedgerKey, StepContext
 from .outcomes import StepResult, StepValue
@@ -51,6 +63,9 @@ __all__ = [
     "lease_id",
     "release_key",
     "release_now",
+    "requeue",
+    "requeue_key",
+    "value_digest",
 ]
 
 logger = logging.getLogger("yieldstar_django.runtime")
@@ -66,6 +81,52 @@ def lease_id(execution_id: str, step_key: str) -> str:
 def release_key(step_key: str) -> str:
     """The ledger step key of the hand-back of the lease taken by step ``step_key``."""
     return derived_key(step_key, ":release")
+
+
+def requeue_key(step_key: str) -> str:
+    """The ledger step key of the requeue of a value dead-lettered from the lease of step
+    ``step_key``."""
+    return derived_key(step_key, ":requeue")
+
+
+def value_digest(value_json: str) -> str:
+    """What a value's delivery count is keyed by: the SHA-256 of its canonical encoding."""
+    return hashlib.sha256(value_json.encode()).hexdigest()
+
+
+def _delivery_key(record: ClaimLeaseRecord) -> dict[str, str]:
+    return {
+        "store_name": record.store_name,
+        "store_id": record.store_id,
+        "instance_id": record.instance_id,
+        "value_digest": value_digest(record.value_json),
+    }
+
+
+def _count_expiry(record: ClaimLeaseRecord, alias: str) -> None:
+    """One more expired lease of ``record``'s value (in the current transaction)."""
+    key = _delivery_key(record)
+    connection = connections[alias]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            queries.of(connection).count_claim_expiry,
+            [
+                key["store_name"],
+                key["store_id"],
+                key["instance_id"],
+                key["value_digest"],
+                connection.ops.adapt_datetimefield_value(timezone.now()),
+            ],
+        )
+
+
+def _forget_deliveries(record: ClaimLeaseRecord, alias: str) -> None:
+    """The value of ``record`` left the queue (completed or dead-lettered): its count goes."""
+    ClaimDelivery.objects.using(alias).filter(**_delivery_key(record)).delete()
+
+
+def _counts(definition: StoreDefinition | None) -> bool:
+    return definition is not None and definition.max_deliveries is not None
 
 
 def _lease(ctx: StepContext, value: Any, seconds: float) -> ClaimLease:
@@ -87,6 +148,23 @@ def take(ctx: StepContext) -> StepResult:
     length = timedelta(seconds=call.seconds)
 
     def create_lease(selected_json: str, now: datetime, instance_id: str) -> datetime:
+        delivery = 1
+        if _counts(definition):
+            # The hand-back that put this value back counted its expiry in the commit
+            # that made the value takeable, so this read (after the claim's commit, in
+            # its transaction) sees every expiry of it.
+            expiries = (
+                ClaimDelivery.objects.using(ctx.alias)
+                .filter(
+                    store_name=definition.name,
+                    store_id=call.store_id,
+                    instance_id=instance_id,
+                    value_digest=value_digest(selected_json),
+                )
+                .values_list("expiries", flat=True)
+                .first()
+            )
+            delivery = (expiries or 0) + 1
         record, _ = ClaimLeaseRecord.objects.using(ctx.alias).get_or_create(
             id=lease_id(ctx.execution_id, key),
             defaults={
@@ -96,6 +174,7 @@ def take(ctx: StepContext) -> StepResult:
                 "store_id": call.store_id,
                 "instance_id": instance_id,
                 "value_json": selected_json,
+                "delivery": delivery,
                 "expires_at": now + length,
             },
         )
@@ -145,9 +224,18 @@ def end(ctx: StepContext) -> StepResult:
 
 
 def _ledger_keys(call: StepCall, key: str) -> tuple[LedgerKey, ...]:
-    """A leased take's ledger entries: its claim's and its hand-back's."""
+    """A leased take's ledger entries: its claim's, its hand-back's (or dead letter's)
+    and its requeue's."""
     ((name, store_id, _),) = store_steps.store_key(call, key)
-    return (name, store_id, key), (name, store_id, release_key(key))
+    return (
+        (name, store_id, key),
+        (name, store_id, release_key(key)),
+        (
+            name,
+            store_id,
+            requeue_key(key),
+        ),
+    )
 
 
 TAKE_LEASE = Kind(
@@ -199,14 +287,17 @@ def end_lease(
     For ``released``/``expired`` the definition's ``release(draft, value)`` runs as a
     store update (outside any transaction, in the store client's CAS loop), and the lease's
     conditional update commits with it (a commit hook), so a value is handed back at most
-    once. A hand-back goes only to the instance of the store the value was taken from: if
-    the store was deleted since (or deleted and used again), the lease ends with nothing
-    handed back (and nothing created). ``also(ended)`` is more database work committed
-    with the outcome. With
-    ``holder`` (an execution id), a lease that execution did not take raises
-    ``ValueError`` before anything is written (``action`` names the step in its message).
+    once. An expiry of a store with ``max_deliveries`` counts the value's expiry in that
+    transaction; on the value's last delivery it runs ``dead_letter`` instead and ends the
+    lease ``dead_lettered`` (a completion forgets the count). A hand-back goes only to the
+    instance of the store the value was taken from: if the store was deleted since (or
+    deleted and used again), the lease ends with nothing handed back (and nothing created).
+    ``also(ended)`` is more database work committed with the outcome. With ``holder`` (an
+    execution id), a lease that execution did not take raises ``ValueError`` before
+    anything is written (``action`` names the step in its message).
     """
     alias = using or yieldstar_settings.DATABASE_ALIAS
+    plain_state = state
 
     def mark() -> bool:
         return bool(
@@ -218,16 +309,33 @@ def end_lease(
     record = ClaimLeaseRecord.objects.using(alias).filter(pk=id).first()
     if holder is not None and (record is None or record.execution_id != holder):
         raise ValueError(foreign_lease(action, id))
+    definition = None if record is None else get_definition(record.store_name)
     if record is None or record.state != ClaimLeaseState.HELD or state == ClaimLeaseState.COMPLETED:
         with transaction.atomic(using=alias):
             ended = record is not None and mark()
+            if ended and record is not None and _counts(definition):
+                _forget_deliveries(record, alias)  # done with: the next one starts afresh
             if also is not None:
                 also(ended)
         return ended
-    definition = get_definition(record.store_name)
     if definition is None or definition.release is None:
         raise LookupError(f"lease {id!r}: store {record.store_name!r} has no release callback here")
     release, value_json = definition.release, record.value_json
+    counted = False
+    if state == ClaimLeaseState.EXPIRED and _counts(definition):
+        assert definition.max_deliveries is not None and definition.dead_letter is not None
+        if record.delivery >= definition.max_deliveries:
+            release, state = definition.dead_letter, ClaimLeaseState.DEAD_LETTERED
+        else:
+            counted = True
+
+    def settle() -> None:
+        """What the lease's end does to its value's count, after ``mark`` won."""
+        assert record is not None
+        if state == ClaimLeaseState.DEAD_LETTERED:
+            _forget_deliveries(record, alias)
+        elif counted:
+            _count_expiry(record, alias)
 
     def hand_back(draft: Any) -> Any:
         # Each attempt gets the value as taken, as it gets a fresh draft: a lost attempt's
@@ -241,6 +349,7 @@ def end_lease(
     def work() -> None:
         if not mark():
             raise _AlreadyEnded(id)
+        settle()
         if also is not None:
             also(True)
         ran.append(True)
@@ -250,7 +359,9 @@ def end_lease(
         # A database client of another database: end the lease first (so a complete
         # racing it fails), then hand back (the ledger makes a repeated hand-back a no-op);
         # a hand-back that fails puts the lease back to held, and ``also`` runs after. A
-        # store gone since the take gets nothing, and the lease stays ended.
+        # store gone since the take gets nothing, and the lease stays ended (not a dead
+        # letter). The count moves once the hand-back is done: only the call that ended
+        # the lease gets there (a crash in between leaves the expiry uncounted).
         with transaction.atomic(using=alias):
             ended = mark()
         if ended:
@@ -260,12 +371,18 @@ def end_lease(
                         definition, record.store_id, updater=hand_back, step_id=step_id
                     )
             except _StoreGone:
+                ClaimLeaseRecord.objects.using(alias).filter(pk=id, state=state).update(
+                    state=plain_state
+                )
                 _gone(record)
             except BaseException:
                 ClaimLeaseRecord.objects.using(alias).filter(pk=id, state=state).update(
                     state=ClaimLeaseState.HELD, ended_at=None
                 )
                 raise
+            else:
+                with transaction.atomic(using=alias):
+                    settle()
         if also is not None:
             with transaction.atomic(using=alias):
                 also(ended)
@@ -276,7 +393,9 @@ def end_lease(
     except _AlreadyEnded:
         pass
     except _StoreGone:
-        # Nothing to hand back to: end the lease on its own (``also`` with it).
+        # Nothing to hand back to: end the lease on its own (``also`` with it); the value
+        # went with its store, so it is not a dead letter either.
+        state = plain_state
         with transaction.atomic(using=alias):
             ended = mark()
             if also is not None:
@@ -385,6 +504,81 @@ def release_now(
         except Exception:
             logger.exception("could not release the claim lease %s", id)
     return ended
+
+
+def requeue(ids: list[str], *, client: StoreClient | None = None, using: str | None = None) -> int:
+    """Take the dead-lettered values of leases ``ids`` back into their queues; returns
+    how many this call requeued.
+
+    The definition's ``requeue(draft, value)`` runs as a store update (the client's
+    compare-and-swap loop, never a blind write) with the step id ``StoreStepId(<holder
+    execution>, "<take key>:requeue")``, and the lease's conditional update from
+    ``dead_lettered`` to ``requeued`` commits with it, so a value is requeued at most once
+    however many requeues race. Only into the store instance the value was taken from. Each
+    lease is its own transaction; one that fails (no ``requeue`` callback here, its store
+    deleted since, a callback that raises) is logged and stays dead-lettered.
+    """
+    store_client = _client(client)
+    alias = using or yieldstar_settings.DATABASE_ALIAS
+    done = 0
+    for id in ids:
+        try:
+            done += _requeue_one(id, store_client, alias)
+        except _StoreGone:
+            logger.warning("dead letter %s not requeued: its store was deleted since", id)
+        except Exception:
+            logger.exception("could not requeue the dead letter %s", id)
+    return done
+
+
+def _requeue_one(id: str, client: StoreClient, alias: str) -> bool:
+    record = (
+        ClaimLeaseRecord.objects.using(alias)
+        .filter(pk=id, state=ClaimLeaseState.DEAD_LETTERED)
+        .first()
+    )
+    if record is None:
+        return False
+    definition = get_definition(record.store_name)
+    if definition is None or definition.requeue is None:
+        raise LookupError(f"lease {id!r}: store {record.store_name!r} has no requeue callback here")
+    callback, value_json = definition.requeue, record.value_json
+
+    def put_back(draft: Any) -> Any:
+        return callback(draft, decode_durable(value_json))
+
+    def mark(frm: str, to: str) -> bool:
+        return bool(ClaimLeaseRecord.objects.using(alias).filter(pk=id, state=frm).update(state=to))
+
+    step_id = StoreStepId(record.execution_id, requeue_key(record.step_key))
+    check = _taken_from(record)
+    ran: list[bool] = []
+
+    def work() -> None:
+        if not mark(ClaimLeaseState.DEAD_LETTERED, ClaimLeaseState.REQUEUED):
+            raise _AlreadyEnded(id)
+        ran.append(True)
+
+    hook = _in_the_commit(client, alias, work, check)
+    if hook is None:
+        # A database client of another database: mark first, put back after (the ledger
+        # makes a repeated one a no-op); a failure marks it dead-lettered again.
+        with transaction.atomic(using=alias):
+            if not mark(ClaimLeaseState.DEAD_LETTERED, ClaimLeaseState.REQUEUED):
+                return False
+        try:
+            with _checked(client, check):
+                client.update_store(definition, record.store_id, updater=put_back, step_id=step_id)
+        except BaseException:
+            mark(ClaimLeaseState.REQUEUED, ClaimLeaseState.DEAD_LETTERED)
+            raise
+        return True
+    try:
+        with hook:
+            client.update_store(definition, record.store_id, updater=put_back, step_id=step_id)
+    except _AlreadyEnded:
+        return False
+    return bool(ran)
 
 
 #: Where the sweep's last round stopped, ``(expires_at, id)``: the next goes on after it.

@@ -42,7 +42,7 @@ from .. import clock
 from ..conf import yieldstar_settings
 from ..connector import CommitHook, DatabaseStoreClient, LeaseNotHeld, cursors
 from ..connector.hooks import KnownReads
-from ..core.commits import StoreMutation
+from ..core.commits import StoreDeletion, StoreMutation
 from ..core.durable import DurableLimits, decode_durable
 from ..core.errors import StoreContentionError
 from ..core.results import StoreWaiter
@@ -458,3 +458,26 @@ class StepContext:
             return nullcontext()
         reads = self._run.reads if self.kind.waiters is not None else None
         return client.commit_hook(CommitHook(prepare, self.own_waiters(), reads))
+
+    def deletion_hook(
+        self, prepare: Callable[[StoreDeletion], Callable[[], None]]
+    ) -> AbstractContextManager[None]:
+        """``commit_hook`` for store deletions: a context in which the store client's
+        deletions run the step's own database work (``prepare(deletion)`` before each,
+        what it returns inside it) in the deletion's transaction, only if the store was
+        deleted. Under a client that cannot (``heap_client()`` is ``None``) the deletion
+        commits alone and the step records its row after (a replay finds it in the
+        ledger). A store mutation made in the context commits alone."""
+        client = self._run.heap_client
+        if client is None:
+            return nullcontext()
+        return client.commit_hook(CommitHook(_alone, deletion=prepare))
+
+
+def _alone(mutation: StoreMutation) -> Callable[[], None]:
+    """The ``prepare`` of a hook whose mutations commit with no work of the step's."""
+    return _nothing
+
+
+def _nothing() -> None:
+    pass

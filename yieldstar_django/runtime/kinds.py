@@ -23,6 +23,7 @@ KINDS: Final[dict[str, Kind]] = {
         store_steps.TAKE,
         store_steps.UPDATE,
         store_steps.GET,
+        store_steps.DELETE,
         claim_leases.TAKE_LEASE,
         claim_leases.END_LEASE,
         take_any.TAKE_ANY,

@@ -487,6 +487,25 @@ class Step:
         return snapshot
 
     @_primitive
+    def delete(
+        self, definition: StoreDefinition, id: str, *, key: str | None = None
+    ) -> Generator[StepCall, Any, bool]:
+        """Delete a store exactly once (through the applied-steps ledger): its state goes
+        and its waiters are woken; the ledger's records of steps on it stay.
+        Returns ``True`` if this step deleted the store, ``False`` if it did not exist
+        (nothing is created). A later step on the store creates it again from
+        ``initial``, as a new instance."""
+        printed = _store_fingerprint(definition, id)
+        deleted: bool = yield StepCall(
+            "delete",
+            _check_key(key),
+            printed,
+            definition=definition,
+            store_id=id,
+        )
+        return deleted
+
+    @_primitive
     def patched(self, change_id: str) -> Generator[StepCall, Any, bool]:
         """Whether this execution takes the new branch of the change ``change_id``.
 

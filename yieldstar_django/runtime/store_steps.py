@@ -1,4 +1,5 @@
-"""The engine's store steps: ``take``, ``update`` and ``get``, exactly once per step.
+"""The engine's store steps: ``take``, ``update``, ``get`` and ``delete``, exactly once
+per step.
 
 User code (selectors, claims, updaters) runs in the store client's compare-and-swap loop,
 outside any transaction; the step's heap row is handed to the store commit
@@ -15,10 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from .. import clock
-from ..core.commits import StoreMutation
+from ..core.commits import StoreDeletion, StoreMutation, VersionCondition
 from ..core.definition import StoreDefinition
 from ..core.durable import decode_durable, encode_durable
 from ..core.results import (
+    StoreDeleted,
     StoreSnapshot,
     StoreStepId,
     StoreTakeMatched,
@@ -32,6 +34,7 @@ from .outcomes import StepResult, StepValue, Suspend, recorded_result
 from .steps import StepCall
 
 __all__ = [
+    "DELETE",
     "GET",
     "TAKE",
     "UPDATE",
@@ -222,6 +225,42 @@ def get(ctx: StepContext) -> StepResult:
     return StepValue(revive(StepKind.GET, encoded))
 
 
+#: What ``step.delete`` deletes: the store at whatever version it is, if it exists (a
+#: missing store is not created, and deletes nothing).
+ANY_EXISTING = VersionCondition(any_version=True, existing_only=True)
+
+
+def delete(ctx: StepContext) -> StepResult:
+    """Delete the store exactly once: ``True`` if this step deleted it, ``False`` if there
+    was none. The deletion is recorded in the ledger under the step's id (a receipt that
+    outlives the store) and the heap row commits in the deletion's transaction; a missing
+    store records only the heap row."""
+    call = ctx.call
+    assert call.definition is not None
+    hooked: list[bool] = []
+
+    def prepare(deletion: StoreDeletion) -> Callable[[], None]:
+        def write() -> None:
+            ctx.record("true")
+            hooked.append(True)
+
+        return write
+
+    with ctx.deletion_hook(prepare):
+        result = ctx.client.delete_store_if(
+            call.definition,
+            call.store_id,
+            condition=ANY_EXISTING,
+            step_id=StoreStepId(ctx.execution_id, ctx.key),
+        )
+    deleted = isinstance(result, StoreDeleted)
+    if not hooked:
+        # Deleted by an earlier run or by a client not handed the hook (the ledger says
+        # so), or no store to delete.
+        ctx.record("true" if deleted else "false")
+    return StepValue(deleted)
+
+
 def _replay(ctx: StepContext) -> Any:
     assert ctx.row is not None
     return revive(ctx.call.kind, ctx.row.value_json)
@@ -230,3 +269,4 @@ def _replay(ctx: StepContext) -> Any:
 TAKE = Kind(StepKind.TAKE, take, ledger_keys=store_key, waiters=own_key)
 UPDATE = Kind(StepKind.UPDATE, update, _replay, ledger_keys=store_key)
 GET = Kind(StepKind.GET, get, _replay)
+DELETE = Kind(StepKind.DELETE, delete, ledger_keys=store_key)

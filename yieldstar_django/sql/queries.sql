@@ -369,6 +369,31 @@ DELETE FROM {storeversion} WHERE instance_id NOT IN (SELECT instance_id FROM {st
 
 
 -- ---------------------------------------------------------------------------------------
+-- Stores that end: retention of idle stores, delivery counts of leased claims
+-- ---------------------------------------------------------------------------------------
+
+-- store_unused --
+-- The condition that store s has no waiter and no claim lease held on it (state %s).
+NOT EXISTS (SELECT 1 FROM {waiter} w WHERE w.store_pk = s.id) AND NOT EXISTS (SELECT 1 FROM {claimleaserecord} c WHERE c.store_name = s.name AND c.store_id = s.store_id AND c.state = %s)
+
+-- idle_stores --
+-- A batch of the stores of one name (%s) after a store id (%s), untouched since %s and unused (store_unused), up to %s in id order, locked unless another transaction holds them.
+SELECT s.id, s.store_id FROM {storeinstance} s WHERE s.name = %s AND s.store_id > %s AND s.updated_at < %s AND {store_unused} ORDER BY s.store_id LIMIT %s{for_update}{skip_locked}
+
+-- delete_idle_stores(ids) --
+-- Delete the stores {ids} (pks, locked) still untouched since %s and unused (store_unused): checked again by this later statement, which sees every commit made before the locks were granted.
+DELETE FROM {storeinstance} WHERE id IN (SELECT s.id FROM {storeinstance} s WHERE s.id IN ({ids}) AND s.updated_at < %s AND {store_unused})
+
+-- count_claim_expiry --
+-- One more expired lease of a value (store name, store id, instance id, value digest), at %s.
+INSERT INTO {claimdelivery} (store_name, store_id, instance_id, value_digest, expiries, updated_at) VALUES (%s, %s, %s, %s, 1, %s) ON CONFLICT (store_name, store_id, instance_id, value_digest) DO UPDATE SET expiries = {claimdelivery}.expiries + 1, updated_at = excluded.updated_at
+
+-- prune_claim_deliveries_of_deleted_stores --
+-- Delete the delivery counts of store instances that no longer exist.
+DELETE FROM {claimdelivery} WHERE instance_id NOT IN (SELECT instance_id FROM {storeinstance})
+
+
+-- ---------------------------------------------------------------------------------------
 -- Elsewhere
 -- ---------------------------------------------------------------------------------------
 

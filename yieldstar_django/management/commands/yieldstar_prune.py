@@ -1,12 +1,15 @@
-"""``python manage.py yieldstar_prune``: delete old delivered wake intents, old versions and
-finished executions past ``RETENTION_SECONDS``.
+"""``python manage.py yieldstar_prune``: delete old delivered wake intents, old versions,
+finished executions past ``RETENTION_SECONDS`` and idle stores past their definition's
+``retention``.
 
 Commits keep each store instance's history at ``VERSION_HISTORY_LIMIT`` versions as they
 go; this command applies a lowered limit to every instance at once, drops the history of
-deleted instances, deletes delivered wake intents older than ``--intents-age``, and
-deletes executions finished more than ``RETENTION_SECONDS`` ago (``--executions-age``
-overrides it) with their heaps, wake intents and ledger rows, in batches of
-``--batch-size`` (see :mod:`yieldstar_django.retention`).
+deleted instances, deletes delivered wake intents older than ``--intents-age``, deletes
+executions finished more than ``RETENTION_SECONDS`` ago (``--executions-age`` overrides
+it) with their heaps, wake intents and ledger rows, and deletes the stores of definitions
+with a ``retention`` untouched for that long with no waiter and no held claim lease
+(``--keep-idle-stores`` leaves them), in batches of ``--batch-size`` (see
+:mod:`yieldstar_django.retention`).
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ from django.db import connections, transaction
 
 from yieldstar_django.conf import MAX_SECONDS, is_duration, yieldstar_settings
 from yieldstar_django.management.commands._base import DatabaseCommand
-from yieldstar_django.retention import MAX_BATCH_SIZE, prune_finished
+from yieldstar_django.retention import MAX_BATCH_SIZE, prune_finished, prune_idle_stores
 from yieldstar_django.sql import queries
 from yieldstar_django.wakes import prune_delivered
 
 
 class Command(DatabaseCommand):
-    help = "Delete delivered wake intents and store versions beyond the history limit."
+    help = (
+        "Delete delivered wake intents, store versions beyond the history limit, finished "
+        "executions past RETENTION_SECONDS and idle stores past their retention."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         super().add_arguments(parser)
@@ -48,6 +54,11 @@ class Command(DatabaseCommand):
             default=500,
             help=f"executions or intents deleted per transaction, 1 to {MAX_BATCH_SIZE} "
             "(default 500)",
+        )
+        parser.add_argument(
+            "--keep-idle-stores",
+            action="store_true",
+            help="keep the stores a definition's retention would delete",
         )
         parser.add_argument(
             "--keep-deleted",
@@ -81,6 +92,13 @@ class Command(DatabaseCommand):
                 f"deleted {pruned.executions} finished execution(s) with "
                 f"{pruned.heap_entries} heap entry(ies), {pruned.ledger_rows} ledger row(s) "
                 f"and {pruned.intents} wake intent(s)"
+            )
+        if not options["keep_idle_stores"]:
+            stores = prune_idle_stores(batch_size=options["batch_size"], using=using)
+            per_name = ", ".join(f"{n} of {name}" for name, n in stores.items() if n)
+            self.stdout.write(
+                f"deleted {sum(stores.values())} idle store(s)"
+                + (f" ({per_name})" if per_name else "")
             )
         intents = prune_delivered(
             older_than=options["intents_age"], batch_size=options["batch_size"], using=using
