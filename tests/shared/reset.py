@@ -19,7 +19,8 @@ instead, on each database the test used:
 So a test sees no row of an earlier test, whatever ``available_apps`` it names, and the
 permissions and content types are those of the migrated database. A test with
 ``serialized_rollback`` ends as Django ends it. Sequences are not reset (nor are they by
-Django's flush).
+Django's flush). A table keeps the pages of the rows deleted until it is vacuumed: a test
+of query plans that needs a table small on disk truncates it first.
 """
 
 from __future__ import annotations
