@@ -26,8 +26,8 @@ from tests.faults import figures
 from tests.paths import ROOT
 
 #: The fixtures on the real databases and in child processes (``alias``, ``wakes``,
-#: ``spawn``) that the tests of several parts use.
-pytest_plugins = ["tests.shared.fixtures"]
+#: ``spawn``) that the tests of several parts use, and how a transactional test ends.
+pytest_plugins = ["tests.shared.fixtures", "tests.shared.reset"]
 
 #: The suites left out of plain ``pytest``: each directory's tests carry its marker.
 SUITES = ("e2e", "faults", "browser")

@@ -97,6 +97,7 @@ def test_ten_thousand_leaves_250_deep_twice(api: Client, anything: StoreDefiniti
     assert Waiter.objects.get(execution_id="deep-reader").woken_at is not None  # woken
 
 
+@pytest.mark.slow
 def test_the_largest_body_of_nested_empty_lists(api: Client, anything: StoreDefinition) -> None:
     """7.9 MB of chains 250 lists deep, then the same with chains one level shallower:
     every chain changes at its bottom."""

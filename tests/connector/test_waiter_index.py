@@ -124,7 +124,7 @@ def test_matching_reads_the_waiter_index_only_on_postgres(alias: str, wakes: Wak
 
 
 @pytest.mark.slow
-@pytest.mark.django_db(transaction=True, databases=["sqlite"], available_apps=["yieldstar_django"])
+@pytest.mark.django_db(transaction=True, databases=["sqlite"])
 def test_matching_uses_the_waiter_index_on_sqlite(wakes: WakeCollector) -> None:
     alias = "sqlite"
     d, client, store_pk = setup_store(alias)

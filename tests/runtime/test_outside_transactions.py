@@ -26,6 +26,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from tests.polling import join_or_fail
 from tests.shared import outside
 from tests.shared.fixtures import WakeCollector, _context, database_names
 from yieldstar_django.connector import get_store_client
@@ -422,7 +423,7 @@ def test_a_commit_hook_rolls_back_with_a_conflict_or_its_own_error(
                 )
             )
             worker.start()
-            worker.join(WAIT)
+            join_or_fail(worker, what="the concurrent commit")
         state["a"] += 1
 
     def failing(mutation: Any) -> Callable[[], None]:

@@ -4,17 +4,19 @@ A timer is written by a worker (due at its clock's now plus the delay) and claim
 relay (due once the relay's clock passes it); the run it wakes checks the time on its own
 clock. A relay whose clock is ahead therefore delivers a timer early by that much: the run
 finds it not due, waits again, and the timer must still fire once it is due.
+
+The timers' clock is moved with ``clock.advance``, not by waiting, so what the test sees
+does not depend on how fast a loaded machine runs it: every step of it has a minute of
+the timers' time to spare.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from tests.shared import outside
 from tests.shared.fixtures import WakeCollector, configure
@@ -26,9 +28,12 @@ from yieldstar_django.runtime.registry import unregister_workflow, workflow
 from yieldstar_django.runtime.steps import Step
 from yieldstar_django.wakes import outbox, relay_once
 
-#: How long the workflow sleeps, and how far ahead the relay's clock is.
-SLEEP = 1.5
-AHEAD = 0.8
+#: How long the workflow sleeps; how far ahead the relay's clock is; the relay's redelivery
+#: delay, longer than that lead: a timer pushed back by it after an early delivery would
+#: stay undeliverable past its due time on the relay's clock too.
+SLEEP = 3600.0
+AHEAD = 60.0
+RELAY_DELAY = 300.0
 
 
 @pytest.fixture
@@ -61,54 +66,45 @@ def relay_ahead(alias: str, monkeypatch: pytest.MonkeyPatch, seconds: float) -> 
     return round_
 
 
-def relay_until_woken(
-    relay: Callable[[], int], wakes: WakeCollector, execution_id: str, deadline: float
-) -> datetime | None:
-    """Run relay rounds every 50 ms until ``execution_id`` is woken (when, on this
-    machine's clock), or ``None`` at ``deadline`` (``time.monotonic()``)."""
-    while time.monotonic() < deadline:
-        relay()
-        if any(w.execution_id == execution_id for w in wakes):
-            return timezone.now()
-        time.sleep(0.05)
-    return None
+def woken(wakes: WakeCollector) -> list[str]:
+    return [w.execution_id for w in wakes]
 
 
 def test_a_sleep_woken_early_by_a_relay_clock_ahead_still_ends_when_due(
     routed: str, sleeper: str, wakes: WakeCollector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The run woken early waits again with its timer, which the early delivery had
-    pushed back by ``RELAY_DELAY`` (doubling): the sleep ended ``RELAY_DELAY`` after that
-    delivery, about 4 s late here, instead of once due."""
+    """Each early delivery wakes a run that finds the sleep not due and makes its timer
+    deliverable at its due time again (a delivery pushes it back by ``RELAY_DELAY``): the
+    first relay round once it is due here ends the sleep, ``RELAY_DELAY`` sooner than
+    without that."""
     alias = routed
     relay = relay_ahead(alias, monkeypatch, AHEAD)
-    with configure(RELAY_DELAY=5.0, RELAY_INTERVAL=0.05):
-        outside.start(alias, sleeper, "e1")
-        assert executions.run_execution("e1") == ResumeResult.SUSPENDED
-        timer = WakeIntent.objects.using(alias).get(execution_id="e1", reason="sleep")
-        assert timer.due_at is not None
-        due = timer.due_at
+    try:
+        with configure(RELAY_DELAY=RELAY_DELAY):
+            outside.start(alias, sleeper, "e1")
+            assert executions.run_execution("e1") == ResumeResult.SUSPENDED
+            timer = WakeIntent.objects.using(alias).get(execution_id="e1", reason="sleep")
+            assert timer.due_at is not None
+            due = timer.due_at
+            assert relay() == 0, "not due on the relay's clock yet"
 
-        woken = relay_until_woken(relay, wakes, "e1", time.monotonic() + SLEEP + 5)
-        assert woken is not None and woken < due, "the relay's clock delivered it early"
-        assert executions.run_execution("e1") == ResumeResult.SUSPENDED, "not due here yet"
+            clock.advance(SLEEP - AHEAD / 2)  # due on the relay's clock, not here
+            for early in range(2):
+                wakes.clear()
+                assert relay() == 1 and woken(wakes) == ["e1"], f"early delivery {early}"
+                assert clock.now() < due
+                assert executions.run_execution("e1") == ResumeResult.SUSPENDED, "not due"
 
-        # The relay and a worker go on, as they would: the sleep ends once due here.
-        deadline = time.monotonic() + (due - timezone.now()).total_seconds() + 1.5
-        runs = 0
-        while time.monotonic() < deadline:
+            clock.advance(AHEAD / 2)  # due here
             wakes.clear()
-            if relay_until_woken(relay, wakes, "e1", deadline) is None:
-                break
-            runs += 1
-            if executions.run_execution("e1") == ResumeResult.FINISHED:
-                break
-            time.sleep(0.05)  # the relay's next round (RELAY_INTERVAL)
-        timer.refresh_from_db()
-        assert timer.delivered_at is not None, (
-            f"not finished within 1.5 s of its due time; the timer is available "
-            f"{timer.available_at - due} after it"
-        )
-        assert timer.delivered_at >= due
-        assert runs <= AHEAD / 0.05 + 2, f"{runs} runs"
-    assert WakeIntent.objects.using(alias).filter(delivered_at__isnull=True).count() == 0
+            delivered = relay()
+            timer.refresh_from_db()
+            assert delivered == 1 and woken(wakes) == ["e1"], (
+                f"not delivered once due: deliverable {timer.available_at - due} after it"
+            )
+            assert executions.run_execution("e1") == ResumeResult.FINISHED
+            timer.refresh_from_db()
+            assert timer.delivered_at is not None and timer.delivered_at >= due
+        assert WakeIntent.objects.using(alias).filter(delivered_at__isnull=True).count() == 0
+    finally:
+        clock.reset()
