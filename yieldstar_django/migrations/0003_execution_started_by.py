@@ -16,6 +16,7 @@ class Migration(migrations.Migration):
             name="started_by",
             field=models.CharField(
                 blank=True,
+                db_default="",
                 default="",
                 help_text=(
                     "Who started it over the HTTP API (http:<user pk>); empty for a start "

@@ -88,6 +88,7 @@ class Execution(models.Model):
         max_length=255,
         blank=True,
         default="",
+        db_default="",
         help_text="Who started it over the HTTP API (http:<user pk>); empty for a start "
         "made in Python.",
     )
