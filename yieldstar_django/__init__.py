@@ -47,6 +47,10 @@ _EXPORTS: dict[str, str] = {
     "start_workflow": "yieldstar_django.runtime",
     "get_execution": "yieldstar_django.runtime",
     "cancel_execution": "yieldstar_django.runtime",
+    "retry_execution": "yieldstar_django.runtime",
+    "fork_execution": "yieldstar_django.runtime",
+    "ExecutionStateError": "yieldstar_django.runtime",
+    "ForkPointError": "yieldstar_django.runtime",
     "RetryableError": "yieldstar_django.runtime",
 }
 
@@ -94,9 +98,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core.store import StoreClient as StoreClient
     from .definitions import define_store as define_store
     from .runtime import (
+        ExecutionStateError as ExecutionStateError,
+        ForkPointError as ForkPointError,
         RetryableError as RetryableError,
         cancel_execution as cancel_execution,
+        fork_execution as fork_execution,
         get_execution as get_execution,
+        retry_execution as retry_execution,
         start_workflow as start_workflow,
         workflow as workflow,
     )

@@ -25,6 +25,8 @@ PINNED = {
     "start_workflow",
     "get_execution",
     "cancel_execution",
+    "retry_execution",
+    "fork_execution",
 }
 
 

@@ -71,3 +71,20 @@ def held_run(step: Step, path: str) -> Generator[Any, Any, None]:
 def other(step: Step, *args: Any) -> Generator[Any, Any, None]:
     """Another workflow, whose start under a taken id is refused."""
     yield from step.sleep(3600)
+
+
+def _until_fixed(path: str) -> str:
+    """Fail until the file ``path`` exists (the fix of a failing step, deployed)."""
+    log(path + ".log", "attempt")
+    if not os.path.exists(path):
+        raise RuntimeError("not fixed yet")
+    return "fixed"
+
+
+@workflow("race-repair")
+def repair(step: Step, store_id: str, path: str) -> Generator[Any, Any, list[Any]]:
+    """Increment the counter ``store_id``, then run a step that fails until ``path``
+    exists: an execution that fails, to be retried or forked."""
+    result = yield from step.update(COUNTER, store_id, _increment, key="inc")
+    fixed = yield from step.run(_until_fixed, path, key="fix")
+    return [result.state["n"], fixed]

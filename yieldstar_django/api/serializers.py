@@ -141,6 +141,33 @@ class ExecutionStartSerializer(serializers.Serializer[Any]):
         return value
 
 
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer: not a string of digits, not a boolean, not a float."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            self.fail("invalid")
+        value: int = super().to_internal_value(data)
+        return value
+
+
+class ExecutionForkSerializer(serializers.Serializer[Any]):
+    """Fork an execution: copy its first ``from_step`` recorded steps into a new one."""
+
+    from_step = StrictIntegerField(
+        min_value=0,
+        help_text="How many recorded steps (completed or failed heap entries, in replay "
+        "order) the new execution begins with: `0` starts afresh.",
+    )
+    execution_id = serializers.CharField(
+        max_length=MAX_KEY_LENGTH,
+        required=False,
+        validators=[_addressable_id],
+        help_text="Names the new execution; the same fork under the same id returns it "
+        "(idempotent). Ids starting with `http:` or `admin:` are reserved (`400`).",
+    )
+
+
 class ExecutionStepSerializer(serializers.Serializer[Any]):
     """One heap entry of an execution."""
 
