@@ -77,6 +77,7 @@ def test_retry(repaired: str, client_for: Callable[[str], Client]) -> None:
     assert response.status_code == 200, response.content
     body = response.json()
     assert (body["id"], body["status"], body["error"]) == (execution_id, "pending", None)
+    assert (body["retries"], body["forked_from"], body["fork_step"]) == (1, None, None)
     assert [s["key"] for s in body["steps"]] == ["first"]
     assert WakeIntent.objects.filter(execution_id=execution_id, reason="retry").exists()
 
@@ -149,6 +150,7 @@ def test_fork(repaired: str, client_for: Callable[[str], Client]) -> None:
         {"args": [7], "kwargs": {}},
     )
     assert [s["key"] for s in body["steps"]] == ["first"]
+    assert (body["retries"], body["forked_from"], body["fork_step"]) == (0, execution_id, 1)
     assert response["Location"].endswith(reverse("yieldstar:execution-detail", args=["forked"]))
     fork = Execution.objects.get(pk="forked")
     assert (fork.forked_from, fork.fork_step) == (execution_id, 1)

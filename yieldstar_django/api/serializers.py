@@ -199,6 +199,13 @@ class ExecutionSerializer(ExecutionFieldsSerializer):
     input = serializers.JSONField()
     result = serializers.JSONField(allow_null=True)
     error = serializers.JSONField(allow_null=True)
+    retries = serializers.IntegerField(help_text="Times it was retried (`retry/`).")
+    forked_from = serializers.CharField(
+        allow_null=True, help_text="The execution it was forked from (`fork/`), or `null`."
+    )
+    fork_step = serializers.IntegerField(
+        allow_null=True, help_text="How many recorded steps of `forked_from` it began with."
+    )
     steps = ExecutionStepSerializer(many=True)
 
 
@@ -215,6 +222,9 @@ class ExecutionCancelledSerializer(serializers.Serializer[Any]):
     input = serializers.JSONField(required=False)
     result = serializers.JSONField(allow_null=True, required=False)
     error = serializers.JSONField(allow_null=True, required=False)
+    retries = serializers.IntegerField(required=False)
+    forked_from = serializers.CharField(allow_null=True, required=False)
+    fork_step = serializers.IntegerField(allow_null=True, required=False)
     steps = ExecutionStepSerializer(many=True, required=False)
 
 
