@@ -63,6 +63,15 @@ PERMISSIONS: dict[str, list[str]] = {
         "add_execution",
         "change_execution",
     ],
+    "repair": [
+        "view_storeinstance",
+        "change_storeinstance",
+        "view_execution",
+        "add_execution",
+        "change_execution",
+        "retry_execution",
+        "fork_execution",
+    ],
 }
 
 

@@ -1,6 +1,6 @@
 """The authorization matrix: every endpoint x method x {anonymous, no permission, view,
-change}. A new endpoint or method that is not in ``MATRIX`` fails
-``test_matrix_covers_every_endpoint``."""
+change, repair (change with retry and fork)}. A new endpoint or method that is not in
+``MATRIX`` fails ``test_matrix_covers_every_endpoint``."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from yieldstar_django.api import urls as api_urls
 from yieldstar_django.connector import get_store_client as store_client
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Execution, StoreInstance
-from yieldstar_django.runtime import start_workflow
+from yieldstar_django.runtime import cancel_execution, start_workflow
 
 from . import workflows  # noqa: F401  (registers the workflow)
 
 pytestmark = pytest.mark.django_db
 
-LEVELS = ["anonymous", "noperm", "view", "change"]
+LEVELS = ["anonymous", "noperm", "view", "change", "repair"]
 SUCCESS = {"GET": 200, "HEAD": 200, "OPTIONS": 200, "PUT": 200, "PATCH": 200, "DELETE": 204}
 
 #: (url name, method) -> (least level allowed, status on success)
@@ -54,6 +54,10 @@ MATRIX: dict[tuple[str, str], tuple[str, int]] = {
     ("execution-detail", "OPTIONS"): ("view", 200),
     ("execution-cancel", "POST"): ("change", 200),
     ("execution-cancel", "OPTIONS"): ("change", 200),
+    ("execution-retry", "POST"): ("repair", 200),
+    ("execution-retry", "OPTIONS"): ("repair", 200),
+    ("execution-fork", "POST"): ("repair", 201),
+    ("execution-fork", "OPTIONS"): ("repair", 200),
     # Any other URL under the prefix: a JSON 404 for everyone.
     ("not-found", "GET"): ("anonymous", 404),
     ("not-found", "HEAD"): ("anonymous", 404),
@@ -96,6 +100,8 @@ def request(client: Client, name: str, method: str) -> Any:
         "store-detail": ["api-counter", "matrix"],
         "execution-detail": [EXECUTION_ID],
         "execution-cancel": [EXECUTION_ID],
+        "execution-retry": [EXECUTION_ID],
+        "execution-fork": [EXECUTION_ID],
         "not-found": ["no/such/endpoint/"],
     }.get(name, [])
     url = reverse(f"yieldstar:{name}", args=args)
@@ -107,6 +113,8 @@ def request(client: Client, name: str, method: str) -> Any:
         body, content_type = {"count": 4}, "application/merge-patch+json"
     elif (name, method) == ("execution-list", "POST"):
         body = {"workflow": "api-test-greet", "args": ["matrix"]}
+    elif (name, method) == ("execution-fork", "POST"):
+        body = {"from_step": 0}
     call = getattr(client, method.lower())
     if body is None and method == "POST":  # a bodiless write: JSON, or no Content-Type
         return call(url, content_type="application/json")
@@ -125,6 +133,8 @@ def test_matrix(
     level: str,
 ) -> None:
     start_workflow("api-test-greet", "matrix", execution_id=EXECUTION_ID)
+    if name == "execution-retry":
+        cancel_execution(EXECUTION_ID)  # a retry needs a failed or cancelled execution
     if (name, method) in {("store-detail", "GET"), ("store-detail", "HEAD")}:
         store_client().get_store(counter, "matrix")  # a read needs a store (it never creates)
     stores_before = list(StoreInstance.objects.values_list("store_id", "version"))
@@ -141,7 +151,8 @@ def test_matrix(
         # A refused write changed nothing.
         assert list(StoreInstance.objects.values_list("store_id", "version")) == stores_before
         execution = Execution.objects.get(pk=EXECUTION_ID)
-        assert execution.status != "cancelled"
+        assert execution.status == ("cancelled" if name == "execution-retry" else "pending")
+        assert execution.retries == 0
         assert Execution.objects.count() == 1
 
 

@@ -28,6 +28,8 @@ PINNED = {
     "StoreKeyError",
     "ExecutionConflictError",
     "CrossDatabaseWriteError",
+    "retry_execution",
+    "fork_execution",
 }
 
 

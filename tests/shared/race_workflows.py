@@ -117,3 +117,20 @@ def atomic_gated(step: Step, inside: str, go: str) -> Generator[Any, Any, str]:
     """One ``step.atomic`` whose first run waits inside its function (``write_entry_gated``);
     its token."""
     return (yield from step.atomic(write_entry_gated, step.execution_id, inside, go, key="once"))
+
+
+def _until_fixed(path: str) -> str:
+    """Fail until the file ``path`` exists (the fix of a failing step, deployed)."""
+    log(path + ".log", "attempt")
+    if not os.path.exists(path):
+        raise RuntimeError("not fixed yet")
+    return "fixed"
+
+
+@workflow("race-repair")
+def repair(step: Step, store_id: str, path: str) -> Generator[Any, Any, list[Any]]:
+    """Increment the counter ``store_id``, then run a step that fails until ``path``
+    exists: an execution that fails, to be retried or forked."""
+    result = yield from step.update(COUNTER, store_id, _increment, key="inc")
+    fixed = yield from step.run(_until_fixed, path, key="fix")
+    return [result.state["n"], fixed]

@@ -774,11 +774,13 @@ def run_held(alias: str, execution_id: str, barrier: Any) -> str:
 
 
 def while_held(alias: str, execution_id: str, barrier: Any, action: str) -> str:
-    """Once a run holds the execution (``run_held``), ``cancel`` it or ``resume`` it (a
-    wake delivered meanwhile); the result, as a string."""
+    """Once a run holds the execution (``run_held``), ``cancel`` it, ``resume`` it (a
+    wake delivered meanwhile), ``retry`` it, or ``cancel-retry`` it (cancel, then retry
+    and run the retried execution, while the cancelled run still runs its step); the
+    result, as a string (an error by its class name)."""
     from tests.shared import race_workflows  # noqa: F401  (registers the workflows)
     from tests.shared.outside import runtime_on
-    from yieldstar_django.runtime import cancel_execution
+    from yieldstar_django.runtime import ExecutionStateError, cancel_execution, retry_execution
     from yieldstar_django.runtime.executions import run_execution
 
     barrier.wait(timeout=30)
@@ -786,6 +788,46 @@ def while_held(alias: str, execution_id: str, barrier: Any, action: str) -> str:
         with runtime_on(alias):
             if action == "cancel":
                 return str(cancel_execution(execution_id))
+            if action == "retry":
+                try:
+                    return str(retry_execution(execution_id))
+                except ExecutionStateError:
+                    return "ExecutionStateError"
+            if action == "cancel-retry":
+                cancelled = cancel_execution(execution_id)
+                retried = retry_execution(execution_id)
+                return f"{cancelled} {retried} {run_execution(execution_id)}"
             return str(run_execution(execution_id))
     finally:
         barrier.wait(timeout=30)
+
+
+# --- repairs --------------------------------------------------------------------------------
+
+
+def retry_at_once(alias: str, execution_id: str) -> str:
+    """``retry_execution`` at the same moment as the other processes: ``"True"``,
+    ``"False"`` or the name of the error it raised."""
+    from tests.shared import race_workflows  # noqa: F401  (registers the workflows)
+    from tests.shared.outside import runtime_on
+    from yieldstar_django.runtime import ExecutionStateError, retry_execution
+
+    with runtime_on(alias):
+        try:
+            return str(retry_execution(execution_id))
+        except ExecutionStateError:
+            return "ExecutionStateError"
+
+
+def fork_at_once(alias: str, source_id: str, from_step: int, fork_id: str) -> str:
+    """``fork_execution`` under one id at the same moment as the other processes: the id,
+    or the name of the error it raised."""
+    from tests.shared import race_workflows  # noqa: F401  (registers the workflows)
+    from tests.shared.outside import runtime_on
+    from yieldstar_django.runtime import fork_execution
+
+    with runtime_on(alias):
+        try:
+            return fork_execution(source_id, from_step=from_step, execution_id=fork_id)
+        except ValueError as exc:
+            return type(exc).__name__

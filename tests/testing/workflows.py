@@ -194,3 +194,28 @@ def _add_user_durably(username: str) -> str:
 def add_user_durably(step: Any, username: str) -> Any:
     """A step that inserts a user row in a ``durable`` atomic block."""
     return (yield from step.run(_add_user_durably, username))
+
+
+#: Whether ``charge`` is fixed (a test deploys the fix by setting it).
+FIXED: list[bool] = []
+#: The charges ``charge`` made (its side effect).
+CHARGES: list[str] = []
+
+
+def _reserve(order: str) -> str:
+    return f"reserved {order}"
+
+
+def _charge(order: str) -> str:
+    if not FIXED:
+        raise RuntimeError("the gateway is down")
+    CHARGES.append(order)
+    return f"charged {order}"
+
+
+@workflow("ys-testing-order")
+def order(step: Any, order: str) -> Any:
+    """Reserve, then charge: the charge fails until ``FIXED`` holds a value."""
+    reserved = yield from step.run(_reserve, order, key="reserve")
+    charged = yield from step.run(_charge, order, key="charge")
+    return [reserved, charged]

@@ -1,6 +1,7 @@
-"""The execution admin: executions with status, error and their heap; resume, and cancel
-(after a confirmation page, from the list or the execution's page); found by status (or
-in flight / finished), workflow and recorded patch decision."""
+"""The execution admin: executions with status, error and their heap; resume, cancel and
+retry (after a confirmation page, from the list or the execution's page), fork (from the
+execution's page, after a page that picks the step); found by status (or in flight /
+finished), workflow and recorded patch decision."""
 
 from __future__ import annotations
 
@@ -8,16 +9,29 @@ from typing import Any, Final
 
 from django.contrib import admin, messages
 from django.contrib.admin import ShowFacets
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..api.permissions import any_execution_hook, execution_hook, execution_hook_allows
+from ..core.keys import check_text
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStep
+from ..principals import is_reserved
 from ..runtime.executions import cancel_execution
 from ..runtime.registry import registered_workflows
+from ..runtime.repairs import (
+    RETRYABLE_STATUSES,
+    ExecutionStateError,
+    ForkPointError,
+    fork_execution,
+    recorded_steps,
+    retry_execution,
+)
 from ..wakes import wake_now
 from .base import (
     CONFIRM_SHOWN,
@@ -33,6 +47,8 @@ from .pagination import paginate
 from .patches import PatchDecisionFilter
 
 STEPS_PER_PAGE: Final = 50
+#: How many ids a message of the bulk retry names per outcome (it counts the rest).
+IDS_NAMED: Final = 20
 
 STATUS_COLORS: Final = {
     "pending": "#8a8a8a",
@@ -90,6 +106,8 @@ FIELDS: tuple[str, ...] = (
     "pretty_result",
     "pretty_error",
     "runs",
+    "retries",
+    "pretty_forked_from",
     "wake_pending",
     "lease_owner",
     "lease_expires_at",
@@ -110,11 +128,14 @@ class ExecutionAdmin(
 ):
     """Executions, newest first; a page per execution with its input, result or error and
     its heap steps (paginated). Actions: resume (request a run through the wake outbox),
-    cancel (after a confirmation page). Both need the change permission; nothing else is
-    editable. A workflow's permission hook narrows what the user sees and does, as in the
-    HTTP API: a list shows the executions it allows ``"list"``, a page those it allows
-    ``"view"``; cancel needs ``"cancel"`` and resume (which only asks for a run)
-    ``"view"`` of every selected execution, or does nothing."""
+    cancel (after a confirmation page), both with the change permission; retry (after a
+    confirmation page) with ``retry_execution``, and from an execution's page fork (a
+    page that picks the step) with ``fork_execution``; nothing else is editable. A
+    workflow's permission hook narrows what the user sees and does, as in the HTTP API: a
+    list shows the executions it allows ``"list"``, a page those it allows ``"view"``;
+    cancel needs ``"cancel"``, resume (which only asks for a run) ``"view"`` and retry
+    ``"retry"`` of every selected execution, or does nothing; fork needs ``"view"`` and
+    ``"fork"`` of the execution."""
 
     list_display = ["id", "workflow_id", "pretty_status", "runs", "created_at", "finished_at"]
     list_filter = ["status", FinishedFilter, WorkflowNameFilter, PatchDecisionFilter]
@@ -124,12 +145,32 @@ class ExecutionAdmin(
     list_per_page = 100
     list_deferred = ("input_json", "result_json", "error_json")  # the page reads them
     search_lookup = "id__startswith"
-    actions = ["resume_executions", "cancel_executions"]
+    actions = ["resume_executions", "cancel_executions", "retry_executions"]
     change_form_template = "yieldstar_django/admin/execution_change_form.html"
     readonly_fields = FIELDS
     fields = FIELDS
 
     operate_permission = "yieldstar.change_execution"  # resume and cancel
+    retry_permission = "yieldstar.retry_execution"
+    fork_permission = "yieldstar.fork_execution"
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm(self.retry_permission))
+
+    def has_fork_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm(self.fork_permission))
+
+    @admin.display(description="forked from")
+    def pretty_forked_from(self, obj: Execution) -> SafeString | str:
+        if not obj.forked_from:
+            return "—"
+        url = reverse("admin:yieldstar_execution_change", args=[quote(obj.forked_from)])
+        return format_html(
+            '<a href="{}">{}</a> (its first {} recorded step(s))',
+            url,
+            obj.forked_from,
+            obj.fork_step,
+        )
 
     @admin.display(description="status", ordering="status")
     def pretty_status(self, obj: Execution) -> SafeString:
@@ -248,6 +289,157 @@ class ExecutionAdmin(
         )
         return None
 
+    @admin.action(description="Retry selected executions", permissions=["retry"])
+    def retry_executions(
+        self, request: HttpRequest, queryset: QuerySet[Execution]
+    ) -> TemplateResponse | None:
+        """Retry the failed and cancelled executions selected, after a confirmation page;
+        then say what became of each: retried, skipped (another status), retried by
+        someone else meanwhile, or gone."""
+        retryable = queryset.filter(status__in=RETRYABLE_STATUSES)
+        if self.refuse_action(request, retryable, "retry"):
+            return None
+        if request.POST.get("post") != "yes":
+            shown = list(retryable.only("id", "workflow_id", "status")[:CONFIRM_SHOWN])
+            return confirm_action(
+                self,
+                request,
+                "yieldstar_django/admin/execution_retry_confirm.html",
+                action="retry_executions",
+                shown=shown,
+                count=len(shown) if len(shown) < CONFIRM_SHOWN else retryable.count(),
+                title="Retry these executions?",
+                action_label="Retry",
+                noun="failed or cancelled execution",
+                none_left="None of the selected executions is failed or cancelled any more.",
+                submit_label="Yes, retry them",
+            )
+        outcomes: dict[str, list[str]] = {"retried": [], "skipped": [], "raced": [], "gone": []}
+        for execution_id in queryset.values_list("id", flat=True).iterator():
+            try:
+                retried = retry_execution(execution_id)
+            except Execution.DoesNotExist:
+                outcomes["gone"].append(execution_id)
+            except ExecutionStateError as exc:
+                outcomes["skipped"].append(f"{execution_id} ({exc.status})")
+            else:
+                outcomes["retried" if retried else "raced"].append(execution_id)
+        self.report_retries(request, outcomes)
+        return None
+
+    def report_retries(self, request: HttpRequest, outcomes: dict[str, list[str]]) -> None:
+        """One message per outcome of a bulk retry, naming the first ``IDS_NAMED`` ids."""
+        words = {
+            "retried": ("Retried {n} execution(s)", messages.SUCCESS),
+            "skipped": ("Skipped {n} execution(s) neither failed nor cancelled", messages.WARNING),
+            "raced": ("{n} execution(s) were retried by someone else meanwhile", messages.WARNING),
+            "gone": ("{n} execution(s) no longer exist", messages.WARNING),
+        }
+        if not any(outcomes.values()):
+            self.message_user(request, "No execution was selected.", messages.WARNING)
+        for outcome, ids in outcomes.items():
+            if not ids:
+                continue
+            text, level = words[outcome]
+            named = ", ".join(ids[:IDS_NAMED])
+            more = f" and {len(ids) - IDS_NAMED} more" if len(ids) > IDS_NAMED else ""
+            self.message_user(request, f"{text.format(n=len(ids))}: {named}{more}.", level)
+
+    def get_urls(self) -> list[URLPattern]:
+        opts = self.model._meta
+        fork = path(
+            "<path:object_id>/fork/",
+            self.admin_site.admin_view(self.fork_view),
+            name=f"{opts.app_label}_{opts.model_name}_fork",
+        )
+        return [fork, *super().get_urls()]
+
+    def may_fork(self, request: HttpRequest, obj: Execution) -> bool:
+        """The fork permission, and the workflow's hook allowing ``"view"`` and ``"fork"``."""
+        return (
+            self.has_fork_permission(request)
+            and self.has_view_permission(request, obj)
+            and execution_hook_allows(request, "fork", obj)
+        )
+
+    def may_retry(self, request: HttpRequest, obj: Execution) -> bool:
+        """The retry permission, a failed or cancelled ``obj`` and the hook's ``"retry"``."""
+        return (
+            self.has_retry_permission(request)
+            and obj.status in RETRYABLE_STATUSES
+            and execution_hook_allows(request, "retry", obj)
+        )
+
+    def fork_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The fork page of an execution: its recorded steps numbered, a form for
+        ``from_step`` (and an optional id); posting it forks and opens the new
+        execution's page. An execution the user may not view is ``404``; one it may view
+        but not fork is ``403``."""
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None or not self.has_view_permission(request, obj):
+            raise Http404("There is no such execution.")
+        if not self.may_fork(request, obj):
+            raise PermissionDenied
+        steps = recorded_steps(obj.id)
+        error = ""
+        from_step = str(len(steps))
+        new_id = ""
+        if request.method == "POST":
+            from_step = request.POST.get("from_step", "").strip()
+            new_id = request.POST.get("execution_id", "").strip()
+            error, forked = self.fork_posted(request, obj, from_step, new_id)
+            if forked is not None:
+                self.message_user(
+                    request,
+                    f"Forked {obj.id} at step {from_step} as {forked}.",
+                    messages.SUCCESS,
+                )
+                return HttpResponseRedirect(
+                    reverse("admin:yieldstar_execution_change", args=[quote(forked)])
+                )
+        opts = self.model._meta
+        return TemplateResponse(
+            request,
+            "yieldstar_django/admin/execution_fork.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": opts,
+                "title": f"Fork execution {obj.id}",
+                "execution": obj,
+                "steps": [{"index": i, "step": step} for i, step in enumerate(steps, 1)],
+                "recorded": len(steps),
+                "from_step": from_step,
+                "new_id": new_id,
+                "error": error,
+                "change_url": reverse("admin:yieldstar_execution_change", args=[quote(obj.id)]),
+                "changelist_url": reverse("admin:yieldstar_execution_changelist"),
+            },
+        )
+
+    def fork_posted(
+        self, request: HttpRequest, obj: Execution, from_step: str, new_id: str
+    ) -> tuple[str, str | None]:
+        """Fork ``obj`` as the fork page's form asks: ``("", new id)``, or the error to
+        show and ``None``."""
+        if not from_step.isdecimal() or not from_step.isascii():
+            return "The step must be a whole number from 0 up.", None
+        if new_id:
+            try:
+                check_text("execution id", new_id)
+            except (TypeError, ValueError) as exc:
+                return f"The new id is not valid: {exc}.", None
+            if is_reserved(new_id):
+                return "Ids starting with 'http:' or 'admin:' are reserved.", None
+        try:
+            forked = fork_execution(obj.id, from_step=int(from_step), execution_id=new_id or None)
+        except ForkPointError as exc:
+            return str(exc), None
+        except Execution.DoesNotExist:
+            return "The execution no longer exists.", None
+        except ValueError as exc:
+            return f"Nothing was created: {exc}.", None
+        return "", forked
+
     def page_context(self, request: HttpRequest, obj: Execution) -> dict[str, Any]:
         page = paginate(
             request,
@@ -263,6 +455,10 @@ class ExecutionAdmin(
             "can_operate": self.has_operate_permission(request)
             and not obj.is_finished
             and execution_hook_allows(request, "cancel", obj),
+            "can_retry": self.may_retry(request, obj),
+            "fork_url": reverse("admin:yieldstar_execution_fork", args=[quote(obj.id)])
+            if self.may_fork(request, obj)
+            else "",
         }
 
 

@@ -1,9 +1,12 @@
-"""Execution endpoints: start a workflow, list executions, read one with its heap, cancel one.
+"""Execution endpoints: start a workflow, list executions, read one with its heap, cancel,
+retry or fork one.
 
 ``POST executions/`` needs ``yieldstar.add_execution``, ``GET executions/`` and
 ``GET executions/<id>/`` ``view_execution`` and ``POST executions/<id>/cancel/``
-``change_execution``; a workflow's permission hook then narrows each (``start`` with the
-arguments, ``list``, ``view`` and ``cancel`` with the execution): an execution the user may
+``change_execution``, ``POST executions/<id>/retry/`` ``retry_execution`` and
+``POST executions/<id>/fork/`` ``fork_execution``; a workflow's permission hook then narrows
+each (``start`` with the arguments, ``list``, ``view``, ``cancel``, ``retry`` and ``fork``
+with the execution): an execution the user may
 not view is left out of the list, and one it may neither view nor act on is ``404``, as if
 there were none. A start or a cancel answers the execution whole only to a user who may
 view it; to one who may not, what it may know: a start its own execution's summary, a
@@ -55,6 +58,7 @@ from ..principals import http_principal
 from ..runtime.errors import ExecutionConflictError
 from ..runtime.executions import cancel_execution, start_execution
 from ..runtime.registry import get_workflow
+from ..runtime.repairs import ExecutionStateError, ForkPointError, fork_execution, retry_execution
 from ..runtime.starts import bind_arguments
 from . import idempotency
 from .base import (
@@ -75,6 +79,7 @@ from .permissions import (
 )
 from .serializers import (
     ExecutionCancelledSerializer,
+    ExecutionForkSerializer,
     ExecutionPageSerializer,
     ExecutionSerializer,
     ExecutionStartSerializer,
@@ -92,6 +97,10 @@ class InvalidArguments(APIError, code="invalid_arguments"):
 
 class ExecutionConflict(APIError, code="execution_conflict"):
     """The execution's status does not allow the change asked for."""
+
+
+class InvalidForkPoint(APIError, code="invalid_fork_point"):
+    """A fork's ``from_step`` is more than the execution's recorded steps."""
 
 
 #: What a start answers (``409``) when its ``execution_id`` names an execution the user may
@@ -123,6 +132,9 @@ def execution_body(execution: Execution) -> dict[str, Any]:
         "input": execution_input(execution),
         "result": column(execution.result_json, f"{row} result_json"),
         "error": column(execution.error_json, f"{row} error_json"),
+        "retries": execution.retries,
+        "forked_from": execution.forked_from or None,
+        "fork_step": execution.fork_step,
         "created_at": execution.created_at,
         "updated_at": execution.updated_at,
         "finished_at": execution.finished_at,
@@ -526,4 +538,110 @@ class ExecutionCancelView(YieldstarAPIView):
         return Response({"id": execution.id, "status": execution.status})
 
 
-__all__ = ["ExecutionCancelView", "ExecutionDetailView", "ExecutionStartView"]
+class ExecutionRetryView(YieldstarAPIView):
+    """``POST executions/<id>/retry/``: run a failed or cancelled execution again."""
+
+    permission_classes = [ExecutionPermission]
+    body_methods = frozenset()
+
+    def execution_action(self, request: Request) -> str:
+        return "retry"
+
+    @operation(
+        "execution_retry",
+        "Retry an execution",
+        "Runs a failed or cancelled execution again from the step that failed (or that it "
+        "was waiting on), keeping every recorded step. Needs `retry_execution` and the "
+        "workflow's hook allowing `retry`. Any other status is `409`, and so is the "
+        "second of two retries racing for one execution. The answer is the execution "
+        "whole to a user who may view it, else its `id` and `status` alone.",
+        request=None,
+        responses={200: ExecutionCancelledSerializer, **errors(401, 403, 404, 409, 415, 500)},
+        tags=["executions"],
+    )
+    def post(self, request: Request, execution_id: str) -> Response:
+        execution = execution_or_404(execution_id)
+        refuse_unless(request, "retry", execution)
+        try:
+            retried = retry_execution(execution.id)
+        except Execution.DoesNotExist:
+            raise NotFound("There is no such execution.") from None
+        except ExecutionStateError as exc:
+            raise ExecutionConflict(str(exc)) from None
+        if not retried:
+            raise ExecutionConflict("Another retry of this execution was made meanwhile.")
+        execution = execution_or_404(execution.id)
+        if may_execution(request, "view", execution):
+            return Response(execution_body(execution))
+        return Response({"id": execution.id, "status": execution.status})
+
+
+class ExecutionForkView(YieldstarAPIView):
+    """``POST executions/<id>/fork/``: a new execution from the first steps of this one."""
+
+    permission_classes = [ExecutionPermission]
+
+    def execution_action(self, request: Request) -> str:
+        return "fork"
+
+    @operation(
+        "execution_fork",
+        "Fork an execution",
+        "Starts a new execution of the same workflow and arguments whose heap is a copy "
+        "of this one's first `from_step` recorded steps (completed or failed heap "
+        "entries, in replay order); it runs every later step itself. Needs "
+        "`fork_execution` and the workflow's hook allowing `fork` on this execution. "
+        "`from_step` past the recorded steps is `400` `invalid_fork_point`. With an "
+        "`execution_id` the fork is idempotent (`200` for the same fork again, `409` for "
+        "an id taken otherwise). The answer is the new execution whole to a user who may "
+        "view it, else its summary.",
+        request=ExecutionForkSerializer,
+        responses={
+            201: PolymorphicProxySerializer(
+                "ExecutionForked", [ExecutionSerializer, ExecutionSummarySerializer], None
+            ),
+            200: OpenApiResponse(
+                PolymorphicProxySerializer(
+                    "ExecutionForkFound", [ExecutionSerializer, ExecutionSummarySerializer], None
+                ),
+                description="The same fork existed already.",
+            ),
+            **errors(400, 401, 403, 404, 409, 413, 415, 500),
+        },
+        tags=["executions"],
+    )
+    def post(self, request: Request, execution_id: str) -> Response:
+        source = execution_or_404(execution_id)
+        refuse_unless(request, "fork", source)
+        serializer = ExecutionForkSerializer(data=self.body(request))
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        wanted: str | None = data.get("execution_id")
+        existed = wanted is not None and Execution.objects.filter(pk=wanted).exists()
+        try:
+            new_id = fork_execution(source.id, from_step=data["from_step"], execution_id=wanted)
+        except Execution.DoesNotExist:
+            raise NotFound("There is no such execution.") from None
+        except ForkPointError as exc:
+            raise InvalidForkPoint(str(exc)) from None
+        except ValueError as exc:
+            existing = Execution.objects.filter(pk=wanted).first()
+            if existing is None or not may_execution(request, "view", existing):
+                raise ExecutionConflict(ID_TAKEN) from None
+            raise ExecutionConflict(str(exc)) from None
+        execution = execution_or_404(new_id)
+        may_view = may_execution(request, "view", execution)
+        return Response(
+            execution_body(execution) if may_view else execution_summary(request, execution),
+            status=status.HTTP_200_OK if existed else status.HTTP_201_CREATED,
+            headers={"Location": detail_url(request, new_id)},
+        )
+
+
+__all__ = [
+    "ExecutionCancelView",
+    "ExecutionDetailView",
+    "ExecutionForkView",
+    "ExecutionRetryView",
+    "ExecutionStartView",
+]

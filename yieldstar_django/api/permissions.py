@@ -5,7 +5,8 @@ A store read needs ``yieldstar.view_storeinstance``, a store write
 hook can then narrow either (``action`` is ``"view"`` or ``"change"``, ``store_id`` is
 ``None`` for the definition as a whole, when it may answer a ``Q`` over ``id``: the ids
 lists filter on). Executions need ``add_execution`` to start, ``view_execution`` to list
-and read and ``change_execution`` to cancel; a workflow's
+and read, ``change_execution`` to cancel, ``retry_execution`` to retry and
+``fork_execution`` to fork; a workflow's
 ``permission(request, action, execution_or_arguments)`` hook can then narrow each. The
 admin applies the same hooks (``admin/base.py``). Anonymous requests are always refused,
 whatever the project's default permission classes.
@@ -181,7 +182,8 @@ EXECUTION_MODEL_ACTIONS: dict[str, str] = {
     "list": "view",
     "view": "view",
     "cancel": "change",
-    "retry": "change",
+    "retry": "retry",
+    "fork": "fork",
 }
 
 

@@ -141,6 +141,33 @@ class ExecutionStartSerializer(serializers.Serializer[Any]):
         return value
 
 
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer: not a string of digits, not a boolean, not a float."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            self.fail("invalid")
+        value: int = super().to_internal_value(data)
+        return value
+
+
+class ExecutionForkSerializer(serializers.Serializer[Any]):
+    """Fork an execution: copy its first ``from_step`` recorded steps into a new one."""
+
+    from_step = StrictIntegerField(
+        min_value=0,
+        help_text="How many recorded steps (completed or failed heap entries, in replay "
+        "order) the new execution begins with: `0` starts afresh.",
+    )
+    execution_id = serializers.CharField(
+        max_length=MAX_KEY_LENGTH,
+        required=False,
+        validators=[_addressable_id],
+        help_text="Names the new execution; the same fork under the same id returns it "
+        "(idempotent). Ids starting with `http:` or `admin:` are reserved (`400`).",
+    )
+
+
 class ExecutionStepSerializer(serializers.Serializer[Any]):
     """One heap entry of an execution."""
 
@@ -172,6 +199,13 @@ class ExecutionSerializer(ExecutionFieldsSerializer):
     input = serializers.JSONField()
     result = serializers.JSONField(allow_null=True)
     error = serializers.JSONField(allow_null=True)
+    retries = serializers.IntegerField(help_text="Times it was retried (`retry/`).")
+    forked_from = serializers.CharField(
+        allow_null=True, help_text="The execution it was forked from (`fork/`), or `null`."
+    )
+    fork_step = serializers.IntegerField(
+        allow_null=True, help_text="How many recorded steps of `forked_from` it began with."
+    )
     steps = ExecutionStepSerializer(many=True)
 
 
@@ -188,6 +222,9 @@ class ExecutionCancelledSerializer(serializers.Serializer[Any]):
     input = serializers.JSONField(required=False)
     result = serializers.JSONField(allow_null=True, required=False)
     error = serializers.JSONField(allow_null=True, required=False)
+    retries = serializers.IntegerField(required=False)
+    forked_from = serializers.CharField(allow_null=True, required=False)
+    fork_step = serializers.IntegerField(allow_null=True, required=False)
     steps = ExecutionStepSerializer(many=True, required=False)
 
 

@@ -1,9 +1,10 @@
 """URLs of the HTTP API. Mount with ``path("yieldstar/", include("yieldstar_django.api.urls"))``.
 
 Names (namespace ``yieldstar``): ``root``, ``schema``, ``store-list``, ``store-ids``,
-``store-detail``, ``execution-list``, ``execution-detail``, ``execution-cancel``;
-``not-found`` answers a JSON ``404`` for any other URL under the prefix. A store id may hold ``/``
-(``stores/<name>/tenant/7/``); an execution id started through the API may not.
+``store-detail``, ``execution-list``, ``execution-detail``, ``execution-cancel``,
+``execution-retry``, ``execution-fork``; ``not-found`` answers a JSON ``404`` for any other
+URL under the prefix. A store id may hold ``/`` (``stores/<name>/tenant/7/``); an execution
+id started through the API may not.
 """
 
 from __future__ import annotations
@@ -50,6 +51,16 @@ urlpatterns: list[URLPattern] = [
         "executions/<str:execution_id>/cancel/",
         executions.ExecutionCancelView.as_view(),
         name="execution-cancel",
+    ),
+    path(
+        "executions/<str:execution_id>/retry/",
+        executions.ExecutionRetryView.as_view(),
+        name="execution-retry",
+    ),
+    path(
+        "executions/<str:execution_id>/fork/",
+        executions.ExecutionForkView.as_view(),
+        name="execution-fork",
     ),
     re_path(r"^(?P<path>[\s\S]*)$", root.NotFoundView.as_view(), name="not-found"),
 ]

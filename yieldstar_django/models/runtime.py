@@ -104,6 +104,23 @@ class Execution(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     wake_pending = models.BooleanField(default=False)
     runs = models.PositiveIntegerField(default=0, help_text="Runs (replays) so far.")
+    retries = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Times ``retry_execution`` sent it back to run (failed or cancelled).",
+    )
+    forked_from = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Id of the execution this one was forked from (``fork_execution``).",
+    )
+    fork_step = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="How many recorded steps of ``forked_from`` its heap began with.",
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -115,6 +132,10 @@ class Execution(models.Model):
             models.Index(fields=["status", "created_at"], name="yieldstar_exec_status_idx"),
             # Retention finds finished executions oldest first.
             models.Index(fields=["status", "finished_at"], name="yieldstar_exec_finished_idx"),
+        ]
+        permissions = [
+            ("retry_execution", "Can retry a failed or cancelled execution"),
+            ("fork_execution", "Can fork an execution from one of its steps"),
         ]
 
     def __str__(self) -> str:

@@ -2,14 +2,15 @@
 
 Everything here imports without the app registry, so a ``workflows`` (or ``models``) module
 may import it at any time: the names that need the models (``start_workflow``,
-``get_execution``, ``cancel_execution``, ``run_execution``, ``Execution``, ``ResumeResult``)
+``get_execution``, ``cancel_execution``, ``run_execution``, ``retry_execution``,
+``fork_execution``, ``Execution``, ``ResumeResult``)
 are imported on first access (PEP 562).
 
 Layout: ``registry`` (``@workflow``), ``steps`` (the primitives), ``engine`` (replay of one
 run), ``context`` (the step contract every step kind is written against), ``kinds`` (the
 step kinds: ``plain_steps``, ``atomic_steps``, ``store_steps``, ``take_any``, ``claim_leases``,
 ``patches``), ``leases`` (one run at a time), ``starts`` and ``executions`` (start, cancel,
-resume), ``timers`` (the calls into the wake outbox), ``errors``.
+resume), ``repairs`` (retry, fork), ``timers`` (the calls into the wake outbox), ``errors``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
         run_execution,
         start_workflow,
     )
+    from .repairs import ExecutionStateError, ForkPointError, fork_execution, retry_execution
 
 
 #: Names that need the models, imported on first access.
@@ -45,6 +47,10 @@ _LAZY: dict[str, str] = {
     "get_execution": "yieldstar_django.runtime.executions",
     "run_execution": "yieldstar_django.runtime.executions",
     "start_workflow": "yieldstar_django.runtime.executions",
+    "retry_execution": "yieldstar_django.runtime.repairs",
+    "fork_execution": "yieldstar_django.runtime.repairs",
+    "ExecutionStateError": "yieldstar_django.runtime.repairs",
+    "ForkPointError": "yieldstar_django.runtime.repairs",
     "ResumeResult": "yieldstar_django.runtime.executions",
     "Execution": "yieldstar_django.models.runtime",
     "ExecutionStatus": "yieldstar_django.models.runtime",
@@ -55,7 +61,9 @@ __all__ = [
     "CrossDatabaseWriteError",
     "Execution",
     "ExecutionConflictError",
+    "ExecutionStateError",
     "ExecutionStatus",
+    "ForkPointError",
     "NonDeterminismError",
     "ResumeResult",
     "RetryableError",
@@ -64,9 +72,11 @@ __all__ = [
     "Workflow",
     "WorkflowStepError",
     "cancel_execution",
+    "fork_execution",
     "get_execution",
     "get_workflow",
     "registered_workflows",
+    "retry_execution",
     "run_execution",
     "start_workflow",
     "workflow",

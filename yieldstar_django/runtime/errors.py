@@ -201,8 +201,9 @@ class ExecutionConflictError(YieldstarError, ValueError):
     ``execution_id`` is the id asked for, ``workflow_id`` the workflow of the execution
     that has it, and ``conflict`` what differs: ``"workflow"`` or ``"arguments"`` (the
     ``args`` and ``kwargs`` as given, compared as durable values: ``f(1)`` and ``f(x=1)``
-    differ, so do ``1`` and ``1.0``). A subclass of ``ValueError``, which a start of an
-    existing id of another workflow raised before.
+    differ, so do ``1`` and ``1.0``), or ``"fork"`` for ``fork_execution`` into an id that
+    is not the same fork. A subclass of ``ValueError``, which a start of an existing id of
+    another workflow raised before.
     """
 
     execution_id: str
@@ -212,6 +213,8 @@ class ExecutionConflictError(YieldstarError, ValueError):
     def __post_init__(self) -> None:
         if self.conflict == "workflow":
             what = f"for workflow {self.workflow_id!r}"
+        elif self.conflict == "fork":
+            what = f"of workflow {self.workflow_id!r} and is not this fork"
         else:
             what = f"of workflow {self.workflow_id!r} with other arguments"
         super().__init__(

@@ -42,9 +42,10 @@ WorkflowFunction = Callable[..., Generator["StepCall", Any, Any]]
 #: with (what its ``input`` would be). See ``docs/howto/http-api.md#who-may-call-it``.
 ExecutionPermissionHook = Callable[[Any, str, Any], Any]
 
-#: The actions an execution permission hook is asked about (``"retry"`` is reserved for
-#: surfaces that retry executions).
-EXECUTION_ACTIONS: frozenset[str] = frozenset({"start", "list", "view", "cancel", "retry"})
+#: The actions an execution permission hook is asked about (``"retry"`` and ``"fork"``:
+#: ``retry_execution`` and ``fork_execution`` through the API or the admin, asked with the
+#: execution retried or forked from).
+EXECUTION_ACTIONS: frozenset[str] = frozenset({"start", "list", "view", "cancel", "retry", "fork"})
 
 
 class Workflow(Generic[P, R]):
@@ -132,8 +133,8 @@ def workflow(name: Any = None, /, *, permission: ExecutionPermissionHook | None 
     ``ImproperlyConfigured``; re-importing the same module re-registers silently. A name
     the tables cannot hold (as every execution's ``workflow_id``: more than 255
     characters, ``"\\x00"``, a lone surrogate, not a ``str``) raises ``StoreKeyError``.
-    ``permission=fn`` narrows who may start, list, read and cancel its executions through
-    the HTTP API and the admin (see ``ExecutionPermissionHook``).
+    ``permission=fn`` narrows who may start, list, read, cancel, retry and fork its
+    executions through the HTTP API and the admin (see ``ExecutionPermissionHook``).
     """
     if callable(name):
         fn = name
