@@ -9,6 +9,8 @@ from yieldstar_django.core.definition import define_store
 from yieldstar_django.runtime import Step, workflow
 
 inbox = define_store("bench.inbox", None, initial=lambda id: {"items": []})
+#: Any state, no schema: what the bounds suite writes through the HTTP API.
+anything = define_store("bench.anything", None, initial=lambda id: {})
 
 
 def first_item(state: Any) -> Any:

@@ -32,6 +32,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
+from .core.durable import DEFAULT_MAX_NODES
+
 __all__ = [
     "DEFAULTS",
     "MAX_DEPTH_LIMIT",
@@ -312,6 +314,22 @@ recurses once per level, and on Python 3.11 stops at the interpreter's recursion
 (1,000 frames, the caller's included): a deeper limit would let a process with a shallow
 call stack write a state that one with a deeper stack (a Celery task, a long middleware
 chain) cannot read back.
+""",
+    )
+
+    MAX_STATE_NODES = Setting[int](
+        DEFAULT_MAX_NODES,
+        rule=int_at_least(1000),
+        shown="`500000` (values)",
+        doc="""\
+The most values a durable value may hold: every list, dict, string, number, boolean and
+`null` in it counts one (a dict's keys count with their values). A value holding more
+raises `WorkflowValueError` (`INVALID_STEP_VALUE`) before anything is written, and the
+HTTP API refuses a request body holding more (`413`, `request_too_large`) before it
+decodes it. It bounds what one write costs in time and memory as Python objects, which
+`MAX_STATE_BYTES` alone does not: 8 MiB of JSON can be four million empty lists. A few
+megabytes of ordinary records (about one value per 10 to 20 bytes) fit the default. An
+integer >= 1000.
 """,
     )
 

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 
+from yieldstar_django.api.parsers import BODY_NODE_SLACK
 from yieldstar_django.connector import get_store_client
 from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
 from yieldstar_django.core.results import StoreWaiter
@@ -97,15 +98,57 @@ def test_ten_thousand_leaves_250_deep_twice(api: Client, anything: StoreDefiniti
     assert Waiter.objects.get(execution_id="deep-reader").woken_at is not None  # woken
 
 
-@pytest.mark.slow
-def test_the_largest_body_of_nested_empty_lists(api: Client, anything: StoreDefinition) -> None:
-    """7.9 MB of chains 250 lists deep, then the same with chains one level shallower:
-    every chain changes at its bottom."""
+def test_the_largest_body_of_nested_empty_lists_is_refused_unread(
+    api: Client, anything: StoreDefinition
+) -> None:
+    """7.9 MB of chains 250 lists deep (four million values: under the byte limit, over
+    ``MAX_STATE_NODES``) is ``413`` before it is decoded, and nothing is stored."""
     deep = "[" + ",".join([chain(250, "")] * 15_800) + "]"
-    shallower = "[" + ",".join([chain(249, "")] * 15_800) + "]"
     assert 7_800_000 < len(deep) < 8_000_000
-    assert put(api, "nested", deep).status_code == 200
-    response = put(api, "nested", shallower)
+    response = put(api, "nested", deep)
+    assert response.status_code == 413, response.content[:300]
+    assert response.json()["code"] == "request_too_large"
+    assert "3950001 JSON values" in response.json()["detail"]
+    missing = api.get(reverse("yieldstar:store-detail", args=["api-anything", "nested"]))
+    assert missing.status_code == 404
+
+
+def test_the_value_limit_of_a_body(api: Client, anything: StoreDefinition) -> None:
+    """With ``MAX_STATE_NODES`` 1,000: a body of 1,000 values is stored; a body of more
+    than the limit and a patch document's slack is ``413`` before it is decoded (as a
+    ``PUT`` or a merge patch), one within the slack ``400`` ``not_durable``, as is a state
+    grown past the limit by a smaller patch; none changes the store."""
+    url = reverse("yieldstar:store-detail", args=["api-anything", "limited"])
+    at_limit = json.dumps({"v": [[]] * 998})
+    one_over = json.dumps({"v": [[]] * 999})
+    far_over = json.dumps({"v": [[]] * (999 + BODY_NODE_SLACK)})
+    merge = "application/merge-patch+json"
+    with override_settings(YIELDSTAR={"MAX_STATE_NODES": 1000}):
+        assert put(api, "limited", at_limit).status_code == 200
+        patched = api.patch(url, far_over, content_type=merge)
+        for refused in (put(api, "limited", far_over), patched):
+            assert refused.status_code == 413, refused.content[:300]
+            assert refused.json()["code"] == "request_too_large"
+        for refused in (
+            put(api, "limited", one_over),
+            api.patch(url, json.dumps({"w": [0] * 10}), content_type=merge),
+        ):
+            assert refused.status_code == 400, refused.content[:300]
+            assert refused.json()["code"] == "not_durable"
+            assert "more than the limit of 1000 values" in refused.json()["detail"]
+    assert state_of(api, "limited") == json.loads(at_limit)
+
+
+def test_a_few_megabytes_of_ordinary_records_are_stored(
+    api: Client, anything: StoreDefinition
+) -> None:
+    """About 4 MB of records (some 400,000 values) fit the default limits."""
+    records = [
+        {"id": i, "name": f"customer {i}", "email": f"c{i}@example.com", "tags": ["a", "b"]}
+        for i in range(50_000)
+    ]
+    body = json.dumps(records)
+    assert len(body) > 4_000_000
+    response = put(api, "records", body)
     assert response.status_code == 200, response.content[:300]
-    state = state_of(api, "nested")
-    assert len(state) == 15_800 and state[0] == json.loads(chain(249, ""))
+    assert response.json()["state"][-1] == records[-1]

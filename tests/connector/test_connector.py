@@ -148,11 +148,18 @@ def test_get_store_client_is_cached_per_alias() -> None:
 
 def test_limits_and_retry_policy_follow_settings(alias: str) -> None:
     client = DatabaseStoreClient(alias)
-    with configure(CAS_MAX_ATTEMPTS=3, MAX_DEPTH=7, MAX_STATE_BYTES=4096, CAS_BACKOFF_MAX=0.5):
+    with configure(
+        CAS_MAX_ATTEMPTS=3,
+        MAX_DEPTH=7,
+        MAX_STATE_BYTES=4096,
+        MAX_STATE_NODES=2000,
+        CAS_BACKOFF_MAX=0.5,
+    ):
         assert client.retry_policy().max_attempts == 3
         assert client.retry_policy().max_delay == 0.5
         assert client.durable_limits().max_depth == 7
         assert client.durable_limits().max_bytes == 4096
+        assert client.durable_limits().max_nodes == 2000
     assert client.retry_policy().max_attempts == 50
 
 

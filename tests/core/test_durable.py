@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 import pytest
+from hypothesis import given, strategies as st
 
+from yieldstar_django.core.drafts import WriteLog, build_draft, detach
 from yieldstar_django.core.durable import (
     DurableLimits,
     check_durable,
     clone_durable,
+    count_json_values,
     decode_durable,
     encode_durable,
+    encode_placed,
 )
 from yieldstar_django.core.errors import WorkflowValueError
 
@@ -196,3 +201,54 @@ def test_a_value_at_the_largest_max_depth_decodes_from_a_deep_call_stack() -> No
         return decode_durable(text) if frames == 0 else decode_deeper(frames - 1)
 
     assert decode_deeper(400) == value
+
+
+def _values(value: Any) -> int:
+    """The values of ``value`` counted by a walk."""
+    if isinstance(value, dict):
+        return 1 + sum(_values(child) for child in value.values())
+    if isinstance(value, list):
+        return 1 + sum(_values(child) for child in value)
+    return 1
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@given(value=_JSON, indent=st.sampled_from([None, 1]), ascii=st.booleans())
+def test_count_json_values_counts_what_a_walk_counts(value: Any, indent: Any, ascii: bool) -> None:
+    """Strings holding brackets, commas, quotes and escapes, white space, any encoding of
+    the text: the count of the text is the count of the value."""
+    text = json.dumps(value, indent=indent, ensure_ascii=ascii)
+    assert count_json_values(text) == _values(value)
+    assert count_json_values(text.encode("utf-8", "surrogatepass")) == _values(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [[[]] * 99, {"a": [0] * 98}, [""] * 99, {str(i): None for i in range(99)}],
+    ids=["lists", "ints", "strings", "members"],
+)
+def test_more_values_than_the_limit_is_not_durable(value: Any) -> None:
+    """100 values against a limit of 99 (and of 100, which admits them)."""
+    with pytest.raises(WorkflowValueError, match="more than the limit of 99 values") as info:
+        encode_durable(value, limits=DurableLimits(max_nodes=99))
+    assert info.value.code == "INVALID_STEP_VALUE"
+    assert decode_durable(encode_durable(value, limits=DurableLimits(max_nodes=100))) == value
+
+
+def test_values_placed_in_a_draft_count_with_the_whole_state() -> None:
+    """``encode_placed`` checks only the values placed, but counts the whole encoding."""
+    log = WriteLog()
+    draft = build_draft({"a": [0] * 97}, log)
+    draft["b"] = 1  # 1 + 98 + 1 values
+    assert encode_placed(detach(draft), log.placements, limits=DurableLimits(max_nodes=100))
+    draft["c"] = 1
+    with pytest.raises(WorkflowValueError, match="more than the limit of 100 values"):
+        encode_placed(detach(draft), log.placements, limits=DurableLimits(max_nodes=100))

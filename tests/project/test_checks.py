@@ -209,6 +209,8 @@ INVALID = [
     ("MAX_STATE_BYTES", None),
     ("MAX_DEPTH", 0),
     ("MAX_DEPTH", 1.0),
+    ("MAX_STATE_NODES", 999),
+    ("MAX_STATE_NODES", None),
     # Deeper than Python's json decodes from a deep call stack (recursion limit 1,000 on
     # 3.11): a state written from a shallow stack could not be read back in a deeper one.
     ("MAX_DEPTH", 513),
@@ -253,6 +255,7 @@ VALID = [
     ("MAX_STATE_BYTES", 1024),
     ("MAX_DEPTH", 1),
     ("MAX_DEPTH", 512),
+    ("MAX_STATE_NODES", 1000),
     ("VERSION_HISTORY_LIMIT", None),
     ("VERSION_HISTORY_LIMIT", 1),
     ("VERSION_HISTORY_KEEP_STATE", False),

@@ -35,6 +35,7 @@ def test_defaults() -> None:
     assert yieldstar_settings.CAS_BACKOFF_MAX == 0.05
     assert yieldstar_settings.MAX_STATE_BYTES == 8 * 1024 * 1024
     assert yieldstar_settings.MAX_DEPTH == 256
+    assert yieldstar_settings.MAX_STATE_NODES == 500_000
     assert yieldstar_settings.VERSION_HISTORY_LIMIT == 100
     assert yieldstar_settings.VERSION_HISTORY_KEEP_STATE is True
     assert yieldstar_settings.RELAY_DELAY == 5.0

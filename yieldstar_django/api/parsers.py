@@ -1,6 +1,9 @@
 """Request parsers that cannot be made to fail with a ``500``.
 
-They read at most ``API_MAX_BODY_BYTES`` + 1 bytes (more is ``413``), require UTF-8,
+They read at most ``API_MAX_BODY_BYTES`` + 1 bytes (more is ``413``), refuse a body
+holding more than ``MAX_STATE_NODES`` + ``BODY_NODE_SLACK`` values (``413``, counted in
+its bytes before anything is decoded, so a body of millions of empty lists costs no object
+per list), require UTF-8,
 reject ``NaN``/``Infinity``, numbers out of float range and nesting deeper than
 ``MAX_DEPTH`` + ``PATCH_DEPTH_SLACK``, and turn every decoding failure (including
 ``RecursionError``) into a ``400`` ``ParseError``. An integer longer than
@@ -19,7 +22,13 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
 from ..conf import yieldstar_settings
-from ..core.durable import MAX_INT_DIGITS, OversizedInt, collector_paused, parse_json_int
+from ..core.durable import (
+    MAX_INT_DIGITS,
+    OversizedInt,
+    collector_paused,
+    count_json_values,
+    parse_json_int,
+)
 from ..core.errors import WorkflowValueError, format_path
 from ..core.types import StorePath
 from .exceptions import RequestTooLarge
@@ -27,6 +36,9 @@ from .jsonvalue import json_depth
 
 #: Levels a patch document may add over a state's nesting (the array and its operation).
 PATCH_DEPTH_SLACK: Final = 2
+#: Values a body may hold over ``MAX_STATE_NODES``: a patch document's own (its array, an
+#: operation and its members), around a value at the limit.
+BODY_NODE_SLACK: Final = 16
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"
@@ -43,8 +55,16 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def loads_json(raw: bytes, *, max_depth: int) -> Any:
-    """Decode a UTF-8 JSON document or raise ``ParseError`` saying what is wrong."""
+def loads_json(raw: bytes, *, max_depth: int, max_values: int | None = None) -> Any:
+    """Decode a UTF-8 JSON document or raise ``ParseError`` saying what is wrong;
+    ``RequestTooLarge`` when it holds more than ``max_values`` values (counted first)."""
+    if max_values is not None and len(raw) > max_values:
+        values = count_json_values(raw)
+        if values > max_values:
+            raise RequestTooLarge(
+                f"The request body holds {values} JSON values; at most {max_values} are "
+                "accepted (MAX_STATE_NODES)."
+            )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -124,7 +144,9 @@ class SafeJSONParser(BaseParser):
         parser_context: Mapping[str, Any] | None = None,
     ) -> Any:
         return loads_json(
-            read_limited(stream), max_depth=yieldstar_settings.MAX_DEPTH + PATCH_DEPTH_SLACK
+            read_limited(stream),
+            max_depth=yieldstar_settings.MAX_DEPTH + PATCH_DEPTH_SLACK,
+            max_values=yieldstar_settings.MAX_STATE_NODES + BODY_NODE_SLACK,
         )
 
 
@@ -141,6 +163,7 @@ class JsonPatchParser(SafeJSONParser):
 
 
 __all__ = [
+    "BODY_NODE_SLACK",
     "JSON_PATCH",
     "MERGE_PATCH",
     "JsonPatchParser",

@@ -120,10 +120,19 @@ def not_null(updater: Updater) -> Updater:
 
 
 def replacement(request: Request, body: Any) -> Updater:
-    """PUT's updater: the body replaces the state (a fresh copy each attempt, decoded from
-    its JSON text: the C codec copies a large body many times faster than a walk)."""
+    """PUT's updater: the body replaces the state, the parsed body itself the first
+    attempt (the core only reads it), a fresh copy each later one, decoded from its JSON
+    text (the C codec copies a large body many times faster than a walk), in case a schema
+    changed it."""
     text = json.dumps(body)
-    return lambda draft: decode_durable(text)
+    attempts = 0
+
+    def updater(draft: Any) -> Any:
+        nonlocal attempts
+        attempts += 1
+        return body if attempts == 1 else decode_durable(text)
+
+    return updater
 
 
 def patcher(request: Request, body: Any) -> Updater:

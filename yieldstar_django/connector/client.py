@@ -83,7 +83,9 @@ class DatabaseStoreClient(CasStoreClient):
         if self._explicit_limits is not None:
             return self._explicit_limits
         return DurableLimits(
-            max_bytes=yieldstar_settings.MAX_STATE_BYTES, max_depth=yieldstar_settings.MAX_DEPTH
+            max_bytes=yieldstar_settings.MAX_STATE_BYTES,
+            max_depth=yieldstar_settings.MAX_DEPTH,
+            max_nodes=yieldstar_settings.MAX_STATE_NODES,
         )
 
     def retry_policy(self) -> RetryPolicy:

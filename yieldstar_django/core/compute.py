@@ -106,9 +106,12 @@ def prepare_update(
     log = WriteLog()
     draft = build_draft(decode_stored(definition, id, encoded), log)
     returned = call_sync(updater, "updater", draft)
-    replaced = returned is not None and returned is not draft
-    candidate = returned if replaced else draft
-    return finalize(definition, encoded, candidate, draft, log, limits, step_key)
+    if returned is None or returned is draft:
+        return finalize(definition, encoded, draft, draft, log, limits, step_key)
+    # A replacement is diffed against the state decoded again: the draft goes first, so
+    # the old state is held once, not twice, beside the new one.
+    del draft
+    return finalize(definition, encoded, returned, None, log, limits, step_key)
 
 
 def finalize(

@@ -2,14 +2,21 @@
 
 A durable value is ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list`` or
 ``tuple`` (read back as ``list``), or ``dict`` with ``str`` keys, nested at most
-``max_depth`` deep and encoding to at most ``max_bytes``. Strings and keys must not hold
+``max_depth`` deep, of at most ``max_nodes`` values and encoding to at most
+``max_bytes``. Strings and keys must not hold
 ``"\\x00"`` or lone surrogates; integers have at most ``MAX_INT_DIGITS`` decimal digits
 (Python's default conversion limit, fixed here so every process can read what another
 wrote). The canonical encoding is JSON with sorted keys and no
 insignificant white space, kept as text so numbers read back exactly (``1e20`` stays a
 float, ``2**70`` an int).
 
-Validation is iterative and bounded by the size limit, so a cycle, 100,000 levels of
+Every list, dict, string, number, boolean and ``None`` in a value is one of its values (a
+dict's keys are not counted apart from their values). The limit on their number bounds
+what a value costs as Python objects, which the byte limit alone does not: 8 MiB of empty
+lists are millions of objects. ``count_json_values`` counts them in a JSON text without
+decoding it.
+
+Validation is iterative and bounded by the size and value limits, so a cycle, 100,000 levels of
 nesting or a shared-reference bomb is a ``WorkflowValueError``, never a ``RecursionError``
 or a hang.
 """
@@ -40,12 +47,18 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _NoneType = type(None)
 
 
+#: The default of ``DurableLimits.max_nodes`` (and of the ``MAX_STATE_NODES`` setting).
+DEFAULT_MAX_NODES: Final = 500_000
+
+
 @dataclass(frozen=True)
 class DurableLimits:
-    """Limits on durable values: nesting depth and encoded size in bytes (UTF-8)."""
+    """Limits on durable values: nesting depth, encoded size in bytes (UTF-8) and the
+    number of values (see the module's docstring)."""
 
     max_bytes: int = 8 * 1024 * 1024
     max_depth: int = 256
+    max_nodes: int = DEFAULT_MAX_NODES
 
 
 DEFAULT_LIMITS: Final = DurableLimits()
@@ -62,13 +75,6 @@ def _path_of(node: _PathNode) -> StorePath:
         node = node[1]
     base = node.path() if node is not None else ()
     return base + tuple(reversed(segments))
-
-
-class _Exit:
-    __slots__ = ("ident",)
-
-    def __init__(self, ident: int) -> None:
-        self.ident = ident
 
 
 def _fail(label: str, step_key: str, node: _PathNode, reason: str) -> WorkflowValueError:
@@ -143,67 +149,90 @@ def check_durable(
 def _check(
     value: Any, limits: DurableLimits, step_key: str, label: str, start: _PathNode, depth: int
 ) -> None:
-    """``check_durable`` of ``value`` placed at ``start`` (``depth`` segments deep)."""
+    """``check_durable`` of ``value`` placed at ``start`` (``depth`` segments deep).
+
+    Depth first, children in order, with one frame per open container (its children's
+    iterator): memory follows the depth, not the width, and a scalar costs no allocation
+    (its path is built only for an error)."""
     budget = limits.max_bytes
-    stack: list[Any] = [(value, depth, start)]
+    nodes = limits.max_nodes
+    max_depth = limits.max_depth
+    # Each frame: the open container's children as (key, child) pairs, its own path node,
+    # its children's depth, its id (on the path while open), whether its keys are dict keys.
+    frames: list[tuple[Iterator[tuple[Any, Any]], _PathNode, int, int, bool]] = []
     on_path: set[int] = set()
-    while stack:
-        item = stack.pop()
-        if type(item) is _Exit:
-            on_path.discard(item.ident)
-            continue
-        current, depth, node = item
+    current: Any = value
+    key: Any = None
+    parent: _PathNode = None
+    node: _PathNode = start  # the current value's path node, when it is the root
+    while True:
         kind = type(current)
         budget -= 1
+        nodes -= 1
+        if nodes < 0:
+            raise _fail(label, step_key, None, _too_many(limits))
         if kind is str:
             budget -= len(current)
             problem = _check_text(current)
             if problem:
-                raise _fail(label, step_key, node, problem)
+                raise _fail(label, step_key, node if not frames else (key, parent), problem)
         elif kind is bool or kind is _NoneType:
             pass
         elif kind is int:
             problem = _int_problem(current)
             if problem:
-                raise _fail(label, step_key, node, problem)
-        elif kind is OversizedInt:
-            raise _fail(label, step_key, node, f"integers have at most {MAX_INT_DIGITS} digits")
+                raise _fail(label, step_key, node if not frames else (key, parent), problem)
         elif kind is float:
             if not math.isfinite(current):
-                raise _fail(label, step_key, node, f"{current!r} is not a finite number")
+                where = node if not frames else (key, parent)
+                raise _fail(label, step_key, where, f"{current!r} is not a finite number")
+        elif (kind is list or kind is dict) and not current and depth < max_depth:
+            pass  # empty: nothing inside, no cycle through it
         elif issubclass(kind, (dict, list, tuple)):  # a selector's view only passes isinstance
-            if depth >= limits.max_depth:
-                raise _fail(
-                    label, step_key, node, f"nesting is deeper than {limits.max_depth} levels"
-                )
+            here = node if not frames else (key, parent)
+            if depth >= max_depth:
+                raise _fail(label, step_key, here, f"nesting is deeper than {max_depth} levels")
             ident = id(current)
             if ident in on_path:
-                raise _fail(label, step_key, node, "it contains a reference cycle")
+                raise _fail(label, step_key, here, "it contains a reference cycle")
             on_path.add(ident)
-            stack.append(_Exit(ident))
             if issubclass(kind, dict):
-                for key, child in _pairs(current, kind, label, step_key, node):
-                    if type(key) is not str:
-                        raise _fail(
-                            label,
-                            step_key,
-                            node,
-                            f"dict keys must be str, not {type(key).__name__} ({key!r})",
-                        )
-                    budget -= len(key) + 3
-                    problem = _check_text(key)
-                    if problem:
-                        raise _fail(label, step_key, (key, node), f"key {problem[8:]}")
-                    stack.append((child, depth + 1, (key, node)))
+                pairs = iter(_pairs(current, kind, label, step_key, here))
+                frames.append((pairs, here, depth + 1, ident, True))
             else:
-                for index, child in enumerate(current):
-                    stack.append((child, depth + 1, (index, node)))
+                frames.append((enumerate(current), here, depth + 1, ident, False))
+        elif kind is OversizedInt:
+            where = node if not frames else (key, parent)
+            raise _fail(label, step_key, where, f"integers have at most {MAX_INT_DIGITS} digits")
         else:
-            raise _fail(label, step_key, node, f"{kind.__name__} values are not durable")
+            where = node if not frames else (key, parent)
+            raise _fail(label, step_key, where, f"{kind.__name__} values are not durable")
         if budget < 0:
             raise _fail(label, step_key, None, _too_large(limits))
-    if budget < 0:  # pragma: no cover - checked in the loop
-        raise _fail(label, step_key, None, _too_large(limits))
+        # The next value: the next child of the innermost open container.
+        while frames:
+            children, parent, depth, ident, keyed = frames[-1]
+            pair = next(children, None)
+            if pair is None:
+                frames.pop()
+                on_path.discard(ident)
+                continue
+            key, current = pair
+            if keyed:
+                if type(key) is not str:
+                    raise _fail(
+                        label,
+                        step_key,
+                        parent,
+                        f"dict keys must be str, not {type(key).__name__} ({key!r})",
+                    )
+                budget -= len(key) + 3
+                problem = _check_text(key)
+                if problem:
+                    raise _fail(label, step_key, (key, parent), f"key {problem[8:]}")
+            break
+        else:
+            return
 
 
 def _pairs(mapping: dict[Any, Any], kind: type, label: str, step_key: str, node: _PathNode) -> Any:
@@ -223,6 +252,37 @@ def _pairs(mapping: dict[Any, Any], kind: type, label: str, step_key: str, node:
 
 def _too_large(limits: DurableLimits) -> str:
     return f"its encoding is larger than the limit of {limits.max_bytes} bytes"
+
+
+def _too_many(limits: DurableLimits) -> str:
+    return f"it holds more than the limit of {limits.max_nodes} values"
+
+
+# A JSON string (of a text that may not be JSON: it never fails, and backtracks nowhere).
+_STRING_BYTES: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_STRING_TEXT: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BLANKS: Final = b" \t\n\r"
+
+
+def count_json_values(text: str | bytes) -> int:
+    """How many values (as ``DurableLimits.max_nodes`` counts them) the JSON ``text``
+    holds, without decoding it: a few passes of the C string functions, no object per
+    value. Every value but the first follows a comma or opens a non-empty container, so it
+    is the commas and the non-empty containers outside strings, plus one. For a text that
+    is not JSON the result is some number (its decoding fails anyway); never more than
+    ``len(text)``, so a text that short needs no count."""
+    if isinstance(text, bytes):
+        # Each string becomes one character (a value still), then white space goes.
+        bare = _STRING_BYTES.sub(b"0", text).translate(None, _BLANKS)
+        opened = bare.count(b"[") + bare.count(b"{")
+        empty = bare.count(b"[]") + bare.count(b"{}")
+        return 1 + bare.count(b",") + opened - empty
+    bare_text = _STRING_TEXT.sub("0", text)
+    if not bare_text.isascii() or any(blank in bare_text for blank in " \t\n\r"):
+        return count_json_values(bare_text.encode("utf-8", "surrogatepass"))
+    opened = bare_text.count("[") + bare_text.count("{")
+    empty = bare_text.count("[]") + bare_text.count("{}")
+    return 1 + bare_text.count(",") + opened - empty
 
 
 def _dumps(value: Any) -> str:
@@ -293,6 +353,8 @@ def encode_placed(
         return encode_durable(root, limits=limits, step_key=step_key, label=label)
     if len(text) * 4 > limits.max_bytes and len(text.encode("utf-8")) > limits.max_bytes:
         raise _fail(label, step_key, None, _too_large(limits))
+    if len(text) > limits.max_nodes and count_json_values(text) > limits.max_nodes:
+        raise _fail(label, step_key, None, _too_many(limits))
     return text
 
 
@@ -333,12 +395,14 @@ def clone_durable(value: Any, *, limits: DurableLimits = DEFAULT_LIMITS) -> Any:
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "DEFAULT_MAX_NODES",
     "INVALID_STEP_VALUE",
     "MAX_INT_DIGITS",
     "DurableLimits",
     "OversizedInt",
     "check_durable",
     "clone_durable",
+    "count_json_values",
     "decode_durable",
     "encode_durable",
     "encode_placed",

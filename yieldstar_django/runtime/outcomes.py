@@ -41,13 +41,17 @@ MAX_MESSAGE_CHARS: Final = 16_000
 #: Bytes a store step's heap record may add around the value it holds: the keys and
 #: versions (and a 64-character instance id) of an update's or a get's, a take_any's index.
 RECORD_ROOM: Final = 1024
+#: Values a store step's heap record may add around the value it holds (its keys' values).
+RECORD_NODES: Final = 16
 
 
 def durable_limits() -> DurableLimits:
-    """The durable-value limits from settings (``MAX_STATE_BYTES``, ``MAX_DEPTH``)."""
+    """The durable-value limits from settings (``MAX_STATE_BYTES``, ``MAX_DEPTH``,
+    ``MAX_STATE_NODES``)."""
     return DurableLimits(
         max_bytes=int(yieldstar_settings.MAX_STATE_BYTES),
         max_depth=int(yieldstar_settings.MAX_DEPTH),
+        max_nodes=int(yieldstar_settings.MAX_STATE_NODES),
     )
 
 
@@ -55,7 +59,11 @@ def record_limits(limits: DurableLimits) -> DurableLimits:
     """What a store step's heap record is checked with: ``limits``, plus the room and the
     level of nesting of the record's own wrapper (a dict, a pair), so a value within
     ``limits`` (a state the store holds) is always recorded."""
-    return DurableLimits(max_bytes=limits.max_bytes + RECORD_ROOM, max_depth=limits.max_depth + 1)
+    return DurableLimits(
+        max_bytes=limits.max_bytes + RECORD_ROOM,
+        max_depth=limits.max_depth + 1,
+        max_nodes=limits.max_nodes + RECORD_NODES,
+    )
 
 
 class WorkerShuttingDown(WorkerTerminate):

@@ -58,6 +58,7 @@ class MemoryHarness:
         self.client._limits = DurableLimits(
             max_bytes=yieldstar.get("MAX_STATE_BYTES", limits.max_bytes),
             max_depth=yieldstar.get("MAX_DEPTH", limits.max_depth),
+            max_nodes=yieldstar.get("MAX_STATE_NODES", limits.max_nodes),
         )
         self.client._retry = RetryPolicy(
             max_attempts=yieldstar.get("CAS_MAX_ATTEMPTS", retry.max_attempts),

@@ -116,6 +116,28 @@ def test_cycle_deep_nesting_and_oversize_are_clean_errors(harness: Any, define: 
     assert_unchanged(harness, d, "a", before)
 
 
+def test_a_state_of_too_many_values_changes_nothing(harness: Any, define: Any) -> None:
+    """``MAX_STATE_NODES`` bounds a replacement, a state grown in place a little at a time,
+    and a take's claim; a state at the limit is stored."""
+    d = define(initial=lambda id: {"jobs": []})
+    c = harness.client
+    before = c.get_store(d, "a")
+    too_many = "more than the limit of 1000 values"
+    with harness.configure(MAX_STATE_NODES=1000):
+        with pytest.raises(WorkflowValueError, match=too_many):
+            c.update_store(d, "a", updater=lambda s: {"jobs": [[]] * 999})  # 1,001 values
+        with pytest.raises(WorkflowValueError, match=too_many):
+            c.update_store(d, "a", updater=lambda s: s["jobs"].extend([0] * 999))
+        with pytest.raises(WorkflowValueError, match=too_many):
+            c.take_from_store(
+                d, "a", selector=lambda s: True, claim=lambda s, _: s.update(more=[{}] * 998)
+            )
+    assert_unchanged(harness, d, "a", before)
+    with harness.configure(MAX_STATE_NODES=1000):
+        c.update_store(d, "a", updater=lambda s: {"jobs": [[]] * 998})
+        assert len(c.get_store(d, "a").state["jobs"]) == 998
+
+
 def test_non_durable_selection_leaves_the_store_unchanged(harness: Any, define: Any) -> None:
     d = define(initial=lambda id: {"jobs": [1]})
     c = harness.client
