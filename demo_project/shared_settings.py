@@ -65,5 +65,8 @@ REST_FRAMEWORK = {
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A dead worker's execution is taken over within seconds even when every pool process is
+# busy: no message reserved behind a busy one (yieldstar.W006).
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
 YIELDSTAR: dict[str, Any] = {}

@@ -46,11 +46,13 @@ class YieldstarConfig(AppConfig):
         from . import checks, conf
         from .analyze import analyze_grown_tables
         from .runtime.claim_leases import expire_for_relay
+        from .runtime.leases import reap_frozen_holders
         from .wakes.relay import every_round
 
         checks.register()
         conf.connect_signals()
         every_round(expire_for_relay)
+        every_round(reap_frozen_holders)
         every_round(analyze_grown_tables)
         for module in OPTIONAL_MODULES:
             if _module_exists(module):

@@ -74,6 +74,38 @@ def _masked(url: str) -> str:
         return f"{url.split('://', 1)[0]}://(a URL that does not parse, not shown)"
 
 
+#: URL schemes of Celery's Redis transport (priorities emulated with one list per step,
+#: lower numbers first) and of its AMQP ones (RabbitMQ: higher numbers first, on a queue
+#: declared with ``x-max-priority``).
+REDIS_SCHEMES = frozenset({"redis", "rediss", "sentinel", "redis+socket"})
+AMQP_SCHEMES = frozenset({"amqp", "amqps", "pyamqp", "librabbitmq"})
+
+
+def broker_transport(app: Celery) -> str:
+    """The kombu transport ``app`` publishes with: ``broker_transport`` if set, else the
+    scheme of its (first) write broker URL; Celery's default broker is ``amqp``."""
+    conf = app.conf
+    if conf.broker_transport:
+        return str(conf.broker_transport)
+    url = conf.broker_write_url or conf.broker_url or "amqp://"
+    first = url[0] if isinstance(url, list | tuple) else str(url).split(";")[0]
+    return first.split("://", 1)[0].strip().lower()
+
+
+def broker_kind(app: Celery) -> str:
+    """``"redis"``, ``"amqp"`` or ``"other"``: the family of :func:`broker_transport`.
+    Never raises."""
+    try:
+        transport = broker_transport(app)
+    except Exception:
+        return "other"
+    if transport in REDIS_SCHEMES:
+        return "redis"
+    if transport in AMQP_SCHEMES:
+        return "amqp"
+    return "other"
+
+
 def describe_app(app: Celery) -> str:
     """``"<main> (broker <masked url>)"``, or says it is the unconfigured default app."""
     name = "Celery's unconfigured default app" if is_default_app(app) else repr(app.main)
@@ -81,7 +113,11 @@ def describe_app(app: Celery) -> str:
 
 
 __all__ = [
+    "AMQP_SCHEMES",
+    "REDIS_SCHEMES",
     "UnconfiguredCeleryApp",
+    "broker_kind",
+    "broker_transport",
     "current_app",
     "describe_app",
     "is_default_app",

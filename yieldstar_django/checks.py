@@ -14,6 +14,7 @@
 | ``yieldstar.W003`` | the Celery wake backend with no Celery app created (see ``celery_app``) |
 | ``yieldstar.W004`` | a SQLite database whose ``OPTIONS["timeout"]`` is missing or under 10 s |
 | ``yieldstar.W005`` | the Celery wake backend on a Redis broker with no ``socket_timeout`` |
+| ``yieldstar.W006`` | Celery prefetch above 1, or RabbitMQ queues without priorities |
 
 The checks only read settings (and E007 the SQLite library's version); none connects to
 a database. They are
@@ -28,7 +29,6 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from celery import Celery
 from django.apps import AppConfig, apps
 from django.conf import settings
 from django.core import checks
@@ -37,7 +37,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import router
 from django.db.utils import load_backend
 
-from .celery_app import HINT, current_app, is_default_app
+from .celery_app import HINT, broker_kind, broker_transport, current_app, is_default_app
 from .conf import DEFAULTS, SETTING_NAME, SETTINGS, yieldstar_settings
 from .wakes.backends import celery_backend
 
@@ -367,17 +367,6 @@ def check_celery_app() -> Iterator[CheckMessage]:
     )
 
 
-def broker_transport(app: Celery) -> str:
-    """The kombu transport ``app`` publishes with: ``broker_transport`` if set, else the
-    scheme of its (first) write broker URL; Celery's default broker is ``amqp``."""
-    conf = app.conf
-    if conf.broker_transport:
-        return str(conf.broker_transport)
-    url = conf.broker_write_url or conf.broker_url or "amqp://"
-    first = url[0] if isinstance(url, list | tuple) else str(url).split(";")[0]
-    return first.split("://", 1)[0].strip().lower()
-
-
 @system_check
 def check_broker_timeouts() -> Iterator[CheckMessage]:
     """W005 when the Celery wake backend publishes through a Redis broker whose socket has
@@ -408,6 +397,52 @@ def check_broker_timeouts() -> Iterator[CheckMessage]:
     )
 
 
+@system_check
+def check_recovery_config() -> Iterator[CheckMessage]:
+    """W006 when the Celery configuration lets a lease's takeover wait behind the queue:
+    workers that prefetch more than one message per pool process
+    (``worker_prefetch_multiplier`` above 1, Celery's default 4), where a takeover waits
+    behind the messages a busy worker reserved; or a RabbitMQ broker whose queues are
+    declared without priorities (``task_queue_max_priority`` unset), where the takeover's
+    priority is ignored and it waits behind every wake already queued."""
+    try:
+        backend = yieldstar_settings.import_setting("WAKE_BACKEND")
+    except Exception:  # E002 reports it
+        return
+    app = current_app()
+    if backend is not celery_backend or is_default_app(app):  # W003 covers the default app
+        return
+    try:
+        prefetch = app.conf.worker_prefetch_multiplier
+        max_priority = app.conf.task_queue_max_priority
+        kind = broker_kind(app)
+    except Exception:  # a Celery configuration that does not load is Celery's to report
+        return
+    problems = []
+    if prefetch != 1:
+        problems.append(
+            f"worker_prefetch_multiplier is {prefetch!r}: a busy worker reserves that many "
+            "messages per pool process, and a takeover among them waits until the runs "
+            "before it end"
+        )
+    if kind == "amqp" and not max_priority:
+        problems.append(
+            "task_queue_max_priority is not set: RabbitMQ declares the queues without "
+            "priorities, so a takeover waits behind every wake queued before it"
+        )
+    if not problems:
+        return
+    yield checks.Warning(
+        "A worker that dies while every pool process is busy would be taken over late: "
+        + "; ".join(problems)
+        + ".",
+        hint="Set CELERY_WORKER_PREFETCH_MULTIPLIER = 1 and, on RabbitMQ, "
+        "CELERY_TASK_QUEUE_MAX_PRIORITY = 10 (a queue that exists already keeps its "
+        "arguments: declare a new one) (docs/operations/reliability.md).",
+        id="yieldstar.W006",
+    )
+
+
 def register() -> None:
     """Register every check under the ``yieldstar`` tag (idempotent)."""
     for check in (
@@ -419,5 +454,6 @@ def register() -> None:
         check_database_alias,
         check_celery_app,
         check_broker_timeouts,
+        check_recovery_config,
     ):
         checks.register(check, TAG)

@@ -423,6 +423,23 @@ paused) loses its lease and records nothing more. A number > 0.
 """,
     )
 
+    RUN_SLICE_SECONDS = Setting[float | None](
+        2.0,
+        rule=optional(seconds_above(0)),
+        shown="`2.0` (seconds)",
+        doc="""\
+How long a resume runs an execution's steps before it gives its worker back: past this, the
+run stops before its next step that is not recorded yet, lets the lease go and requests a
+new run at once, which waits in the queue behind the wakes already there. No resume then
+holds a pool process for a whole long run, so a lease's takeover (sent before ordinary
+wakes) finds a free process within about this plus the longest step in progress, even when
+every process is busy. A run always executes at least one step per resume, and replays of
+recorded steps do not count. `None` runs each resume until it finishes or suspends. Runs
+inside a transaction of the caller's (`yieldstar_django.testing`, a `TestCase`) are not
+sliced. A number > 0 or `None`. See [reliability](../operations/reliability.md).
+""",
+    )
+
     API_REQUIRE_IF_MATCH = Setting[bool](
         False,
         rule=BOOLEAN,

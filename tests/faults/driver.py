@@ -5,6 +5,8 @@
   each, ``PAUSE`` seconds apart, to the comma-separated queues in turn; a failed commit
   (database down) is retried with the same item, so a push is recorded as ``ok`` once,
   or indeterminate and retried.
+- ``add TALLY_ID COUNT PAUSE``: add 1 to a tally ``COUNT`` times, one commit each,
+  ``PAUSE`` seconds apart (a writer that waits whenever another holds the tally's row).
 
 Runs with ``tests.faults.settings``, so its store operations are recorded too.
 """
@@ -26,7 +28,7 @@ def main(argv: list[str]) -> int:
 
     from yieldstar_django.runtime import start_workflow
 
-    from .workflows import push
+    from .workflows import add, push
 
     command, *rest = argv
     if command == "start":
@@ -46,6 +48,17 @@ def main(argv: list[str]) -> int:
                     time.sleep(0.2)
             if pause:
                 time.sleep(pause)
+        return 0
+    if command == "add":
+        for _ in range(int(rest[1])):
+            while True:
+                try:
+                    add(rest[0], 1)
+                    break
+                except DatabaseError:
+                    close_old_connections()
+                    time.sleep(0.2)
+            time.sleep(float(rest[2]))
         return 0
     raise SystemExit(f"unknown command {command!r}")
 

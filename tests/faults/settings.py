@@ -4,7 +4,9 @@
 the suite passes: ``YIELDSTAR_FAULTS_PG_PORT`` (the cluster, database
 ``yieldstar_faults``), ``YIELDSTAR_FAULTS_BROKER_URL``, ``YIELDSTAR_FAULTS_QUEUE``,
 ``YIELDSTAR_FAULTS_LEASE_SECONDS`` and ``YIELDSTAR_FAULTS_HISTORY`` (the folder each
-process records its store operations in, see :mod:`tests.faults.history`).
+process records its store operations in, see :mod:`tests.faults.history`); for
+comparisons, ``YIELDSTAR_FAULTS_RUN_SLICE`` (seconds, or ``none``) and
+``YIELDSTAR_FAULTS_PREFETCH`` (Celery's prefetch multiplier, 1 by default).
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ INSTALLED_APPS = [*INSTALLED_APPS, "tests.faults"]
 CELERY_BROKER_URL = os.environ.get("YIELDSTAR_FAULTS_BROKER_URL", "redis://127.0.0.1:6379/2")
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("YIELDSTAR_FAULTS_QUEUE", "yieldstar-faults")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# As docs/operations/reliability.md recommends (manage.py check: yieldstar.W006): no
+# message reserved behind a busy pool process, queues with priorities on RabbitMQ.
+CELERY_WORKER_PREFETCH_MULTIPLIER = int(os.environ.get("YIELDSTAR_FAULTS_PREFETCH", "1"))
+CELERY_TASK_QUEUE_MAX_PRIORITY = 10
 # Publishing fails fast while the broker is down; the relay delivers the wake later.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
@@ -42,6 +47,13 @@ YIELDSTAR = {
     "LEASE_SECONDS": float(os.environ.get("YIELDSTAR_FAULTS_LEASE_SECONDS", "4")),
     "RELAY_DELAY": 0.5,
     "RELAY_INTERVAL": 0.2,
+    # YIELDSTAR_FAULTS_RUN_SLICE=none: resumes that hold their pool process until the run
+    # ends (the comparison runs of docs/operations/reliability.md).
+    "RUN_SLICE_SECONDS": (
+        None
+        if os.environ.get("YIELDSTAR_FAULTS_RUN_SLICE", "2") == "none"
+        else float(os.environ.get("YIELDSTAR_FAULTS_RUN_SLICE", "2"))
+    ),
 }
 
 from tests.e2e.celery_app import app as celery_app  # noqa: E402,F401  (the current app)

@@ -8,14 +8,20 @@ Updaters and claims are small objects that carry ``history_args``, the model ope
 from __future__ import annotations
 
 import copy
+import json
+import os
+import signal
 import time
 import uuid
+from pathlib import Path
 from typing import Any
+
+from django.db import transaction
 
 from yieldstar_django import define_store, get_store_client, workflow
 from yieldstar_django.runtime import Step
 
-from .history import INITIAL
+from .history import ENV as HISTORY_ENV, INITIAL
 
 #: ``faults.queue/<id>``: items ``{"value", "claimed_by"}``.
 queue = define_store(
@@ -117,3 +123,59 @@ def ledger(step: Step, tally_id: str, steps: int, pause: float = 0.0) -> Any:
         )
         tokens.append(token)
     return tokens
+
+
+def add(tally_id: str, amount: int) -> None:
+    get_store_client().update_store(tally, tally_id, updater=Add(amount))
+
+
+def steps_file() -> Path:
+    """Where the processes note each step of ``faults.grind`` they start: one JSON line per
+    step, ``{"execution", "index", "pid", "at"}`` (``steps-<pid>.log`` in the history
+    folder)."""
+    return Path(os.environ[HISTORY_ENV]) / f"steps-{os.getpid()}.log"
+
+
+def grind_step(execution_id: str, index: int, seconds: float) -> int:
+    """A step of ``faults.grind``: note its start, then work ``seconds``."""
+    line = {"execution": execution_id, "index": index, "pid": os.getpid(), "at": time.time()}
+    with steps_file().open("a") as handle:
+        handle.write(json.dumps(line) + "\n")
+    time.sleep(seconds)
+    return index
+
+
+@workflow("faults.grind")
+def grind(step: Step, tally_id: str, steps: int, seconds: float) -> Any:
+    """``steps`` steps of ``seconds`` of work each (a long run that keeps its pool process
+    busy), then add ``steps`` to a tally. Takes no item: returns ``[]`` (the items the
+    queue check counts)."""
+    for index in range(steps):
+        yield from step.run(grind_step, step.execution_id, index, seconds)
+    yield from step.update(tally, tally_id, Add(steps))
+    return []
+
+
+def freeze_in_commit(tally_id: str, marker: str) -> int:
+    """Add 1 to a tally in a transaction of its own and, the first time (``marker`` does
+    not exist yet), stop this process (SIGSTOP) before that transaction commits: the
+    worker freezes holding the tally's row lock, as a paused VM or a debugger would. The
+    test resumes it (SIGCONT); the marker names the process to resume."""
+    with transaction.atomic():
+        add(tally_id, 1)
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return 0
+        os.write(fd, json.dumps({"pid": os.getpid(), "at": time.time()}).encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return 1
+
+
+@workflow("faults.freeze_holding")
+def freeze_holding(step: Step, tally_id: str, marker: str) -> Any:
+    """Add to a tally in a step that freezes its worker mid-transaction the first time.
+    Takes no item: returns ``[]``."""
+    yield from step.run(freeze_in_commit, tally_id, marker)
+    return []

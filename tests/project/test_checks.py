@@ -19,6 +19,7 @@ from yieldstar_django.celery_app import current_app
 from yieldstar_django.checks import (
     check_broker_timeouts,
     check_database_alias,
+    check_recovery_config,
     check_settings,
     check_sqlite_transaction_mode,
     check_wake_backend,
@@ -434,3 +435,48 @@ def test_w005_is_registered(celery_app: Callable[..., Celery]) -> None:
         out = io.StringIO()
         call_command("check", tags=["yieldstar"], stdout=out, stderr=out)
     assert "yieldstar.W005" in out.getvalue()
+
+
+# -- W006: a Celery configuration that queues a takeover behind work -------------------------
+
+RECOVERING = {"worker_prefetch_multiplier": 1, "task_queue_max_priority": 10}
+
+
+@pytest.mark.parametrize(
+    ("broker", "conf", "warned"),
+    [
+        ("redis://127.0.0.1:6379/0", {}, ["worker_prefetch_multiplier is 4"]),
+        ("redis://127.0.0.1:6379/0", {"worker_prefetch_multiplier": 1}, []),
+        ("amqp://guest:guest@127.0.0.1:5672//", {"worker_prefetch_multiplier": 1},
+         ["task_queue_max_priority is not set"]),
+        ("amqp://guest:guest@127.0.0.1:5672//", {},
+         ["worker_prefetch_multiplier is 4", "task_queue_max_priority is not set"]),
+        ("amqp://guest:guest@127.0.0.1:5672//", RECOVERING, []),
+        (None, {"worker_prefetch_multiplier": 1}, ["task_queue_max_priority"]),  # amqp://
+        ("sentinel://10.0.0.1:26379", {"worker_prefetch_multiplier": 2},
+         ["worker_prefetch_multiplier is 2"]),
+        ("memory://", {"worker_prefetch_multiplier": 1}, []),
+    ],
+)  # fmt: skip
+def test_w006_a_configuration_that_queues_takeovers_behind_work(
+    celery_app: Callable[..., Celery], broker: str | None, conf: dict[str, Any], warned: list[str]
+) -> None:
+    """Prefetching (Celery's default multiplier is 4) reserves messages behind busy pool
+    processes; RabbitMQ ignores priorities on a queue declared without them. Either keeps
+    a takeover waiting behind work (``tests/faults/test_saturated_recovery.py``)."""
+    celery_app(broker, **conf)
+    with override_settings(YIELDSTAR=CELERY_BACKEND):
+        found = check_recovery_config()
+    assert ids(found) == (["yieldstar.W006"] if warned else [])
+    for text in warned:
+        assert text in found[0].msg
+
+
+def test_w006_only_for_the_celery_wake_backend(celery_app: Callable[..., Celery]) -> None:
+    celery_app("redis://127.0.0.1:6379/0")
+    with override_settings(YIELDSTAR={"WAKE_BACKEND": GOOD_BACKEND}):
+        assert check_recovery_config() == []
+    with override_settings(YIELDSTAR=CELERY_BACKEND):
+        out = io.StringIO()
+        call_command("check", tags=["yieldstar"], stdout=out, stderr=out)
+    assert "yieldstar.W006" in out.getvalue()

@@ -131,10 +131,16 @@ class StoreWaiter:
 
 @dataclass(frozen=True)
 class Wake:
-    """A request to resume an execution. It carries no copy of the event."""
+    """A request to resume an execution. It carries no copy of the event.
+
+    ``takeover``: the wake is a lease's takeover timer (the execution's worker stopped
+    renewing its lease); a wake backend hands it over before ordinary wakes (the Celery
+    backend sends it with the highest priority), so a rescue does not queue behind work.
+    """
 
     execution_id: str
     workflow_id: str
+    takeover: bool = False
 
 
 RecordedResult: TypeAlias = StoreUpdateResult | StoreTakeMatched | StoreDeleted

@@ -102,6 +102,11 @@ class Execution(models.Model):
     )
     lease_owner = models.CharField(max_length=64, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_backend = models.IntegerField(
+        null=True,
+        blank=True,
+        help_text="PostgreSQL backend (pid) of the connection that took the lease.",
+    )
     wake_pending = models.BooleanField(default=False)
     runs = models.PositiveIntegerField(default=0, help_text="Runs (replays) so far.")
     retries = models.PositiveIntegerField(

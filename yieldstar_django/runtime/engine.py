@@ -65,7 +65,15 @@ from .steps import Step, StepCall
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
-__all__ = ["Engine", "RunCutOff", "RunOutcome", "durable_limits", "encode_error", "run_deadline"]
+__all__ = [
+    "Engine",
+    "RunCutOff",
+    "RunOutcome",
+    "RunSliceEnded",
+    "durable_limits",
+    "encode_error",
+    "run_deadline",
+]
 
 #: A ``time.monotonic()`` time past which a run stops before its next step (``RunCutOff``).
 #: Set by ``yieldstar_django.testing`` around the runs it makes, so its time limit holds
@@ -79,16 +87,35 @@ class RunCutOff(Exception):
     execution stays due) and raises it on."""
 
 
+class RunSliceEnded(Exception):
+    """A run stopped before a step it would execute because its time slice
+    (``RUN_SLICE_SECONDS``) is used up. What it recorded stays recorded; ``run_execution``
+    lets the lease go with a run requested at once."""
+
+
 class Engine:
     """Replays one execution once. Create one per run; ``run()`` returns how it ended.
 
-    ``LeaseLost`` propagates (nothing more may be recorded); so do ``RunCutOff`` and any
+    ``LeaseLost`` propagates (nothing more may be recorded); so do ``RunCutOff``,
+    ``RunSliceEnded`` and any
     error of the runtime itself (a database error, say), which leave the execution for a
     later run.
     """
 
-    def __init__(self, workflow: Workflow[Any, Any], lease: Lease, client: StoreClient) -> None:
+    def __init__(
+        self,
+        workflow: Workflow[Any, Any],
+        lease: Lease,
+        client: StoreClient,
+        *,
+        slice_end: float | None = None,
+    ) -> None:
         self.workflow = workflow
+        #: A ``time.monotonic()`` time past which the run stops before the next step it
+        #: would execute (``RunSliceEnded``), once it has executed one.
+        self.slice_end = slice_end
+        #: Steps this run executed (not replayed).
+        self.executed = 0
         self.lease = lease
         self.execution = lease.execution
         #: What the run's steps share (the heap, the fenced writes): ``StepContext``'s.
@@ -221,6 +248,9 @@ class Engine:
                 return StepValue(kind.replay(ctx))
             if row.status == StepStatus.FAILED:
                 return StepError(error_from_record(decode_durable(row.error_json)))
+        if self.slice_end is not None and self.executed and time.monotonic() >= self.slice_end:
+            raise RunSliceEnded(self.execution.id)
+        self.executed += 1
         result = run_step(ctx)
         if kind.waiters is not None:
             self.open_takes.discard(key)

@@ -9,6 +9,7 @@ execution, or while another worker runs it, does no harm.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import timedelta
@@ -26,7 +27,7 @@ from ..core.store import StoreClient
 from ..manual_transaction import open_manual_transaction
 from ..models.runtime import Execution, ExecutionStatus
 from . import timers
-from .engine import Engine, RunCutOff
+from .engine import Engine, RunCutOff, RunSliceEnded
 from .leases import Lease, LeaseLost, acquire_lease, live, mark_wake_pending
 from .outcomes import RunOutcome
 from .registry import Workflow, get_workflow, registered_workflows
@@ -174,7 +175,9 @@ def run_execution(execution_id: str) -> ResumeResult:
     itself (a database outage) propagate after a best-effort release; the execution then
     resumes on its next wake or at its lease timer. A run stopped by ``engine.run_deadline``
     (the testing helpers' time limit) releases the lease with a run requested at once and
-    raises ``RunCutOff``.
+    raises ``RunCutOff``. A run that used up its time slice (``RUN_SLICE_SECONDS``) before
+    a step it would execute releases the lease with a run requested at once and returns
+    ``DEFERRED``: the pool process goes back to the queue.
     """
     if not _nameable(execution_id):
         return ResumeResult.GONE
@@ -211,6 +214,11 @@ def run_execution(execution_id: str) -> ResumeResult:
     except RunCutOff:
         _release_later(lease, 0.0)  # due again at once, for whoever set the deadline
         raise
+    except RunSliceEnded:
+        # Give the pool process back: a new run, requested at once, queues behind the
+        # wakes already waiting (a takeover goes before them all).
+        _release_later(lease, 0.0)
+        return ResumeResult.DEFERRED
     except BaseException:
         _abandon(lease)
         raise
@@ -220,8 +228,14 @@ def run_execution(execution_id: str) -> ResumeResult:
 
 def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
     client = _store_client()
+    slice_seconds = yieldstar_settings.RUN_SLICE_SECONDS
+    slice_end = (
+        None
+        if slice_seconds is None or lease.in_transaction
+        else time.monotonic() + float(slice_seconds)
+    )
     for _ in range(MAX_RUNS_PER_RESUME):
-        engine = Engine(wf, lease, client)
+        engine = Engine(wf, lease, client, slice_end=slice_end)
         outcome = engine.run()
         if outcome.terminal:
             _finish(lease, outcome, client, waiters=bool(engine.open_takes))

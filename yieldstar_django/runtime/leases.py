@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Q
 from django.utils import timezone
@@ -49,11 +49,13 @@ from ..connector.hooks import KnownReads
 from ..connector.waiters import LeaseFence
 from ..core.commits import StoredState
 from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus, ExecutionStep
+from ..sql import queries
+from ..sql.queries import placeholders
 from . import statements as sql, timers
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
-__all__ = ["Lease", "LeaseLost", "acquire_lease", "mark_wake_pending"]
+__all__ = ["Lease", "LeaseLost", "acquire_lease", "mark_wake_pending", "reap_frozen_holders"]
 
 #: Seconds after a lease's expiry at which its takeover timer fires.
 TAKEOVER_MARGIN = 0.25
@@ -426,6 +428,63 @@ def _step_from_json(alias: str, values: list[Any]) -> ExecutionStep:
     ]
     attnames = [ExecutionStep._meta.get_field(name).attname for name in HEAP_FIELDS]  # type: ignore[union-attr]
     return ExecutionStep.from_db(alias, attnames, parsed)
+
+
+def reap_frozen_holders(using: str) -> list[tuple[str, int]]:
+    """The relay's upkeep (``wakes.relay.every_round``, PostgreSQL): end the transaction of
+    every run whose lease expired while its connection still blocks another backend; the
+    execution id and backend pid of each one ended.
+
+    A worker frozen mid-transaction (SIGSTOP, a VM paused, a debugger) keeps the row locks
+    of a store commit it had begun, and every other writer of that store waits for them;
+    the lease fences what the frozen run writes afterwards, but nothing else ends its
+    transaction. Its lease expires (no renewal for ``LEASE_SECONDS``) and the relay then
+    terminates the backend that took the lease (``Execution.lease_backend``) if it still
+    blocks a lock, so the other writers wait at most about the lease plus a relay
+    interval. The run's transaction rolls back: nothing it had not committed is kept, and
+    its successor runs the step again. When the frozen worker resumes it finds its
+    connection closed and its lease lost. Needs the privilege to signal the workers'
+    backends (the same role, or ``pg_signal_backend``); without it this logs a warning
+    once and does nothing. A relay of another database leaves it alone."""
+    if using != yieldstar_settings.DATABASE_ALIAS:
+        return []
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(queries.of(connection).lock_blockers)
+        blockers = [int(row[0]) for row in cursor.fetchall()]
+        if not blockers:
+            return []
+        statement = queries.of(connection).terminate_frozen_holders.format(
+            pids=placeholders(len(blockers))
+        )
+        adapt = connection.ops.adapt_datetimefield_value
+        try:
+            cursor.execute(statement, [*blockers, adapt(timezone.now())])
+        except DatabaseError:
+            global _reap_refused
+            if not _reap_refused:
+                _reap_refused = True
+                logger.warning(
+                    "the relay could not end a frozen lease holder's transaction; grant its "
+                    "role pg_signal_backend, or run it as the workers' role",
+                    exc_info=True,
+                )
+            return []
+        ended = [(str(e), int(pid)) for e, pid in cursor.fetchall()]
+    for execution_id, pid in ended:
+        logger.warning(
+            "execution %s: its lease expired while backend %d still held locks others wait "
+            "for (a frozen worker?); ended that backend's transaction",
+            execution_id,
+            pid,
+        )
+    return ended
+
+
+#: Whether ``reap_frozen_holders`` was refused already (logged once).
+_reap_refused = False
 
 
 def mark_wake_pending(execution_id: str) -> bool:

@@ -234,12 +234,12 @@ UPDATE {wakeintent} SET attempts = attempts + 1, available_at = %s, last_error =
 UPDATE {wakeintent} SET available_at = %s, last_error = %s WHERE id IN ({ids}) AND delivered_at IS NULL
 
 -- claim_due_intents --
--- The relay's claim (PostgreSQL): lock the due intents no other transaction holds, count a delivery on each and push it back by redelivery_delay. Parameters: now, limit; now, MAX_RETRY_DELAY, the first delay.
-WITH due AS (SELECT id, available_at FROM {wakeintent} WHERE delivered_at IS NULL AND available_at <= %s ORDER BY available_at, id LIMIT %s FOR UPDATE SKIP LOCKED) UPDATE {wakeintent} AS i SET attempts = i.attempts + 1, available_at = CAST(%s AS timestamptz) + make_interval(secs => LEAST(CAST(%s AS float8), CAST(%s AS float8) * power(2, LEAST(i.attempts, 20)))) FROM due WHERE i.id = due.id RETURNING i.id, i.execution_id, i.workflow_id, i.attempts - 1, due.available_at
+-- The relay's claim (PostgreSQL): lock the due intents no other transaction holds, count a delivery on each and push it back by redelivery_delay (a takeover timer, reason %s, by the takeover's). Parameters: now, limit; now, MAX_RETRY_DELAY, the reason, the takeover's first delay, the first delay; the reason.
+WITH due AS (SELECT id, available_at FROM {wakeintent} WHERE delivered_at IS NULL AND available_at <= %s ORDER BY available_at, id LIMIT %s FOR UPDATE SKIP LOCKED) UPDATE {wakeintent} AS i SET attempts = i.attempts + 1, available_at = CAST(%s AS timestamptz) + make_interval(secs => LEAST(CAST(%s AS float8), CASE WHEN i.reason = %s THEN CAST(%s AS float8) ELSE CAST(%s AS float8) END * power(2, LEAST(i.attempts, 20)))) FROM due WHERE i.id = due.id RETURNING i.id, i.execution_id, i.workflow_id, i.attempts - 1, due.available_at, i.reason = %s
 
 -- due_intents --
 -- The due, unacknowledged intents, oldest first, up to a limit: the relay's claim elsewhere (then push_back).
-SELECT id, execution_id, workflow_id, attempts FROM {wakeintent} WHERE delivered_at IS NULL AND available_at <= %s ORDER BY available_at, id LIMIT %s
+SELECT id, execution_id, workflow_id, attempts, reason FROM {wakeintent} WHERE delivered_at IS NULL AND available_at <= %s ORDER BY available_at, id LIMIT %s
 
 -- count_overdue_intents --
 -- How many unacknowledged intents were deliverable before %s.
@@ -296,7 +296,15 @@ WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} RETUR
 
 -- acquire_lease(columns, heap, max_read_ahead, relaxed) --
 -- Take a free or expired lease of a live execution, acknowledge its due intents, write its takeover timer, and read its heap and the stores it waits on (their state up to {max_read_ahead} bytes), in one statement; {columns}: the execution's returned, {heap}: s.<column> of each heap field, {relaxed}: "" or synchronous_commit_off.
-WITH acquired AS (UPDATE {execution} SET lease_owner = %s, lease_expires_at = %s, wake_pending = false, status = %s, runs = runs + 1, updated_at = %s WHERE id = %s AND status NOT IN ({terminal_statuses}) AND (lease_owner = '' OR lease_expires_at < %s) RETURNING {columns}), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND EXISTS (SELECT 1 FROM acquired)), timer AS (INSERT INTO {wakeintent} ({intent_columns}) SELECT id, workflow_id, %s, %s, %s, NULL, 0, '', %s FROM acquired RETURNING id) SELECT acquired.*, timer.id, (SELECT COALESCE(json_agg(json_build_array({heap}) ORDER BY s.position), '[]'::json) FROM {executionstep} s WHERE s.execution_id = acquired.id), (SELECT COALESCE(json_agg(json_build_array(w.step_key, i.name, i.store_id, i.instance_id, i.version, i.state, a.result)), '[]'::json) FROM {waiter} w JOIN {storeinstance} i ON i.id = w.store_pk LEFT JOIN {appliedstep} a ON a.store_name = i.name AND a.store_id = i.store_id AND a.execution_id = w.execution_id AND a.step_key = w.step_key WHERE w.execution_id = acquired.id AND octet_length(i.state) <= {max_read_ahead}) FROM acquired, timer{relaxed}
+WITH acquired AS (UPDATE {execution} SET lease_owner = %s, lease_expires_at = %s, lease_backend = pg_backend_pid(), wake_pending = false, status = %s, runs = runs + 1, updated_at = %s WHERE id = %s AND status NOT IN ({terminal_statuses}) AND (lease_owner = '' OR lease_expires_at < %s) RETURNING {columns}), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND EXISTS (SELECT 1 FROM acquired)), timer AS (INSERT INTO {wakeintent} ({intent_columns}) SELECT id, workflow_id, %s, %s, %s, NULL, 0, '', %s FROM acquired RETURNING id) SELECT acquired.*, timer.id, (SELECT COALESCE(json_agg(json_build_array({heap}) ORDER BY s.position), '[]'::json) FROM {executionstep} s WHERE s.execution_id = acquired.id), (SELECT COALESCE(json_agg(json_build_array(w.step_key, i.name, i.store_id, i.instance_id, i.version, i.state, a.result)), '[]'::json) FROM {waiter} w JOIN {storeinstance} i ON i.id = w.store_pk LEFT JOIN {appliedstep} a ON a.store_name = i.name AND a.store_id = i.store_id AND a.execution_id = w.execution_id AND a.step_key = w.step_key WHERE w.execution_id = acquired.id AND octet_length(i.state) <= {max_read_ahead}) FROM acquired, timer{relaxed}
+
+-- lock_blockers --
+-- The backends (PostgreSQL) that hold a lock another backend of this database waits for: the relay's first look for frozen lease holders, cheap (pg_stat_activity only).
+SELECT DISTINCT b.pid FROM pg_stat_activity w, LATERAL unnest(pg_blocking_pids(w.pid)) AS b(pid) WHERE w.datname = current_database() AND w.wait_event_type = 'Lock'
+
+-- terminate_frozen_holders(pids) --
+-- End the backends among {pids} (one %s each; the conditions checked before any is ended) that took the lease of an execution that is still leased but expired before %s (a run whose worker stopped renewing it), that were connected before the lease expired (not a backend started later with the pid again) and are in a transaction (their locks): the execution id and the pid of each.
+WITH frozen AS MATERIALIZED (SELECT e.id, a.pid FROM {execution} e JOIN pg_stat_activity a ON a.pid = e.lease_backend WHERE e.lease_backend IN ({pids}) AND e.lease_owner <> '' AND e.lease_expires_at < %s AND a.backend_start < e.lease_expires_at AND a.xact_start IS NOT NULL AND a.pid <> pg_backend_pid()) SELECT id, pid FROM frozen WHERE pg_terminate_backend(pid)
 
 -- synchronous_commit_off --
 -- acquire_lease's {relaxed} in autocommit: its commit does not wait for the WAL flush.

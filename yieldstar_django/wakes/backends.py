@@ -15,11 +15,12 @@ from typing import Any, Final, TypeVar
 
 from celery import signals
 
-from ..celery_app import require_configured_app
+from ..celery_app import broker_kind, require_configured_app
 from ..core.results import Wake
 from .guard import refuse_in_tests
 
 __all__ = [
+    "PRIORITIES",
     "RESUME_TASK",
     "celery_backend",
     "enqueues_only",
@@ -64,9 +65,11 @@ def publish_receivers() -> bool:
 def celery_backend(wakes: Sequence[Wake]) -> None:
     """The default ``WAKE_BACKEND``: enqueue ``resume_execution(execution_id)`` per wake.
 
-    Sent with ``ignore_result``: nothing waits for a resume's result, and a send that
-    expects one makes a Redis result backend subscribe this process to the task's result
-    channel (a round trip per wake, and a subscription never released).
+    A lease's takeover (``Wake.takeover``) is sent with the highest priority, ordinary
+    wakes below it (``PRIORITIES``). Sent with ``ignore_result``: nothing waits for a
+    resume's result, and a send that expects one makes a Redis result backend subscribe
+    this process to the task's result channel (a round trip per wake, and a subscription
+    never released).
 
     Uses the current Celery app (the one the project configures). Raises when the broker
     refuses a message, or when that app is Celery's unconfigured default
@@ -76,5 +79,26 @@ def celery_backend(wakes: Sequence[Wake]) -> None:
     """
     app = require_configured_app()
     refuse_in_tests(app)
+    urgent, ordinary = PRIORITIES.get(broker_kind(app), (None, None))
     for wake in wakes:
-        app.send_task(RESUME_TASK, args=[wake.execution_id], ignore_result=True)
+        app.send_task(
+            RESUME_TASK,
+            args=[wake.execution_id],
+            ignore_result=True,
+            priority=urgent if wake.takeover else ordinary,
+        )
+
+
+#: The message priorities of the Celery backend by broker (``celery_app.broker_kind``):
+#: (takeover, ordinary wake). A lease's takeover goes before the ordinary wakes waiting in
+#: the same queue, so a rescued execution waits for the next free pool process, not for the
+#: backlog. On Redis a lower number comes first (kombu keeps one list per priority step,
+#: ``0, 3, 6, 9`` by default, and a worker pops them in that order): a takeover goes to the
+#: queue's first list, ordinary wakes to the next one. On RabbitMQ a higher number comes
+#: first, on a queue declared with ``x-max-priority`` (Celery's
+#: ``task_queue_max_priority``; ``manage.py check`` reports ``yieldstar.W006`` without it).
+#: Other transports get no priority.
+PRIORITIES: Final[dict[str, tuple[int | None, int | None]]] = {
+    "redis": (0, 3),
+    "amqp": (9, None),
+}

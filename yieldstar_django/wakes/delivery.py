@@ -44,9 +44,11 @@ logger = logging.getLogger("yieldstar_django.wakes")
 
 
 def _coalesce(wakes: Iterable[Wake]) -> list[Wake]:
+    """One wake per execution, a takeover if any of its wakes is one."""
     seen: dict[str, Wake] = {}
     for wake in wakes:
-        seen.setdefault(wake.execution_id, wake)
+        if wake.takeover or wake.execution_id not in seen:
+            seen[wake.execution_id] = wake
     return list(seen.values())
 
 

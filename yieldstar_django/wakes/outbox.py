@@ -38,6 +38,7 @@ from ..sql.queries import placeholders
 __all__ = [
     "MAX_BATCH_SIZE",
     "MAX_RETRY_DELAY",
+    "TAKEOVER_REASON",
     "ClaimedWake",
     "PendingWake",
     "acknowledge",
@@ -58,6 +59,8 @@ __all__ = [
 
 #: Longest pause before the relay retries an intent whose delivery failed, in seconds.
 MAX_RETRY_DELAY: Final = 300.0
+#: The reason of a lease's takeover timer (``runtime.leases``): its wake is a ``takeover``.
+TAKEOVER_REASON: Final = "lease"
 #: Longest error text kept on an intent.
 MAX_ERROR_LENGTH: Final = 2000
 #: The largest batch of the relay and of pruning: a batch binds one query parameter per
@@ -128,11 +131,17 @@ def acknowledge(
         return int(cursor.rowcount)
 
 
-def redelivery_delay(deliveries: int, *, failed: bool) -> float:
+def redelivery_delay(deliveries: int, *, failed: bool, takeover: bool = False) -> float:
     """Seconds before an intent delivered ``deliveries`` times before is delivered again:
-    ``RELAY_DELAY`` (``RELAY_INTERVAL`` after a failed delivery) doubled per earlier
-    delivery, at most ``MAX_RETRY_DELAY``."""
-    return float(min(MAX_RETRY_DELAY, _retry_base(failed) * 2 ** min(deliveries, 20)))
+    ``RELAY_DELAY`` (``RELAY_INTERVAL`` after a failed delivery, and for a lease's takeover
+    timer) doubled per earlier delivery, at most ``MAX_RETRY_DELAY``.
+
+    A takeover is delivered again sooner: the message may have gone to a consumer that
+    cannot run it (a worker paused with SIGSTOP still holds what the broker pushed to it,
+    on RabbitMQ as on Redis, until its connection drops), and the execution it rescues
+    has been stuck for a whole lease already. A duplicate costs one spurious resume."""
+    base = _retry_base(failed or takeover)
+    return float(min(MAX_RETRY_DELAY, base * 2 ** min(deliveries, 20)))
 
 
 def _retry_base(failed: bool) -> float:
@@ -182,6 +191,7 @@ def _reschedule(
     *,
     count: bool,
     error: str | None,
+    takeovers: frozenset[int] | set[int] = frozenset(),
 ) -> None:
     """Move each unacknowledged intent of ``deliveries`` (id: deliveries counted before)
     to ``redelivery_delay`` from now (a failed delivery's, with ``error``, recorded), and
@@ -196,7 +206,7 @@ def _reschedule(
     now = _now()
     by_delay: dict[float, list[int]] = {}
     for intent_id, before in deliveries.items():
-        delay = redelivery_delay(before, failed=error is not None)
+        delay = redelivery_delay(before, failed=error is not None, takeover=intent_id in takeovers)
         by_delay.setdefault(delay, []).append(intent_id)
     for delay, ids in by_delay.items():
         at = _adapt(using, now + timedelta(seconds=delay))
@@ -302,16 +312,25 @@ def claim_due(using: str, limit: int) -> list[ClaimedWake]:
     connection = connections[using]
     if connection.vendor == "postgresql":
         at = _adapt(using, now)
-        params = [at, limit, at, MAX_RETRY_DELAY, _retry_base(failed=False)]
+        params = [
+            at, limit, at, MAX_RETRY_DELAY, TAKEOVER_REASON, _retry_base(failed=True),
+            _retry_base(failed=False), TAKEOVER_REASON,
+        ]  # fmt: skip
         with connection.cursor() as cursor:
             cursor.execute(queries.of(connection).claim_due_intents, params)
             rows = sorted(cursor.fetchall(), key=lambda row: (row[4], row[0]))
-        return [ClaimedWake(int(i), Wake(e, w), int(d)) for i, e, w, d, _ in rows]
+        return [
+            ClaimedWake(int(i), Wake(e, w, takeover=bool(t)), int(d)) for i, e, w, d, _, t in rows
+        ]
     with transaction.atomic(using=using), connection.cursor() as cursor:
         cursor.execute(queries.of(connection).due_intents, [_adapt(using, now), limit])
-        claimed = [ClaimedWake(int(i), Wake(e, w), int(d)) for i, e, w, d in cursor.fetchall()]
+        claimed = [
+            ClaimedWake(int(i), Wake(e, w, takeover=r == TAKEOVER_REASON), int(d))
+            for i, e, w, d, r in cursor.fetchall()
+        ]
         deliveries = {c.intent_id: c.deliveries for c in claimed}
-        _reschedule(cursor, using, deliveries, count=True, error=None)
+        takeovers = {c.intent_id for c in claimed if c.wake.takeover}
+        _reschedule(cursor, using, deliveries, count=True, error=None, takeovers=takeovers)
     return claimed
 
 
