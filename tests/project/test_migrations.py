@@ -3,6 +3,7 @@ each migration runs on the database it is asked about."""
 
 from __future__ import annotations
 
+import importlib
 import io
 
 import pytest
@@ -55,3 +56,25 @@ def test_sqlmigrate_writes_every_migration_as_sql(name: str) -> None:
                 assert expected in text, (backwards, text)
             if not postgres:
                 assert "FUNCTION" not in text and "INDEX" not in text, text
+
+
+#: The migrations of the first release; every later one must keep its rolling-deploy rule.
+FIRST_RELEASE = {"0001_initial", "0002_postgres"}
+
+
+@pytest.mark.parametrize("name", [name for name in MIGRATIONS if name not in FIRST_RELEASE])
+def test_a_new_not_null_column_has_a_database_default(name: str) -> None:
+    """``docs/internals/versioning.md``: during a rolling deploy the previous release
+    inserts rows without naming a column it does not know, so a column added after the
+    first release is nullable or has a ``db_default``."""
+    from django.db.migrations import AddField
+    from django.db.models import NOT_PROVIDED
+
+    module = importlib.import_module(f"yieldstar_django.migrations.{name}")
+    for operation in module.Migration.operations:
+        if not isinstance(operation, AddField):
+            continue
+        field = operation.field
+        assert field.null or field.db_default is not NOT_PROVIDED, (
+            f"{name}: {operation.model_name}.{operation.name} is NOT NULL without a db_default"
+        )
