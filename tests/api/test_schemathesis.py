@@ -99,6 +99,8 @@ def test_schema_documents_every_operation(api_schema: Any) -> None:
         "PATCH /yieldstar/stores/{name}/{id}/",
         "POST /yieldstar/executions/",
         "POST /yieldstar/executions/{execution_id}/cancel/",
+        "POST /yieldstar/executions/{execution_id}/fork/",
+        "POST /yieldstar/executions/{execution_id}/retry/",
         "PUT /yieldstar/stores/{name}/{id}/",
     ]
 
