@@ -802,3 +802,51 @@ def test_a_database_that_cannot_answer_is_503_not_500(
         assert response["Retry-After"] == "1"
     monkeypatch.undo()
     assert api.get(url()).json()["state"] == {"count": 0, "items": []}
+
+
+@pytest.fixture
+def anything() -> Any:
+    from yieldstar_django.core.definition import define_store, unregister_store
+
+    definition = define_store("api-anything", None, initial=lambda id: {})
+    yield definition
+    unregister_store(definition.name)
+
+
+#: A state whose rendering has every case a JSON encoder may write its own way: keys out
+#: of order, characters outside ASCII, the two line separators JSON allows and JavaScript
+#: does not, escapes, floats (large, negative zero, inexact), long integers, nesting.
+AWKWARD_STATE = {
+    "z": [1e20, -0.0, 0.1, 1.5e-7, 2**70, -(10**30), True, False, None],
+    "a": {"é": "naïve ☃ 😀", "sep": "line\u2028para\u2029end", "esc": '"\\\n\t\x01/'},
+    "m": [[[{"b": [], "a": {}}]]],
+}
+
+
+@pytest.mark.parametrize("accept", [JSON, f"{JSON}; indent=2"])
+def test_a_write_answers_its_state_as_a_read_renders_it(
+    api: Client, anything: StoreDefinition, accept: str
+) -> None:
+    """The state a ``PUT`` or ``PATCH`` answers with is, byte for byte, what DRF's renderer
+    makes of the state a read returns (whatever the media type's ``indent``)."""
+    from rest_framework.renderers import JSONRenderer
+
+    target = url("awkward", "api-anything")
+    for method, body, content_type in (
+        ("PUT", AWKWARD_STATE, JSON),
+        ("PATCH", {"n": {"ü": "\u2029"}}, MERGE),
+    ):
+        response = write(api, method, body, content_type, target=target, Accept=accept)
+        assert response.status_code == 200, response.content
+        read = api.get(target).json()
+        expected = {
+            "name": "api-anything",
+            "id": "awkward",
+            "instance_id": read["instance_id"],
+            "previous_version": read["version"] - 1,
+            "version": read["version"],
+            "state": read["state"],
+            "replayed": False,
+        }
+        assert response.content == JSONRenderer().render(expected, accept)
+    assert read["state"] == {**AWKWARD_STATE, "n": {"ü": "\u2029"}}

@@ -1,9 +1,11 @@
 """What every view of the HTTP API shares: the base view (authentication, permissions,
 JSON errors, no ``ATOMIC_REQUESTS``), the store client, checks of a request's body and
-path, and a list's page size (see ``docs/internals/architecture.md#api``)."""
+path, a list's page size, and the JSON renderer that writes a stored state's canonical
+text as it is (see ``docs/internals/architecture.md#api``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Final
 
@@ -23,6 +25,7 @@ from ..connector import get_store_client
 from ..core.cas import CasStoreClient
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.definition import StoreDefinition, get_definition
+from ..core.durable import decode_durable
 from .exceptions import (
     BodyRequired,
     RequestTooLarge,
@@ -34,6 +37,68 @@ from .parsers import SafeJSONParser
 DEFAULT_PAGE_SIZE = 100
 #: The most items per page ``?limit=`` may ask for.
 MAX_PAGE_SIZE = 1000
+
+
+class EncodedJSON:
+    """A value given as its canonical JSON text (``encode_durable``'s: sorted keys, no
+    white space, non-ASCII characters as they are), for ``YieldstarJSONRenderer`` to write
+    as it is rather than decode it to Python objects and encode it again."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class YieldstarJSONRenderer(JSONRenderer):
+    """DRF's ``JSONRenderer``, which also renders a dict whose members are
+    ``EncodedJSON``: with DRF's defaults (no ``indent``, ``COMPACT_JSON``,
+    ``UNICODE_JSON``) a canonical text is exactly what DRF would render from its decoded
+    value, so it is written as it is (with the same escapes of U+2028 and U+2029); with
+    other settings it is decoded and rendered as any value."""
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Any = None,
+    ) -> bytes:
+        if not isinstance(data, dict) or not any(
+            type(value) is EncodedJSON for value in data.values()
+        ):
+            return super().render(data, accepted_media_type, renderer_context)
+        indent = self.get_indent(accepted_media_type or "", renderer_context or {})
+        if indent is not None or self.ensure_ascii or not self.compact:
+            decoded = {
+                key: decode_durable(value.text) if type(value) is EncodedJSON else value
+                for key, value in data.items()
+            }
+            return super().render(decoded, accepted_media_type, renderer_context)
+        parts: list[str] = []  # joined once: a large text is copied once, into the output
+        for key, value in data.items():
+            text = value.text if type(value) is EncodedJSON else self.dumps(value)
+            parts += (",", self.dumps(key), ":", _script_safe(text))
+        parts[0] = "{"
+        parts.append("}")
+        return "".join(parts).encode()
+
+    def dumps(self, value: Any) -> str:
+        """``value`` as ``render`` encodes it (without an ``indent``)."""
+        return json.dumps(
+            value,
+            cls=self.encoder_class,
+            ensure_ascii=self.ensure_ascii,
+            allow_nan=not self.strict,
+            separators=(",", ":"),
+        )
+
+
+def _script_safe(text: str) -> str:
+    """``text`` with U+2028 and U+2029 escaped, as ``JSONRenderer`` does (searched for
+    first: a large text without them is not copied)."""
+    if "\u2028" in text or "\u2029" in text:
+        text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return text
 
 
 def store_client() -> CasStoreClient:
@@ -110,7 +175,7 @@ class YieldstarAPIView(APIView):
     one of the view's parsers' (``check_write_media_type``), its size within
     ``API_MAX_BODY_BYTES``."""
 
-    renderer_classes = [JSONRenderer]
+    renderer_classes = [YieldstarJSONRenderer]
     parser_classes = [SafeJSONParser]
     content_negotiation_class = ExactContentNegotiation
     #: drf-spectacular's schema class on the views themselves: the project need not set
@@ -210,9 +275,11 @@ __all__ = [
     "INVALID_CURSOR",
     "MAX_PAGE_SIZE",
     "WRITE_METHODS",
+    "EncodedJSON",
     "ExactContentNegotiation",
     "UnparsedFormRequest",
     "YieldstarAPIView",
+    "YieldstarJSONRenderer",
     "body_media_type",
     "check_store_id",
     "check_write_media_type",

@@ -42,6 +42,7 @@ from ..core.results import (
 )
 from . import idempotency
 from .base import (
+    EncodedJSON,
     YieldstarAPIView,
     body_media_type,
     check_store_id,
@@ -81,8 +82,8 @@ from .serializers import (
 )
 
 Updater = Callable[[Any], Any]
-#: What makes a write's updater from its request and parsed body.
-UpdaterFor = Callable[[Request, Any], Updater]
+#: What makes a write's updater from its request, the store's definition and parsed body.
+UpdaterFor = Callable[[Request, StoreDefinition, Any], Updater]
 
 
 def missing_store_refusal() -> PreconditionFailed:
@@ -119,11 +120,14 @@ def not_null(updater: Updater) -> Updater:
     return guarded
 
 
-def replacement(request: Request, body: Any) -> Updater:
-    """PUT's updater: the body replaces the state, the parsed body itself the first
-    attempt (the core only reads it), a fresh copy each later one, decoded from its JSON
-    text (the C codec copies a large body many times faster than a walk), in case a schema
+def replacement(request: Request, definition: StoreDefinition, body: Any) -> Updater:
+    """PUT's updater: the body replaces the state. Without a schema the parsed body itself
+    every attempt (the core only reads it: no copy of a large body is held). With one, the
+    body itself the first attempt, a fresh copy each later one, decoded from its JSON text
+    (the C codec copies a large body many times faster than a walk), in case the schema
     changed it."""
+    if definition.schema is None:
+        return lambda draft: body
     text = json.dumps(body)
     attempts = 0
 
@@ -135,7 +139,7 @@ def replacement(request: Request, body: Any) -> Updater:
     return updater
 
 
-def patcher(request: Request, body: Any) -> Updater:
+def patcher(request: Request, definition: StoreDefinition, body: Any) -> Updater:
     """PATCH's updater: the body as a JSON Patch or a merge patch (by its media type),
     applied to the state each attempt reads. A malformed JSON Patch raises here; its
     ``copy`` operations may copy ``MAX_STATE_BYTES`` in all (each copy of the whole state
@@ -147,6 +151,15 @@ def patcher(request: Request, body: Any) -> Updater:
         return lambda draft: apply_patch(draft, operations, in_place=True, max_copied=limit)
     assert media_type == MERGE_PATCH
     return lambda draft: apply_merge_patch(draft, body, in_place=True)
+
+
+def release(body: Any) -> None:
+    """Empty the parsed ``body`` of a write that is done (its response holds nothing of
+    it). DRF's request keeps it (``request.data``) and is held in a reference cycle (with
+    its view) until the cyclic collector runs, maybe while the next requests run: emptied,
+    the values it held are freed at once."""
+    if isinstance(body, (dict, list)):
+        body.clear()
 
 
 def snapshot_body(
@@ -342,12 +355,15 @@ class StoreDetailView(YieldstarAPIView):
 
     def write(self, request: Request, name: str, id: str, updater_for: UpdaterFor) -> Response:
         """A PUT or PATCH: the store's definition (permission checked), the ``If-Match``
-        condition and the parsed body, then the write of ``updater_for(request, body)``
-        (refused if it would make the state ``null``)."""
+        condition and the parsed body, then the write of
+        ``updater_for(request, definition, body)`` (refused if it would make the state
+        ``null``); once it succeeded, the body is released (``release``)."""
         definition = self.setup_store(request, name, id)
         condition, body = self.condition(request), self.body(request)
-        updater = not_null(updater_for(request, body))
-        return self.update(request, definition, id, condition, updater, body)
+        updater = not_null(updater_for(request, definition, body))
+        response = self.update(request, definition, id, condition, updater, body)
+        release(body)
+        return response
 
     def condition(self, request: Request) -> Condition | None:
         """The write's precondition: ``If-Match``, or ``If-None-Match: *`` (create only)."""
@@ -440,35 +456,34 @@ class StoreDetailView(YieldstarAPIView):
                 condition=version_condition(condition),
                 step_id=claim.step_id if claim else None,
             )
-            result = write.result
-            if not result.updated:
-                refuse(result)
+            if write.encoded is None:  # else committed by this call
+                result = write.result
+                if not result.updated:
+                    refuse(result)
         # A replayed result (recorded by an earlier or a concurrent twin request) does not
         # name its instance: the idempotency record remembers it (or the store's history).
         replayed = write.instance_id is None
         instance_id = write.instance_id or ""
+        state: Any
+        if write.encoded is not None and write.versions is not None:
+            # Answered with the committed text itself: the state is not decoded again.
+            state, (previous_version, version) = EncodedJSON(write.encoded), write.versions
+        else:
+            result = write.result
+            assert isinstance(result, StoreUpdateResult)
+            state, previous_version, version = result.state, result.previous_version, result.version
         if claim is not None and replayed:
-            instance_id = claim.recorded_instance(definition.name, id, result.version)
+            instance_id = claim.recorded_instance(definition.name, id, version)
         elif claim is not None:
             claim.remember_instance(instance_id)
-        return self.write_response(definition, id, result, instance_id or None, replayed)
-
-    @staticmethod
-    def write_response(
-        definition: StoreDefinition,
-        id: str,
-        result: StoreUpdateResult,
-        instance_id: str | None,
-        replayed: bool,
-    ) -> Response:
-        headers = {"ETag": make_etag(instance_id, result.version)} if instance_id else {}
+        headers = {"ETag": make_etag(instance_id, version)} if instance_id else {}
         body = {
             "name": definition.name,
             "id": id,
-            "instance_id": instance_id,
-            "previous_version": result.previous_version,
-            "version": result.version,
-            "state": result.state,
+            "instance_id": instance_id or None,
+            "previous_version": previous_version,
+            "version": version,
+            "state": state,
             "replayed": replayed,
         }
         return Response(body, headers=headers)

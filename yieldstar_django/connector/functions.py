@@ -61,7 +61,9 @@ def commit_mutation(
         m.expected,
         new_state=(
             m.created,
-            m.expected.encoded,
+            # The initial state is read only when the commit creates the store: an update
+            # does not send the old state (as large as the new one) for nothing.
+            m.expected.encoded if m.created else None,
             m.encoded_state,
             paths_json(m.changed_paths),
             match.wake_all,

@@ -53,7 +53,6 @@ from .results import (
     StoreTakeMatched,
     StoreTakeResult,
     StoreTakeUnmatched,
-    StoreUpdateResult,
     delete_from_record,
     take_from_record,
     update_from_record,
@@ -330,10 +329,9 @@ class CasStoreClient(StoreClient):
                 outcome = self._try_mutation(mutation)
                 encoded = mutation.encoded_state
                 if outcome.status == "committed":
-                    result = StoreUpdateResult(
-                        decode_durable(encoded), stored.version, stored.version + 1
+                    return StoreWrite.committed(
+                        encoded, stored.version, stored.version + 1, stored.instance_id
                     )
-                    return StoreWrite(result, stored.instance_id)
                 recorded = self._settled(outcome, definition, id, step_id)
                 if recorded is not None:
                     assert step_id is not None

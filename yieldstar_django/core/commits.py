@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .definition import StoreDefinition
+from .durable import decode_durable
 from .results import (
     LedgerOperation,
     StoreDeleteConflict,
     StoreStepId,
     StoreUpdateConflict,
     StoreUpdateFromResult,
+    StoreUpdateResult,
 )
 from .types import StorePath, StoreVersion
 
@@ -217,11 +219,39 @@ def _conflict_fields(
 MISSING_INSTANCE = ""
 
 
-@dataclass(frozen=True, slots=True)
 class StoreWrite:
     """What ``update_store_if`` did: its ``result`` and the ``instance_id`` it committed
     to, or ``None`` when the result was replayed from the ledger (which does not record
-    the instance of an update)."""
+    the instance of an update).
 
-    result: StoreUpdateFromResult
-    instance_id: str | None
+    A write this call committed (``StoreWrite.committed``) also holds the committed
+    state's canonical text, ``encoded``, and its ``versions`` (previous, new): its
+    ``result`` decodes the state from that text when first read, so a caller that answers
+    with the text itself (the HTTP API) never holds the state as Python objects."""
+
+    __slots__ = ("_result", "encoded", "instance_id", "versions")
+
+    def __init__(self, result: StoreUpdateFromResult, instance_id: str | None) -> None:
+        self._result: StoreUpdateFromResult | None = result
+        self.instance_id = instance_id
+        self.encoded: str | None = None
+        self.versions: tuple[StoreVersion, StoreVersion] | None = None
+
+    @classmethod
+    def committed(
+        cls, encoded: str, previous_version: StoreVersion, version: StoreVersion, instance_id: str
+    ) -> StoreWrite:
+        """The write this call committed: state ``encoded``, from and to those versions."""
+        write = cls.__new__(cls)
+        write._result = None
+        write.instance_id = instance_id
+        write.encoded = encoded
+        write.versions = (previous_version, version)
+        return write
+
+    @property
+    def result(self) -> StoreUpdateFromResult:
+        if self._result is None:
+            assert self.encoded is not None and self.versions is not None
+            self._result = StoreUpdateResult(decode_durable(self.encoded), *self.versions)
+        return self._result

@@ -15,7 +15,14 @@ from typing import Any
 from .commits import StoredState, StoreMutation
 from .definition import StoreDefinition
 from .drafts import WriteLog, build_draft, detach
-from .durable import DurableLimits, check_durable, decode_durable, encode_durable, encode_placed
+from .durable import (
+    DurableLimits,
+    check_durable,
+    decode_durable,
+    encode_checked,
+    encode_durable,
+    encode_placed,
+)
 from .errors import CorruptStateError, StoreValidationError
 from .paths import diff_paths
 from .results import LedgerOperation, StoreStepId, StoreTakeUnmatched, take_record, update_record
@@ -133,8 +140,12 @@ def finalize(
             detach(draft), log.placements, limits=limits, step_key=step_key, label=label
         )
         return placed, log.paths()
-    new = encode_durable(detach(state), limits=limits, step_key=step_key, label=label)
-    return new, diff_paths(decode_durable(encoded), state)
+    plain = detach(state)
+    check_durable(plain, limits=limits, step_key=step_key, label=label)
+    # Diffed before it is encoded: the old state, decoded for the diff, is gone before the
+    # new text exists (the largest write holds one of them, not both, beside the new state).
+    paths = diff_paths(decode_durable(encoded), state)
+    return encode_checked(plain, limits=limits, step_key=step_key, label=label), paths
 
 
 @dataclass(frozen=True)
