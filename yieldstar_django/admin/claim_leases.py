@@ -47,6 +47,15 @@ from .display import decoded, short_json
 CONFIRM_VALUE_CHARS: Final = 120
 
 
+def shown_values(queryset: QuerySet[ClaimLeaseRecord]) -> list[ClaimLeaseRecord]:
+    """The first leases a confirmation page lists, each with the head of its value only."""
+    return list(
+        queryset.defer("value_json").annotate(
+            value_head=Substr("value_json", 1, CONFIRM_VALUE_CHARS + 1)
+        )[:CONFIRM_SHOWN]
+    )
+
+
 class LiveFilter(admin.SimpleListFilter):
     """Held leases by default (the live ones); every state on request."""
 
@@ -134,11 +143,7 @@ class ClaimLeaseAdmin(
                 request,
                 "yieldstar_django/admin/claim_lease_release_confirm.html",
                 action="release_now",
-                shown=list(
-                    held.defer("value_json").annotate(
-                        value_head=Substr("value_json", 1, CONFIRM_VALUE_CHARS + 1)
-                    )[:CONFIRM_SHOWN]
-                ),
+                shown=shown_values(held),
                 count=len(rows),
                 title="Release these leases now?",
                 action_label="Release now",
@@ -171,11 +176,7 @@ class ClaimLeaseAdmin(
                 request,
                 "yieldstar_django/admin/claim_lease_requeue_confirm.html",
                 action="requeue",
-                shown=list(
-                    dead.defer("value_json").annotate(
-                        value_head=Substr("value_json", 1, CONFIRM_VALUE_CHARS + 1)
-                    )[:CONFIRM_SHOWN]
-                ),
+                shown=shown_values(dead),
                 count=len(rows),
                 title="Requeue these dead letters?",
                 action_label="Requeue",

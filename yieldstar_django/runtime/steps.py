@@ -149,6 +149,20 @@ class StepCall:
         return fingerprint == self.fingerprint
 
 
+def _function_call(
+    kind: str, fn: Callable[..., Any], key: str | None, args: tuple[Any, ...], kwargs: Any
+) -> StepCall:
+    """The call of a step kind that runs ``fn(*args, **kwargs)``, fingerprinted by its name."""
+    return StepCall(
+        kind,
+        _check_key(key),
+        fingerprint(callable_name(fn)),
+        fn=fn,
+        args=args,
+        kwargs=dict(kwargs),
+    )
+
+
 def fingerprint(text: str, identity: str | None = None) -> str:
     """The fingerprint of a step described by ``text``.
 
@@ -270,16 +284,7 @@ class Step:
         calls it again. ``RetryableError`` retries it on a durable timer; any other error
         is recorded and raised here, on this and every later replay.
         """
-        printed = fingerprint(callable_name(fn))
-        call = StepCall(
-            "run",
-            _check_key(key),
-            printed,
-            fn=fn,
-            args=args,
-            kwargs=dict(kwargs),
-        )
-        result: R = yield call
+        result: R = yield _function_call("run", fn, key, args, kwargs)
         return result
 
     @_primitive
@@ -303,16 +308,7 @@ class Step:
         """
         if not callable(fn):
             raise TypeError(f"atomic() needs a callable, not {fn!r}")
-        printed = fingerprint(callable_name(fn))
-        call = StepCall(
-            "atomic",
-            _check_key(key),
-            printed,
-            fn=fn,
-            args=args,
-            kwargs=dict(kwargs),
-        )
-        result: R = yield call
+        result: R = yield _function_call("atomic", fn, key, args, kwargs)
         return result
 
     @_primitive
