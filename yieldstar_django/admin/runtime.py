@@ -200,6 +200,10 @@ class ExecutionAdmin(
         input)."""
         return () if any_execution_hook() else self.list_deferred
 
+    def may_hide_rows(self, request: HttpRequest) -> bool:
+        """Whether a workflow's hook may hide rows of the list (it is asked about each)."""
+        return any_execution_hook()
+
     def row_visible(self, request: HttpRequest, obj: Execution) -> bool:
         """Whether a list may show ``obj``: its workflow's hook allows ``"list"``."""
         return execution_hook_allows(request, "list", obj)
