@@ -133,6 +133,26 @@ def extended(step: Any, order: str) -> Any:
     return [a, b, c]
 
 
+def boom() -> None:
+    CALLS.append("boom")
+    raise ValueError("out of stock")
+
+
+def careful(step: Any, order: str) -> Any:
+    """A step that fails and is caught, then a take that waits (a pending heap row)."""
+    try:
+        yield from step.run(boom)
+    except ValueError:
+        pass
+    return (yield from step.take(counter, order, lambda s: s["n"] >= 5 or None, None))
+
+
+def careless(step: Any, order: str) -> Any:
+    """The same without the ``except``: the recorded error now ends the workflow."""
+    yield from step.run(boom)
+    return (yield from step.take(counter, order, lambda s: s["n"] >= 5 or None, None))
+
+
 def _register(fn: Callable[..., Any], name: str = NAME) -> None:
     unregister_workflow(name)
     workflow(name)(fn)
@@ -266,3 +286,23 @@ def test_bad_arguments_are_refused(db: None) -> None:
         call_command("yieldstar_check_replay", "--since", "yesterday")
     with pytest.raises(CommandError, match="--limit"):
         call_command("yieldstar_check_replay", "--limit", "0")
+
+
+def test_recorded_errors_and_waiting_takes_replay(db: None) -> None:
+    """A failed step's recorded error is thrown in again (and caught, as first); the
+    check of a waiting execution ends at its pending take. Code that no longer catches
+    the error ends before the take: reported."""
+    _register(careful, OTHER)
+    execution_id = start_workflow(OTHER, "o-careful")
+    run_until_idle()
+    assert get_execution(execution_id).status == "waiting"
+    assert CALLS == ["boom"]
+    CALLS.clear()
+    before = _snapshot()
+    assert check_replay(workflow=OTHER).mismatches == []
+    _register(careless, OTHER)
+    mismatches = check_replay(workflow=OTHER).mismatches
+    assert [(m.step_key, m.problem) for m in mismatches] == [("1", "removed")]
+    assert "raised ValueError: out of stock" in mismatches[0].message
+    assert CALLS == []
+    assert _snapshot() == before
