@@ -171,6 +171,27 @@ def test_readiness_needs_only_the_database(db: None) -> None:
     status, out = _command("--probe", "readiness", "--json")
     assert status == 0 and json.loads(out)["checks"] == {}
     assert _command()[0] == 1  # no relay seen
+    assert _command("--probe", "liveness")[0] == 1
+
+
+def test_a_database_that_cannot_be_checked_exits_2(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import OperationalError
+
+    from yieldstar_django.management.commands import yieldstar_health
+
+    def unreachable(*args: Any, **kwargs: Any) -> None:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(yieldstar_health, "check_health", unreachable)
+    status, out = _command("--json")
+    assert status == 2
+    assert json.loads(out) == {
+        "healthy": False,
+        "database": "default",
+        "error": "connection refused",
+    }
 
 
 def test_bad_arguments_are_refused(db: None) -> None:

@@ -19,9 +19,10 @@ from yieldstar_django.management.commands._base import DatabaseCommand
 HEALTHY, UNHEALTHY, UNCHECKED = 0, 1, 2
 
 #: The checks each ``--probe`` runs: ``liveness`` what restarting the relay (or its pod)
-#: cures, ``readiness`` only that the database answers.
+#: cures (a relay that stopped, or hangs: it records no heartbeat), ``readiness`` only that
+#: the database answers.
 PROBES: dict[str, tuple[str, ...]] = {
-    "liveness": ("relay", "overdue_wakes", "overdue_timers"),
+    "liveness": ("relay",),
     "readiness": (),
     "all": CHECKS,
 }
@@ -48,7 +49,7 @@ class Command(DatabaseCommand):
             "--probe",
             choices=sorted(PROBES),
             default=None,
-            help="the checks of a probe: liveness (relay, overdue wakes and timers), "
+            help="the checks of a probe: liveness (a relay seen recently), "
             "readiness (the database answers), all (the default)",
         )
 
