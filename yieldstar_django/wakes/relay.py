@@ -49,10 +49,13 @@ def relay_once(
     next round rather than costing a refusal (a publish timeout, with a hung broker) per
     batch. A relay that dies after its claim leaves the batch to be delivered again at the
     time the claim set. Call it outside a transaction (as the command and the beat task
-    do): inside one, the claim's locks last until that transaction ends.
+    do): inside one, the claim's locks last until that transaction ends. It first records
+    the relay's heartbeat (``relay_log.heartbeat``, at most every ``HEARTBEAT_EVERY``
+    seconds), which ``yieldstar_health`` reads.
     """
     require_batch_size(batch_size)
     using = database_alias(using)
+    relay_log.heartbeat.beat(using)
     delivered = 0
     while True:
         batch = claim_due(using, batch_size)
