@@ -10,7 +10,8 @@
 #       prints the application's connection string.
 #   bash scripts/failover_cluster.sh state DIR      the monitor's view of the nodes
 #   bash scripts/failover_cluster.sh kill DIR NODE  SIGKILL every process of NODE (node1 or
-#       node2: its pg_autoctl, its postmaster and backends), as if its machine died
+#       node2: its pg_autoctl, its postmaster and every PostgreSQL process), as if its
+#       machine died
 #   bash scripts/failover_cluster.sh destroy DIR    kill every node and remove DIR
 #
 # Needs Debian's postgresql-15-auto-failover and pg-auto-failover-cli (scripts/test.sh
@@ -126,9 +127,16 @@ create() {
 
 kill_node() {
   local dir=$1 name=$2
-  local pgid
+  local pgid postmaster children=""
   pgid=$(cat "$dir/$name.pgid")
-  kill -KILL -- "-$pgid" 2>/dev/null || true
+  # PostgreSQL's children (backends, walsender, checkpointer...) each run in a session of
+  # their own: killed with the postmaster, not left to notice its death and say goodbye.
+  if [ -f "$dir/$name/postmaster.pid" ]; then
+    postmaster=$(head -1 "$dir/$name/postmaster.pid")
+    children=$(ps -o pid= --ppid "$postmaster" || true)
+  fi
+  # shellcheck disable=SC2086  # one pid per word
+  kill -KILL -- "-$pgid" $children 2>/dev/null || true
 }
 
 destroy() {

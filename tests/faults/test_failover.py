@@ -115,7 +115,7 @@ def test_the_formation_replicates_synchronously(formation: Formation) -> None:
             found = conn.execute(
                 "SELECT count(*) FROM failover_probe WHERE marker = %s", [marker]
             ).fetchone()
-            if found and found[0] == 1 or time.monotonic() > deadline:
+            if (found and found[0] == 1) or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
     assert found is not None and found[0] == 1
@@ -154,7 +154,6 @@ def test_primary_failover_under_load(world: Faults, formation: Formation) -> Non
         at = _first_after(own, killed)
         if at is not None:  # else it made its last store step before the kill
             moving_on.append(at - killed)
-            print(f"moving on {execution} {at - killed:.2f}")
     world.recoveries += moving_on
     FIGURES[-1]["detail"] = (
         f"kill to first commit on the new primary {first - killed:.2f}s, to every "
