@@ -95,7 +95,8 @@ def _first_after(ops: list[Any], moment: float) -> float | None:
 
 
 def test_the_formation_replicates_synchronously(formation: Formation) -> None:
-    """A commit acknowledged by the primary is on the standby: the primary waits for it."""
+    """The primary has a synchronous standby (``pg_stat_replication``: ``sync`` or
+    ``quorum``), so it acknowledges a commit once the standby has it; the row shows there."""
     marker = uuid.uuid4().hex
     with formation.connect() as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS failover_probe (marker text)")
@@ -105,7 +106,6 @@ def test_the_formation_replicates_synchronously(formation: Formation) -> None:
         ).fetchone()
     assert row is not None
     deadline = time.monotonic() + 10
-
     standby = formation.standby_port if formation.primary() == "node1" else formation.port
     with psycopg.connect(
         host="127.0.0.1", port=standby, user="postgres", dbname="yieldstar_faults",
