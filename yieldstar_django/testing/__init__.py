@@ -5,8 +5,8 @@
 - :func:`run_until_idle`: runs every execution that is due (wakes and timers) until none
   is, and returns how many runs it made (``UnregisteredWorkflowError`` when only
   executions whose workflow is not registered here are left);
-- :func:`advance_time`: moves the clock that durable timers, ``step.sleep`` and
-  ``RetryableError`` delays read;
+- :func:`advance_time`: moves the clock that durable timers, ``step.sleep``,
+  ``RetryableError`` delays and schedules read, and fires the schedules' due ticks;
 - :class:`YieldstarTestMixin` for Django test cases, and the pytest fixture ``yieldstar``
   (:mod:`yieldstar_django.testing.pytest_plugin`, registered as a pytest plugin).
 
