@@ -104,7 +104,7 @@ def _zone(name: object) -> ZoneInfo:
         raise ScheduleError("timezone", f"timezone must be an IANA time zone name, not {name!r}")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
+    except (ZoneInfoNotFoundError, ValueError, OSError, TypeError):
         raise ScheduleError("timezone", f"Unknown time zone {name!r}") from None
 
 
@@ -118,7 +118,7 @@ def _check_cron(cron: object, zone: ZoneInfo) -> str:
         raise ScheduleError("cron", f"Bad cron expression {cron!r}: 5 fields (or 6, seconds first)")
     try:
         next(CronSim(cron, datetime(2000, 1, 1, tzinfo=zone)))
-    except (CronSimError, StopIteration, ValueError, IndexError) as exc:
+    except (CronSimError, StopIteration, ValueError, IndexError, KeyError, TypeError) as exc:
         raise ScheduleError("cron", f"Bad cron expression {cron!r}: {exc}") from None
     return cron
 
@@ -164,6 +164,10 @@ class ScheduleDefinition:
         except StoreKeyError as exc:
             raise ScheduleError("name", f"Bad schedule name: {exc}") from None
         assert isinstance(name, str)
+        if "/" in name:
+            raise ScheduleError(
+                "name", f"A schedule name may not hold '/' (it names a URL): {name!r}"
+            )
         if isinstance(workflow, Workflow):
             workflow_name = workflow.name
             resolved: Workflow[Any, Any] | None = workflow
