@@ -238,7 +238,8 @@ def _fire_one(alias: str, pk: int, now: datetime) -> int:
 
 def fire_due_schedules(using: str | None = None) -> int:
     """Fire every due schedule's ticks (the relay's upkeep, each round); return how many
-    executions the ticks named. Each schedule in a transaction of its own."""
+    executions the ticks named. Each schedule in a transaction of its own; one that fails
+    (logged) is tried again in the next round and does not hold up the others."""
     alias = database_alias(using)
     sync_code_schedules(alias)
     now = _now()
@@ -248,7 +249,13 @@ def fire_due_schedules(using: str | None = None) -> int:
         .order_by("next_tick_at")
         .values_list("pk", flat=True)[:SCHEDULES_PER_ROUND]
     )
-    return sum(_fire_one(alias, pk, now) for pk in due)
+    fired = 0
+    for pk in due:
+        try:
+            fired += _fire_one(alias, pk, now)
+        except Exception:  # one schedule's failure (a corrupt row) never stops the others
+            logger.exception("schedule %s: firing its ticks failed; it is tried next round", pk)
+    return fired
 
 
 def _row(name: str, alias: str) -> Schedule:
