@@ -385,3 +385,21 @@ def test_relays_racing_in_several_processes_start_each_tick_once(
     assert fired >= 250
     expected = [tick_execution_id(name, start + timedelta(seconds=i)) for i in range(len(ids))]
     assert sorted(ids) == sorted(expected)
+
+
+@pytest.mark.django_db
+def test_a_tick_fired_again_names_the_same_execution(yieldstar: Any) -> None:
+    """A tick fired a second time (a relay that read the row before the first fire moved
+    it) starts nothing new: its id names the execution the first fire started."""
+    from yieldstar_django.models import WakeIntent
+
+    align_clock(60, 30)
+    name = unique()
+    create_schedule(name, "ys-sched-report", every=60)
+    advance_time(60)
+    [first] = scheduled(name)
+    tick = Schedule.objects.get(name=name).last_tick_at
+    Schedule.objects.filter(name=name).update(next_tick_at=tick)
+    assert fire_due_schedules() == 1
+    assert [e.id for e in scheduled(name)] == [first.id]
+    assert WakeIntent.objects.filter(execution_id=first.id, reason="start").count() == 1
