@@ -439,6 +439,19 @@ cache) before it runs the checks again; `0` checks on every view of the index. T
 """,
     )
 
+    SCHEDULE_GRACE = Setting[float](
+        60.0,
+        rule=seconds_at_least(0),
+        shown="`60.0` (seconds)",
+        doc="""\
+How late a schedule's tick may be fired and still count as on time. The relay fires ticks
+in its rounds (every `RELAY_INTERVAL`); a tick due longer ago than this (no relay ran: a
+deploy, an outage) is missed, and the schedule's `catch_up` decides what runs for the
+missed ones: `"latest"` one execution, `"all"` one per tick, `"skip"` none (see
+[schedules](../howto/schedules.md#missed-ticks)). A number >= 0.
+""",
+    )
+
     RETENTION_SECONDS = Setting[float | None](
         30 * 24 * 3600,
         rule=optional(seconds_at_least(0)),

@@ -831,3 +831,17 @@ def fork_at_once(alias: str, source_id: str, from_step: int, fork_id: str) -> st
             return fork_execution(source_id, from_step=from_step, execution_id=fork_id)
         except ValueError as exc:
             return type(exc).__name__
+
+
+# --- schedules -----------------------------------------------------------------------------
+
+
+def fire_schedule_rounds(alias: str, rounds: int) -> list[int]:
+    """``rounds`` relay rounds of schedule firing (``fire_due_schedules``) on ``alias``;
+    the number of ticks each round fired."""
+    from tests.shared import race_workflows  # noqa: F401  (registers the workflows)
+    from tests.shared.outside import runtime_on
+    from yieldstar_django.runtime.schedules import fire_due_schedules
+
+    with runtime_on(alias):
+        return [fire_due_schedules(alias) for _ in range(rounds)]

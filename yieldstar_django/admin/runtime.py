@@ -45,6 +45,7 @@ from .base import (
 from .display import Undecodable, decoded, pretty_block, short_json
 from .pagination import paginate
 from .patches import PatchDecisionFilter
+from .schedules import ScheduleFilter
 
 STEPS_PER_PAGE: Final = 50
 #: How many ids a message of the bulk retry names per outcome (it counts the rest).
@@ -138,7 +139,13 @@ class ExecutionAdmin(
     ``"fork"`` of the execution."""
 
     list_display = ["id", "workflow_id", "pretty_status", "runs", "created_at", "finished_at"]
-    list_filter = ["status", FinishedFilter, WorkflowNameFilter, PatchDecisionFilter]
+    list_filter = [
+        "status",
+        FinishedFilter,
+        WorkflowNameFilter,
+        ScheduleFilter,
+        PatchDecisionFilter,
+    ]
     search_fields = ["id"]
     search_help_text = "Executions whose id starts with the text."
     ordering = ["-created_at"]

@@ -305,14 +305,19 @@ class ExecutionPagination(CursorPagination):
 
 
 def list_filters(request: Request) -> dict[str, str] | None:
-    """``workflow`` and ``status`` query filters (``None``: a workflow name no execution can
-    have); ``400`` for an unknown status."""
+    """``workflow``, ``schedule`` and ``status`` query filters (``None``: a workflow or
+    schedule name no execution can have); ``400`` for an unknown status."""
     filters: dict[str, str] = {}
     workflow = request.query_params.get("workflow")
     if workflow is not None:
         if len(workflow) > MAX_KEY_LENGTH or "\x00" in workflow:
             return None
         filters["workflow_id"] = workflow
+    schedule = request.query_params.get("schedule")
+    if schedule is not None:
+        if not schedule or len(schedule) > MAX_KEY_LENGTH or "\x00" in schedule:
+            return None
+        filters["schedule"] = schedule
     wanted = request.query_params.get("status")
     if wanted is not None:
         if wanted not in ExecutionStatus.values:
@@ -340,9 +345,16 @@ class ExecutionStartView(YieldstarAPIView):
         "executions_list",
         "List executions",
         "Executions, newest first, one page at a time (`next` and `previous` "
-        "links), optionally of one `workflow` or in one `status`.",
+        "links), optionally of one `workflow`, started by one `schedule`, or in one "
+        "`status`.",
         parameters=[
             OpenApiParameter("workflow", OpenApiTypes.STR, OpenApiParameter.QUERY),
+            OpenApiParameter(
+                "schedule",
+                OpenApiTypes.STR,
+                OpenApiParameter.QUERY,
+                description="The schedule whose ticks (or triggers) started them.",
+            ),
             OpenApiParameter(
                 "status", OpenApiTypes.STR, OpenApiParameter.QUERY, enum=ExecutionStatus.values
             ),

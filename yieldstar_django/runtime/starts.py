@@ -58,10 +58,12 @@ def create_execution(
     execution_id: str | None,
     *,
     started_by: str = "",
+    schedule: str = "",
 ) -> tuple[str, bool]:
     """Start the registered ``workflow``; return the execution's id and whether this call
     created it (see ``executions.start_execution``). ``started_by`` is recorded on a new
-    execution (the HTTP API's principal of the user, ``http:<pk>``; ``""`` from Python)."""
+    execution (the HTTP API's principal of the user, ``http:<pk>``; ``""`` from Python),
+    and ``schedule``, the name of the schedule whose tick started it."""
     bind_arguments(workflow, args, kwargs)
     workflow_id = workflow.name
     input_json = encode_durable(
@@ -73,7 +75,12 @@ def create_execution(
         check_text("execution id", execution_id, empty=False)
     new_id = execution_id or str(uuid.uuid4())
     alias = yieldstar_settings.DATABASE_ALIAS
-    fields = {"workflow_id": workflow_id, "input_json": input_json, "started_by": started_by}
+    fields = {
+        "workflow_id": workflow_id,
+        "input_json": input_json,
+        "started_by": started_by,
+        "schedule": schedule,
+    }
     with transaction.atomic(using=alias):
         if execution_id is None:
             Execution.objects.create(id=new_id, **fields)

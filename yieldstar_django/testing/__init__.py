@@ -8,8 +8,8 @@
 - :func:`run_until_complete`: runs until one execution finishes, moving the clock to each
   next timer by itself (``skip_timers``), as Temporal's time-skipping environment does;
   ``run_until_idle(skip_timers=True)`` does the same until no timer is left;
-- :func:`advance_time`: moves the clock that durable timers, ``step.sleep`` and
-  ``RetryableError`` delays read;
+- :func:`advance_time`: moves the clock that durable timers, ``step.sleep``,
+  ``RetryableError`` delays and schedules read, and fires the schedules' due ticks;
 - :class:`YieldstarTestMixin` for Django test cases, and the pytest fixture ``yieldstar``
   (:mod:`yieldstar_django.testing.pytest_plugin`, registered as a pytest plugin).
 

@@ -1,5 +1,5 @@
-"""Running executions in the test process: the ``inline`` wake backend and
-``run_until_idle``.
+"""Running executions in the test process: the ``inline`` wake backend,
+``run_until_idle`` and ``advance_time`` (which fires the schedules' due ticks).
 
 Both hand executions to one per-thread queue that runs them one after another with
 ``run_execution`` (what the Celery task does), so a run that wakes another execution
@@ -39,12 +39,14 @@ from ..runtime.engine import RunCutOff, run_deadline
 from ..runtime.executions import ResumeResult, run_execution
 from ..runtime.leases import live
 from ..runtime.registry import get_workflow
+from ..runtime.schedules import fire_due_schedules, sync_code_schedules
 from ..wakes import OnCommitDelivery, PendingWake
 
 __all__ = [
     "ExecutionNotFinishedError",
     "UnregisteredWorkflowError",
     "advance_time",
+    "fire_schedules",
     "inline",
     "next_timer",
     "run_until_complete",
@@ -216,15 +218,43 @@ def inline(wakes: Sequence[Wake]) -> None:
 
 def advance_time(seconds: float | timedelta) -> None:
     """Move the clock of durable timers ahead by ``seconds`` (or a ``timedelta``): ``step.sleep``,
-    ``RetryableError`` delays and every scheduled wake read it.
+    ``RetryableError`` delays, schedules and every scheduled wake read it.
 
-    Nothing runs here: call :func:`run_until_idle` to run what became due. The clock stays
-    moved until ``yieldstar_django.clock.reset()`` (the pytest fixtures and
-    ``YieldstarTestMixin`` reset it after each test). ``ValueError`` (the clock unchanged)
-    for negative or non-finite ``seconds``, or a move that would leave less than 100 years
-    (the longest durable timer) before the year 9999.
+    The schedules' ticks that came due are fired, as the relay would fire them: each starts
+    its execution (the inline backend runs it at once; otherwise :func:`run_until_idle`
+    does). The schedules defined in code are copied to the table before the clock moves,
+    so a tick within the move is due. Nothing else runs here: call :func:`run_until_idle`
+    to run what became due. The clock stays moved until ``yieldstar_django.clock.reset()``
+    (the pytest fixtures and ``YieldstarTestMixin`` reset it after each test).
+    ``ValueError`` (the clock unchanged) for negative or non-finite ``seconds``, or a move
+    that would leave less than 100 years (the longest durable timer) before the year 9999.
+    In a pytest test without database access only the clock moves.
     """
+    alias = _alias()
+    if _database_blocked():  # a test without database access: only the clock moves
+        clock.advance(seconds)
+        return
+    sync_code_schedules(alias)
     clock.advance(seconds)
+    fire_schedules(alias)
+
+
+def _database_blocked() -> bool:
+    """Whether pytest-django blocks database access in this test (no ``db`` fixture)."""
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    return getattr(BaseDatabaseWrapper.ensure_connection, "__name__", "") == "_blocking_wrapper"
+
+
+def fire_schedules(alias: str) -> int:
+    """Fire every due schedule tick by the test clock, round after round until none is due
+    (``catch_up="all"`` fires at most a batch a round); return how many ticks fired."""
+    fired = 0
+    while True:
+        count = fire_due_schedules(alias)
+        if not count:
+            return fired
+        fired += count
 
 
 def _alias() -> str:
@@ -334,7 +364,8 @@ def run_until_idle(
     wakes held back by ``on_commit`` hooks of the current test transaction (in a
     ``TestCase``, which never commits), and durable timers (sleeps, retries, ``take_any``
     timeouts) whose time has come by the clock that :func:`advance_time` moves. Leased
-    claims that expired by that clock are handed back first, as the relay does. Runs
+    claims that expired by that clock are handed back first, and the schedules' due ticks
+    fired, as the relay does. Runs
     those executions, then what those runs woke or made due, and so on. Works whatever
     ``WAKE_BACKEND`` is.
 
@@ -382,6 +413,7 @@ def _run_due(deadline: float, timeout: float) -> int:
     runs_before = _queue.runs
     while True:
         expire_for_relay(alias)  # leased claims past their expiry go back, as the relay does
+        fire_schedules(alias)  # due ticks start their executions, as the relay does
         pending = _held_back(alias) + _due(alias, clock.now())
         if not pending:
             stranded = _stranded(alias)
