@@ -4,12 +4,31 @@ another connection waits for a lock."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import psycopg
+import pytest
+from django.conf import settings
 from django.db import connections
 
 from tests.polling import wait_until
+
+
+def pooled() -> bool:
+    """Whether the suite reaches PostgreSQL through a transaction pooler
+    (``YIELDSTAR_TEST_POOLER``, ``tests.settings.POOLER``)."""
+    return getattr(settings, "POOLER", None) == "transaction"
+
+
+#: For a test that needs one client connection to be one PostgreSQL backend: it kills or
+#: watches a connection's backend by its pid (behind a transaction pooler the client's pid
+#: is the pooler's, and each transaction may run on another backend), or prepares
+#: statements. Skipped when the suite runs through a transaction pooler.
+DIRECT = pytest.mark.skipif(
+    os.environ.get("YIELDSTAR_TEST_POOLER") == "transaction",
+    reason="needs a direct connection: one client connection, one backend (its pid)",
+)
 
 
 def second_connection(
