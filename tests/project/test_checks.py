@@ -1,5 +1,5 @@
 """The system checks ``yieldstar.E001`` ... ``yieldstar.E005``, ``E007``, ``W001``, ``W002``,
-``W004``, ``W005``."""
+``W004``, ``W005``, ``E008``, ``W007``."""
 
 from __future__ import annotations
 
