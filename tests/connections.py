@@ -50,7 +50,8 @@ def await_lock_wait(
     pid: list[int], who: str, watcher: psycopg.Connection[Any] | None = None
 ) -> None:
     """Wait until the PostgreSQL backend whose id ``pid`` holds (once the thread that owns
-    it put it there) waits for a lock, as ``watcher`` (a second connection of the default
+    it put it there) waits for a lock (through a transaction pooler: any backend of the
+    database), as ``watcher`` (a second connection of the default
     database if none) sees it; fail naming ``who`` after ``HANG_SECONDS``."""
     if watcher is None:
         with second_connection() as own:
@@ -58,6 +59,15 @@ def await_lock_wait(
 
     def waits() -> bool:
         assert watcher is not None
+        if pooled():
+            # Behind a transaction pooler the pid a thread read in one transaction need not
+            # be its next one's: any backend of the test database waiting for a lock.
+            return bool(
+                watcher.execute(
+                    "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock'"
+                ).fetchone()
+            )
         row = watcher.execute(
             "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pid[:1] or [0]
         ).fetchone()
