@@ -10,7 +10,7 @@
 #     started in front of PostgreSQL (scripts/pgbouncer.sh, a config of its own in a
 #     temporary directory, 127.0.0.1:${PGBOUNCER_PORT:-6432}), then the conformance
 #     suite, tests/connector, tests/runtime and an end-to-end run (a prefork Celery worker
-#     and the relay) through it, with YIELDSTAR_TEST_POOLER=transaction (about 2.5
+#     and the relay) through it, with YIELDSTAR_TEST_POOLER=transaction (1 to 2.5
 #     minutes; YIELDSTAR_PGBOUNCER=0 leaves it out),
 #   mkdocs build --strict,
 #   scripts/audit_dependencies.py (known vulnerabilities of the installed dependencies),
