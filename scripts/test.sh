@@ -6,6 +6,12 @@
 #   ruff check, ruff format --check, mypy,
 #   pytest -n 2 -m "" "$@": every test, the slow ones and the end-to-end, fault and
 #     browser suites included (plain `pytest` leaves those out: pyproject.toml's addopts),
+#   the suites through PgBouncer (PostgreSQL only): Debian's PgBouncer in transaction mode
+#     started in front of PostgreSQL (scripts/pgbouncer.sh, a config of its own in a
+#     temporary directory, 127.0.0.1:${PGBOUNCER_PORT:-6432}), then the conformance
+#     suite, tests/connector, tests/runtime and an end-to-end run (a prefork Celery worker
+#     and the relay) through it, with YIELDSTAR_TEST_POOLER=transaction (1 to 2.5
+#     minutes; YIELDSTAR_PGBOUNCER=0 leaves it out),
 #   mkdocs build --strict,
 #   scripts/audit_dependencies.py (known vulnerabilities of the installed dependencies),
 #   scripts/check_startproject.sh (the built wheel, checked, then installed by the
@@ -39,6 +45,19 @@ if ! command -v chromium >/dev/null; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
 fi
+# The suites through a transaction pooler run behind Debian's PgBouncer (1.18 on Debian 12).
+pgbouncer_wanted() {
+  [ "${YIELDSTAR_PGBOUNCER:-1}" != "0" ] && case "${DATABASE_URL:-postgres://}" in
+    postgres://* | postgresql://* | pgsql://*) true ;;
+    *) false ;;
+  esac
+}
+if pgbouncer_wanted && ! command -v pgbouncer >/dev/null && [ ! -x /usr/sbin/pgbouncer ]; then
+  echo "==> installing pgbouncer (the suites through a transaction pooler)"
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq pgbouncer >/dev/null
+fi
 
 # The failover test (tests/faults/test_failover.py) makes a pg_auto_failover formation:
 # Debian's packages, never a build of its own.
@@ -67,6 +86,53 @@ step ruff check .
 step ruff format --check .
 step mypy yieldstar_django demo_project bench
 step pytest "${workers[@]}" -m "" "$@"
+
+# The store protocol's conformance suite, the connector's and the runtime's, and an
+# end-to-end run with a prefork worker and the relay, through PgBouncer in transaction
+# mode: DATABASE_URL's database reached at 127.0.0.1:$PGBOUNCER_PORT, with the settings
+# docs/operations/database.md gives for it (tests/settings.py, YIELDSTAR_TEST_POOLER). The
+# tests that need one backend per client connection (they kill or watch it by its pid, or
+# prepare statements) are skipped there (tests/connections.py, DIRECT).
+through_pgbouncer() {
+  local run_dir status=0
+  run_dir="$(mktemp -d "${TMPDIR:-/tmp}/yieldstar-pgbouncer.XXXXXX")"
+  local settings
+  settings="$(
+    python - <<'PY'
+import os
+import shlex
+
+from demo_project.dburl import parse_database_url
+
+url = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/yieldstar"
+entry = parse_database_url(url)
+host, port = entry["HOST"] or "127.0.0.1", entry["PORT"] or "5432"
+user = entry["USER"] or "postgres"
+pooled = f"postgres://{user}@127.0.0.1:{os.environ.get('PGBOUNCER_PORT', '6432')}/{entry['NAME']}"
+print(f"export PGBOUNCER_UPSTREAM_HOST={shlex.quote(host)}")
+print(f"export PGBOUNCER_UPSTREAM_PORT={shlex.quote(port)}")
+print(f"export PGBOUNCER_UPSTREAM_USER={shlex.quote(user)}")
+print(f"pooled_url={shlex.quote(pooled)}")
+PY
+  )" || return 1
+  eval "$settings"
+  bash scripts/pgbouncer.sh start "$run_dir"
+  DATABASE_URL="$pooled_url" YIELDSTAR_TEST_POOLER=transaction pytest "${workers[@]}" \
+    -p no:cacheprovider -m "e2e or not (slow or faults or browser)" \
+    tests/core/conformance tests/connector tests/runtime \
+    "tests/e2e/test_pools.py::test_each_pool_runs_executions_and_stops_warmly_mid_step[redis-prefork]" ||
+    status=$?
+  bash scripts/pgbouncer.sh stop "$run_dir"
+  if [ "$status" != 0 ]; then
+    echo "==> PgBouncer's log: $run_dir/pgbouncer.log"
+  else
+    rm -rf "$run_dir"
+  fi
+  return "$status"
+}
+if pgbouncer_wanted; then
+  step through_pgbouncer
+fi
 step mkdocs build --strict --quiet
 # Known vulnerabilities of the installed dependencies (accepted ones with a reason in
 # .pip-audit-ignore): pip-audit's services when they answer, else the local copy of the

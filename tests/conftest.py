@@ -17,6 +17,7 @@ workers to the controller, which prints them.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -59,6 +60,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 )
         if any(item.get_closest_marker(marker) for marker in PROCESS_MARKERS):
             item.add_marker(pytest.mark.xdist_group(PROCESS_GROUP))
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's, and behind a transaction pooler (``YIELDSTAR_TEST_POOLER``) the
+    pooler's server connections to the test databases ended before they are dropped: the
+    pooler keeps them open after every client left, and PostgreSQL refuses to drop a
+    database with connections."""
+    yield
+    if getattr(settings, "POOLER", None) != "transaction":
+        return
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        names = [
+            connections[alias].settings_dict["NAME"]
+            for alias in connections
+            if connections[alias].vendor == "postgresql"
+        ]
+        connections.close_all()
+        with connections["default"]._nodb_cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = ANY(%s) AND pid <> pg_backend_pid()",
+                [names],
+            )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

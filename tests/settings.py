@@ -7,6 +7,9 @@ Environment:
   drops ``test_yieldstar``. A SQLite URL tests against a file next to the named one
   (``test_<name>``), not an in-memory database, so that several connections can share it.
 - ``CELERY_BROKER_URL``: default ``redis://127.0.0.1:6379/15``.
+- ``YIELDSTAR_TEST_POOLER``: ``transaction`` when ``DATABASE_URL`` reaches PostgreSQL
+  through a transaction pooler (``scripts/test.sh`` runs suites through PgBouncer so): the
+  settings such a database needs (``docs/operations/database.md#connection-poolers``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,14 @@ def _database() -> dict[str, Any]:
 
 DATABASES: dict[str, dict[str, Any]] = {"default": _database()}
 
+#: ``"transaction"`` when the suite runs through a transaction pooler, else ``None``.
+POOLER = os.environ.get("YIELDSTAR_TEST_POOLER") or None
+if POOLER == "transaction":
+    # What docs/operations/database.md says a database behind a transaction pooler
+    # needs: no WITH HOLD cursors, no prepared statements (Django's default, said here).
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = None
+
 # A second, file-based SQLite database, so one run covers both backends: the conformance
 # suite and the integration tests use it through ``databases=["sqlite"]``.
 _SQLITE_PATH = Path(os.environ.get("YIELDSTAR_TEST_SQLITE", BASE_DIR / "var" / "tests.sqlite3"))
@@ -62,3 +73,5 @@ DATABASES["sqlite"] = {
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+
+YIELDSTAR: dict[str, Any] = {"POOLER": POOLER} if POOLER else {}

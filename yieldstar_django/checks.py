@@ -15,6 +15,8 @@
 | ``yieldstar.W004`` | a SQLite database whose ``OPTIONS["timeout"]`` is missing or under 10 s |
 | ``yieldstar.W005`` | the Celery wake backend on a Redis broker with no ``socket_timeout`` |
 | ``yieldstar.W006`` | Celery prefetch above 1, or RabbitMQ queues without priorities |
+| ``yieldstar.E008`` | ``POOLER = "transaction"`` with a database setting that breaks there |
+| ``yieldstar.W007`` | no ``POOLER`` for a database on PgBouncer's port (6432) |
 
 The checks only read settings (and E007 the SQLite library's version); none connects to
 a database. They are
@@ -49,6 +51,7 @@ __all__ = [
     "check_settings",
     "check_sqlite_transaction_mode",
     "check_sqlite_version",
+    "check_transaction_pooler",
     "check_wake_backend",
     "register",
 ]
@@ -317,6 +320,93 @@ def check_postgres_isolation_level() -> Iterator[CheckMessage]:
     )
 
 
+#: PgBouncer's default port: a database there without ``POOLER`` gets ``yieldstar.W007``.
+PGBOUNCER_PORT = "6432"
+
+
+@system_check
+def check_transaction_pooler() -> Iterator[CheckMessage]:
+    """E008 for each setting of the PostgreSQL database of ``DATABASE_ALIAS`` that breaks
+    behind a transaction pooler when ``POOLER`` is ``"transaction"``; W007 when ``POOLER``
+    is unset and that database is on PgBouncer's default port.
+
+    Behind a transaction pooler, consecutive transactions of one Django connection run on
+    any of the pooler's server connections, so nothing may outlive a transaction on the
+    server: a ``WITH HOLD`` cursor (Django's server-side cursors, which ``.iterator()`` uses
+    in autocommit: the admin's bulk actions), a prepared statement (psycopg prepares a
+    statement run ``prepare_threshold`` times, and looks for it later on whatever server
+    connection it gets; PgBouncer 1.21 and later can track them, with
+    ``max_prepared_statements`` set), and a startup ``options`` parameter (PgBouncer
+    refuses it unless ``ignore_startup_parameters`` lists it; it would then be lost).
+    """
+    databases: Mapping[str, Mapping[str, Any]] = getattr(settings, "DATABASES", {})
+    alias = yieldstar_settings.get("DATABASE_ALIAS")
+    config = databases.get(alias) if isinstance(alias, str) else None
+    if config is None:
+        return  # E004 reports it
+    engine = str(config.get("ENGINE", ""))
+    if not engine or _vendor(engine) != "postgresql":
+        return
+    pooler = yieldstar_settings.get("POOLER")
+    if pooler is None and str(config.get("PORT", "")) == PGBOUNCER_PORT:
+        yield checks.Warning(
+            f"PostgreSQL database {alias!r} is on port {PGBOUNCER_PORT}, PgBouncer's, but "
+            f"{SETTING_NAME}['POOLER'] is not set: the settings that break behind a "
+            "transaction pooler are not checked.",
+            hint=(
+                f'Set {SETTING_NAME}["POOLER"] = "transaction" if it pools transactions '
+                '(PgBouncer\'s pool_mode = transaction), "session" otherwise '
+                "(docs/operations/database.md#connection-poolers)."
+            ),
+            obj=alias,
+            id="yieldstar.W007",
+        )
+        return
+    if pooler != "transaction":
+        return
+    options: Mapping[str, Any] = config.get("OPTIONS") or {}
+    breaking: list[tuple[str, str]] = []
+    if not config.get("DISABLE_SERVER_SIDE_CURSORS", False):
+        breaking.append(
+            (
+                "server-side cursors are on: a QuerySet.iterator() outside a transaction "
+                "declares a WITH HOLD cursor on one server connection and fetches from "
+                "another (cursor does not exist)",
+                f'Set DATABASES[{alias!r}]["DISABLE_SERVER_SIDE_CURSORS"] = True.',
+            )
+        )
+    if options.get("prepare_threshold") is not None:
+        breaking.append(
+            (
+                f"OPTIONS['prepare_threshold'] = {options['prepare_threshold']!r}: psycopg "
+                "prepares a statement on one server connection and runs it on another "
+                "(prepared statement does not exist)",
+                f'Remove DATABASES[{alias!r}]["OPTIONS"]["prepare_threshold"] (Django '
+                "leaves it None), unless the pooler is PgBouncer 1.21 or later with "
+                'max_prepared_statements set (then set POOLER to "session" to silence '
+                "this check).",
+            )
+        )
+    if options.get("options"):
+        breaking.append(
+            (
+                f"OPTIONS['options'] = {options['options']!r}: a startup parameter that "
+                "PgBouncer refuses (unsupported startup parameter) and a transaction "
+                "pooler would not apply to the server connections it hands out",
+                f'Remove DATABASES[{alias!r}]["OPTIONS"]["options"] and set those '
+                "parameters with ALTER ROLE ... SET or ALTER DATABASE ... SET.",
+            )
+        )
+    for problem, hint in breaking:
+        yield checks.Error(
+            f"PostgreSQL database {alias!r} is behind a transaction pooler "
+            f"({SETTING_NAME}['POOLER'] = 'transaction') and {problem}.",
+            hint=hint,
+            obj=alias,
+            id="yieldstar.E008",
+        )
+
+
 @system_check
 def check_database_alias() -> Iterator[CheckMessage]:
     """E004 if ``DATABASE_ALIAS`` is not in ``DATABASES``; E005 for each of yieldstar's
@@ -455,5 +545,6 @@ def register() -> None:
         check_celery_app,
         check_broker_timeouts,
         check_recovery_config,
+        check_transaction_pooler,
     ):
         checks.register(check, TAG)

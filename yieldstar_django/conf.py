@@ -39,6 +39,7 @@ __all__ = [
     "MAX_DEPTH_LIMIT",
     "MAX_INTEGER",
     "MAX_SECONDS",
+    "POOLER_MODES",
     "SETTINGS",
     "SETTING_NAME",
     "Rule",
@@ -60,6 +61,9 @@ SETTING_NAME: Final = "YIELDSTAR"
 #: and ``.workflow_id``) to something that will resume the execution. It returns once
 #: they are handed over and raises otherwise; the relay retries what was not delivered.
 WakeBackend = Callable[[Sequence[Any]], object]
+
+#: The values of ``POOLER``: no pooler (or one in session mode), or a transaction pooler.
+POOLER_MODES: Final = (None, "session", "transaction")
 
 MIB: Final = 1024 * 1024
 KIB: Final = 1024
@@ -547,6 +551,21 @@ store editor and the management commands. Route all of yieldstar's models (app l
 `yieldstar`) to it if you use `DATABASE_ROUTERS`: `yieldstar.E005` reports a router that
 sends them elsewhere, `yieldstar.E004` an alias that is not in `DATABASES`. See
 [multiple databases](../operations/database.md#multiple-databases).
+""",
+    )
+
+    POOLER = Setting[str | None](
+        None,
+        rule=Rule(lambda value: value in POOLER_MODES, 'None, "session" or "transaction"'),
+        doc="""\
+How `DATABASE_ALIAS` reaches PostgreSQL: `None` (directly, or through a pooler in session
+mode: `"session"` says so), or `"transaction"`, through a pooler that hands each
+transaction to any server connection (PgBouncer's `pool_mode = transaction`). With
+`"transaction"`, `yieldstar.E008` reports the database settings that break there
+(server-side cursors on, psycopg's `prepare_threshold` set, startup `options`), and the
+relay leaves frozen lease holders to PostgreSQL's `idle_in_transaction_session_timeout`,
+since a server connection's pid names no worker behind such a pooler. See
+[connection poolers](../operations/database.md#connection-poolers).
 """,
     )
 

@@ -10,7 +10,6 @@ import pytest
 from django.db import OperationalError, connections
 from django.utils import timezone
 
-from tests.connections import second_connection
 from tests.shared.fixtures import POSTGRES, Spawn, WakeCollector, configure
 from yieldstar_django.connector import DatabaseStoreClient
 from yieldstar_django.core.definition import StoreDefinition
@@ -22,8 +21,8 @@ _names = itertools.count()
 
 
 class KilledAfterCommit(DatabaseStoreClient):
-    """Once armed, terminates its own backend from another connection right after a
-    commit has gone through, then touches the dead connection, so the call fails although
+    """Once armed, terminates its own backend right after a commit has gone through,
+    then touches the dead connection, so the call fails although
     its transaction committed: what a client sees when the server or the network dies
     between the commit and the reply."""
 
@@ -33,10 +32,10 @@ class KilledAfterCommit(DatabaseStoreClient):
         if not self.armed:
             return
         self.armed = False
-        pid = self.connection.connection.info.backend_pid
-        with second_connection(self.using) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        # Its own server connection, which it may share with nobody at this point: behind
+        # a transaction pooler the client's backend pid is the pooler's, not the server's.
         with self.connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
             cursor.execute("SELECT 1")
 
 

@@ -14,7 +14,7 @@ import pytest
 from django.db import DataError, IntegrityError, connections, transaction
 from psycopg import pq
 
-from tests.connections import second_connection
+from tests.connections import DIRECT, second_connection
 from tests.polling import join_or_fail, wait_until
 from tests.shared.fixtures import POSTGRES, configure
 from yieldstar_django.connector import DatabaseStoreClient, overlap
@@ -137,6 +137,7 @@ def test_a_failing_call_rolls_back_and_publishes_nothing(
     assert published == [(Wake("e", "wf"), "ACTIVE")]
 
 
+@DIRECT
 def test_a_connection_cut_once_the_commit_answered_does_not_fail_the_write(
     alias: str,
 ) -> None:
@@ -380,6 +381,7 @@ def test_the_call_is_prepared_once_where_the_connection_prepares(
     assert overlap_statements(alias) == [name], "unprepared on a connection that does not ask"
 
 
+@DIRECT
 def test_a_deallocated_call_is_prepared_again(
     alias: str, published: Published, prepares: Any
 ) -> None:
@@ -399,6 +401,7 @@ def test_a_deallocated_call_is_prepared_again(
     assert idle(alias)
 
 
+@DIRECT
 def test_a_call_that_fails_leaves_its_statement_prepared(
     alias: str, published: Published, prepares: Any
 ) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
+from django.conf import settings
 from django.test import override_settings
 
 from tests.paths import ROOT
@@ -328,7 +329,7 @@ def e2e(
     inherited = os.environ.get("CELERY_BROKER_URL")
     os.environ["CELERY_BROKER_URL"] = broker.url
     try:
-        with override_settings(YIELDSTAR=dict(E2E_YIELDSTAR)):
+        with override_settings(YIELDSTAR={**settings.YIELDSTAR, **E2E_YIELDSTAR}):
             yield env
     finally:
         if inherited is None:

@@ -11,7 +11,7 @@ import json
 import os
 
 from tests.settings import *  # noqa: F403
-from tests.settings import DATABASES, INSTALLED_APPS
+from tests.settings import DATABASES, INSTALLED_APPS, YIELDSTAR
 
 from .timing import E2E_YIELDSTAR
 
@@ -32,6 +32,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS = json.loads(
     os.environ.get("YIELDSTAR_E2E_TRANSPORT_OPTIONS", "{}")
 )
 
-YIELDSTAR = dict(E2E_YIELDSTAR)
+YIELDSTAR = {**YIELDSTAR, **E2E_YIELDSTAR}  # POOLER kept (tests.settings)
 
 from .celery_app import app as celery_app  # noqa: E402,F401  (the current Celery app)

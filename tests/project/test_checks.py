@@ -1,5 +1,5 @@
 """The system checks ``yieldstar.E001`` ... ``yieldstar.E005``, ``E007``, ``W001``, ``W002``,
-``W004``, ``W005``."""
+``W004``, ``W005``, ``E008``, ``W007``."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from yieldstar_django.checks import (
     check_recovery_config,
     check_settings,
     check_sqlite_transaction_mode,
+    check_transaction_pooler,
     check_wake_backend,
 )
 
@@ -227,6 +228,8 @@ INVALID = [
     ("LEASE_SECONDS", None),
     ("API_REQUIRE_IF_MATCH", "yes"),
     ("API_MAX_BODY_BYTES", 10),
+    ("POOLER", "pgbouncer"),
+    ("POOLER", True),
     # Finite, but past what datetime arithmetic (or a thread's wait) can take: each
     # passed the checks and then raised OverflowError at run time (every commit that
     # wakes, every lease, every prune, the relay's first sleep).
@@ -271,6 +274,9 @@ VALID = [
     ("API_REQUIRE_IF_MATCH", True),
     ("API_MAX_BODY_BYTES", None),
     ("API_MAX_BODY_BYTES", 16 * 1024 * 1024),
+    ("POOLER", None),
+    ("POOLER", "session"),
+    ("POOLER", "transaction"),
 ]
 
 
@@ -485,3 +491,96 @@ def test_w006_only_for_the_celery_wake_backend(celery_app: Callable[..., Celery]
         out = io.StringIO()
         call_command("check", tags=["yieldstar"], stdout=out, stderr=out)
     assert "yieldstar.W006" in out.getvalue()
+
+
+# -- E008, W007: a transaction pooler -----------------------------------------------------
+
+#: A PostgreSQL database as a transaction pooler needs it.
+POOLED = {**POSTGRES, "DISABLE_SERVER_SIDE_CURSORS": True}
+
+
+def pooler_messages(entry: dict[str, Any], pooler: str | None) -> list[checks.CheckMessage]:
+    yieldstar = {"POOLER": pooler} if pooler else {}
+    with override_settings(DATABASES={"default": entry}, YIELDSTAR=yieldstar):
+        return check_transaction_pooler()
+
+
+@overriding_databases
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        (POSTGRES, "DISABLE_SERVER_SIDE_CURSORS"),
+        ({**POOLED, "DISABLE_SERVER_SIDE_CURSORS": False}, "DISABLE_SERVER_SIDE_CURSORS"),
+        ({**POOLED, "OPTIONS": {"prepare_threshold": 5}}, "prepare_threshold"),
+        ({**POOLED, "OPTIONS": {"prepare_threshold": 0}}, "prepare_threshold"),
+        ({**POOLED, "OPTIONS": {"options": "-c statement_timeout=5s"}}, "ALTER ROLE"),
+    ],
+)
+def test_e008_a_setting_that_breaks_behind_a_transaction_pooler(
+    entry: dict[str, Any], says: str
+) -> None:
+    messages = pooler_messages(entry, "transaction")
+    assert ids(messages) == ["yieldstar.E008"]
+    assert messages[0].level == checks.ERROR
+    assert "transaction pooler" in messages[0].msg
+    assert says in (messages[0].hint or "")
+
+
+@overriding_databases
+def test_e008_reports_each_setting() -> None:
+    entry = {**POSTGRES, "OPTIONS": {"prepare_threshold": 5, "options": "-c x=y"}}
+    assert ids(pooler_messages(entry, "transaction")) == ["yieldstar.E008"] * 3
+
+
+@overriding_databases
+@pytest.mark.parametrize(
+    ("entry", "pooler"),
+    [
+        (POOLED, "transaction"),
+        ({**POOLED, "OPTIONS": {"prepare_threshold": None, "sslmode": "require"}}, "transaction"),
+        # Not behind a transaction pooler: every setting is fine.
+        ({**POSTGRES, "OPTIONS": {"prepare_threshold": 5}}, None),
+        ({**POSTGRES, "OPTIONS": {"prepare_threshold": 5}}, "session"),
+        # Another database than PostgreSQL: nothing to say.
+        (sqlite(), "transaction"),
+    ],
+)
+def test_e008_passes(entry: dict[str, Any], pooler: str | None) -> None:
+    assert pooler_messages(entry, pooler) == []
+
+
+@overriding_databases
+def test_e008_checks_the_database_of_database_alias() -> None:
+    with override_settings(
+        DATABASES={"default": POSTGRES, "workflows": POOLED},
+        YIELDSTAR={"POOLER": "transaction", "DATABASE_ALIAS": "workflows"},
+    ):
+        assert check_transaction_pooler() == []
+    with override_settings(
+        DATABASES={"default": POOLED, "workflows": POSTGRES},
+        YIELDSTAR={"POOLER": "transaction", "DATABASE_ALIAS": "workflows"},
+    ):
+        assert ids(check_transaction_pooler()) == ["yieldstar.E008"]
+
+
+@overriding_databases
+def test_w007_pgbouncers_port_without_pooler() -> None:
+    messages = pooler_messages({**POSTGRES, "PORT": "6432"}, None)
+    assert ids(messages) == ["yieldstar.W007"]
+    assert 'POOLER"] = "transaction"' in (messages[0].hint or "")
+    assert pooler_messages({**POSTGRES, "PORT": 6432}, None) != []
+    assert pooler_messages({**POSTGRES, "PORT": "5432"}, None) == []
+    assert pooler_messages({**POOLED, "PORT": "6432"}, "transaction") == []
+    assert pooler_messages({**POSTGRES, "PORT": "6432"}, "session") == []
+
+
+@overriding_databases
+def test_manage_py_check_reports_e008() -> None:
+    with (
+        override_settings(
+            DATABASES={"default": {**POSTGRES, "OPTIONS": {"prepare_threshold": 5}}},
+            YIELDSTAR={"POOLER": "transaction"},
+        ),
+        pytest.raises(SystemCheckError, match=r"yieldstar\.E008"),
+    ):
+        call_command("check", stdout=io.StringIO(), stderr=io.StringIO())

@@ -13,9 +13,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import DatabaseError, connection, connections, transaction
+from django.test import override_settings
 from django.utils import timezone
 
+from tests.connections import DIRECT
 from tests.polling import join_or_fail, wait_until
 from tests.shared import outside
 from tests.shared.fixtures import POSTGRES
@@ -95,6 +98,7 @@ def expire(execution_id: str) -> None:
     )
 
 
+@DIRECT
 def test_the_relay_ends_a_frozen_lease_holders_transaction(store: Any) -> None:
     with outside.runtime_on("default"):
         outside.start("default", "wf", "frozen")
@@ -133,3 +137,25 @@ def test_a_holder_that_blocks_nobody_is_left_alone(store: Any) -> None:
             expire("idle")
             assert in_thread(lambda: reap_frozen_holders("default")) == []
         assert get_store_client().get_store(store, "s").state == {"n": 1}
+
+
+def test_behind_a_transaction_pooler_the_relay_ends_nobody(store: Any) -> None:
+    """With ``POOLER = "transaction"`` the backend that took a lease serves any client's
+    transactions afterwards: the relay must not end it, even when it is the one that
+    blocks a writer (it could be another client's transaction)."""
+    with outside.runtime_on("default"):
+        outside.start("default", "wf", "pooled")
+        get_store_client().update_store(store, "s", updater=bump)
+        assert acquire_lease("pooled") is not None
+        writer = Writer(store)
+        with transaction.atomic():
+            get_store_client().update_store(store, "s", updater=bump)
+            writer.start()
+            wait_until("the writer to wait for the row lock", waiting_for_a_lock, 30)
+            expire("pooled")
+            with override_settings(YIELDSTAR={**settings.YIELDSTAR, "POOLER": "transaction"}):
+                assert in_thread(lambda: reap_frozen_holders("default")) == []
+            assert writer.is_alive()
+        join_or_fail(writer, what="the writer, once the transaction committed")
+        assert writer.error is None
+        assert get_store_client().get_store(store, "s").state == {"n": 3}

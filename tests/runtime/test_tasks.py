@@ -9,7 +9,7 @@ import pytest
 from celery import current_app
 from django.db import OperationalError, connection
 
-from tests.connections import second_connection
+from tests.connections import DIRECT, second_connection
 from tests.polling import wait_until
 from yieldstar_django import tasks
 from yieldstar_django.runtime import get_execution, start_workflow
@@ -52,6 +52,7 @@ def test_database_error_retries_the_task(rt: Runtime, monkeypatch: pytest.Monkey
     assert retried == [1]
 
 
+@DIRECT
 def test_a_connection_closed_while_idle_is_replaced_at_once(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -83,6 +84,7 @@ def test_a_connection_closed_while_idle_is_replaced_at_once(
     assert connection.connection.info.backend_pid != pid
 
 
+@DIRECT
 def test_a_connection_cut_during_the_run_is_replaced_at_once(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:

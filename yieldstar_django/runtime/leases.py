@@ -445,8 +445,15 @@ def reap_frozen_holders(using: str) -> list[tuple[str, int]]:
     its successor runs the step again. When the frozen worker resumes it finds its
     connection closed and its lease lost. Needs the privilege to signal the workers'
     backends (the same role, or ``pg_signal_backend``); without it this logs a warning
-    once and does nothing. A relay of another database leaves it alone."""
-    if using != yieldstar_settings.DATABASE_ALIAS:
+    once and does nothing. A relay of another database leaves it alone.
+
+    Behind a transaction pooler (``POOLER = "transaction"``) it does nothing either: there
+    the backend that took a lease serves other clients' transactions afterwards, and the
+    frozen run's transaction runs on any of the pooler's server connections, so the pid
+    names no worker and ending it would roll back someone else's transaction. PostgreSQL's
+    ``idle_in_transaction_session_timeout`` ends a frozen holder's transaction there
+    (docs/operations/database.md#connection-poolers)."""
+    if using != yieldstar_settings.DATABASE_ALIAS or yieldstar_settings.POOLER == "transaction":
         return []
     connection = connections[using]
     if connection.vendor != "postgresql":
