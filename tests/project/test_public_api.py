@@ -30,6 +30,7 @@ PINNED = {
     "CrossDatabaseWriteError",
     "retry_execution",
     "fork_execution",
+    "define_queue",
 }
 
 
