@@ -338,7 +338,6 @@ def _enqueue(
 ) -> tuple[str, bool]:
     connection = connections[_alias()]
     adapt = connection.ops.adapt_datetimefield_value
-    now = clock.now()
     if queue.per_key is None and queue.rate is None and debounce is None and not dedupe:
         # The fast path: one statement takes a free slot (nobody waiting, not paused).
         row = fetchone(
@@ -347,10 +346,12 @@ def _enqueue(
             [queue.name, queue.concurrency, adapt(timezone.now())],
         )
         if row is not None:
+            now = clock.now()  # read under the queue's row lock, as every admission's
             Execution.objects.create(status=ExecutionStatus.PENDING, admitted_at=now, **fields)
             timers.request_run(fields["id"], fields["workflow_id"], reason="start")
             return fields["id"], True
     state = _lock_defined(queue)
+    now = clock.now()
     if dedupe:
         live = (
             Execution.objects.filter(queue=queue.name, queue_key=key)
@@ -397,7 +398,7 @@ def _enqueue(
     state.next_seq += 1
     if not_before is not None:
         timers.schedule_timer(fields["id"], fields["workflow_id"], not_before, reason="queue")
-    _admit(state, now)
+    _admit(state)
     return fields["id"], True
 
 
@@ -440,10 +441,13 @@ def _lock(name: str) -> QueueState | None:
 # --- admission ---------------------------------------------------------------------------
 
 
-def _admit(state: QueueState, now: datetime) -> list[str]:
+def _admit(state: QueueState) -> list[str]:
     """Admit what the queue's limits allow now, under its row's lock; write its counters
-    back. Returns the ids admitted. Arms a timer when a rate window holds back the head."""
+    back. Returns the ids admitted. Arms a timer when a rate window holds back the head.
+    The time of an admission is read under the lock, so the queue's starts are recorded
+    in the order they were made (a rate window counts them right)."""
     admitted: list[str] = []
+    now = clock.now()
     name = state.name
     while (
         not state.paused
@@ -509,7 +513,7 @@ def release_slot(name: str) -> list[str]:
     state = _state(name, row)
     if state.waiting == 0 or state.paused:
         return []
-    return _admit(state, clock.now())
+    return _admit(state)
 
 
 def cancelled(name: str, *, was_queued: bool) -> None:
@@ -522,7 +526,7 @@ def cancelled(name: str, *, was_queued: bool) -> None:
         state.waiting = max(state.waiting - 1, 0)
     else:
         state.running = max(state.running - 1, 0)
-    _admit(state, clock.now())
+    _admit(state)
 
 
 def lock_for(name: str) -> QueueState | None:
@@ -542,7 +546,7 @@ def requeue(state: QueueState, execution_id: str) -> None:
     )
     state.waiting += 1
     state.next_seq += 1
-    _admit(state, clock.now())
+    _admit(state)
 
 
 def tick(execution_id: str) -> bool:
@@ -560,8 +564,8 @@ def tick(execution_id: str) -> bool:
         state = _lock(row)
         wakes.acknowledge(execution_id, using=alias)
         if state is not None:
+            _admit(state)
             now = clock.now()
-            _admit(state, now)
             later = (
                 Execution.objects.filter(
                     pk=execution_id, status=ExecutionStatus.QUEUED, not_before__gt=now
@@ -589,7 +593,7 @@ def set_paused(name: str, paused: bool) -> bool:
         state.paused = paused
         QueueState.objects.filter(pk=name).update(paused=paused, updated_at=timezone.now())
         if not paused:
-            _admit(state, clock.now())
+            _admit(state)
     return True
 
 
