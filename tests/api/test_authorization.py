@@ -58,6 +58,13 @@ MATRIX: dict[tuple[str, str], tuple[str, int]] = {
     ("execution-retry", "OPTIONS"): ("repair", 200),
     ("execution-fork", "POST"): ("repair", 201),
     ("execution-fork", "OPTIONS"): ("repair", 200),
+    ("queue-list", "GET"): ("view", 200),
+    ("queue-list", "HEAD"): ("view", 200),
+    ("queue-list", "OPTIONS"): ("view", 200),
+    ("queue-pause", "POST"): ("change", 200),
+    ("queue-pause", "OPTIONS"): ("change", 200),
+    ("queue-resume", "POST"): ("change", 200),
+    ("queue-resume", "OPTIONS"): ("change", 200),
     # Any other URL under the prefix: a JSON 404 for everyone.
     ("not-found", "GET"): ("anonymous", 404),
     ("not-found", "HEAD"): ("anonymous", 404),
@@ -102,6 +109,8 @@ def request(client: Client, name: str, method: str) -> Any:
         "execution-cancel": [EXECUTION_ID],
         "execution-retry": [EXECUTION_ID],
         "execution-fork": [EXECUTION_ID],
+        "queue-pause": ["api-test-single"],
+        "queue-resume": ["api-test-single"],
         "not-found": ["no/such/endpoint/"],
     }.get(name, [])
     url = reverse(f"yieldstar:{name}", args=args)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path, re_path, register_converter
 
-from . import executions, root, store_lists, views
+from . import executions, queues, root, store_lists, views
 from .openapi import YieldstarSchemaView
 
 app_name = "yieldstar"
@@ -62,5 +62,8 @@ urlpatterns: list[URLPattern] = [
         executions.ExecutionForkView.as_view(),
         name="execution-fork",
     ),
+    path("queues/", queues.QueueListView.as_view(), name="queue-list"),
+    path("queues/<str:name>/pause/", queues.QueuePauseView.as_view(), name="queue-pause"),
+    path("queues/<str:name>/resume/", queues.QueueResumeView.as_view(), name="queue-resume"),
     re_path(r"^(?P<path>[\s\S]*)$", root.NotFoundView.as_view(), name="not-found"),
 ]
