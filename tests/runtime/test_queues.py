@@ -284,3 +284,24 @@ def test_a_start_rolled_back_with_its_transaction_takes_no_slot(
         q.start(wf, "gone")
         raise RuntimeError
     assert QueueState.objects.values_list("running", "waiting").get(pk=q.name) == (1, 0)
+
+
+def test_a_finish_wakes_exactly_the_next_one_not_every_waiter(
+    rt: Runtime, queues: list[str]
+) -> None:
+    """One running, ten queued: the finish of the running one requests the run of the
+    next one alone (one wake, one intent), in the transaction that records the finish."""
+    from yieldstar_django.runtime.executions import run_execution
+
+    from .conftest import WAKES
+
+    wf = recorder(rt)
+    q = make_queue(queues, concurrency=1)
+    ids = [q.start(wf, i) for i in range(11)]
+    WAKES.clear()
+    assert not WakeIntent.objects.filter(execution_id__in=ids[1:]).exists()
+    assert str(run_execution(ids[0])) == "finished"
+    assert [w.execution_id for w in WAKES] == [ids[1]]
+    intents = WakeIntent.objects.filter(execution_id__in=ids[1:])
+    assert list(intents.values_list("execution_id", flat=True)) == [ids[1]]
+    assert statuses(ids) == ["completed", "pending"] + ["queued"] * 9
