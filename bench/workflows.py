@@ -7,6 +7,7 @@ from typing import Any
 
 from yieldstar_django.core.definition import define_store
 from yieldstar_django.runtime import Step, workflow
+from yieldstar_django.runtime.queues import define_queue
 
 inbox = define_store("bench.inbox", None, initial=lambda id: {"items": []})
 #: Any state, no schema: what the bounds suite writes through the HTTP API.
@@ -61,3 +62,14 @@ def run_rows(step: Step, n: int) -> Generator[Any, Any, int]:
     for i in range(n):
         yield from step.run(write_row, step.execution_id, i)
     return n
+
+
+#: The queues suite's queues (``bench.queues``).
+short_queue = define_queue("bench.short", concurrency=50)
+debounce_queue = define_queue("bench.debounce")
+
+
+@workflow("bench.short")
+def short(step: Step, i: int) -> Generator[Any, Any, int]:
+    """A short execution: one durable ``run`` step."""
+    return (yield from step.run(noop, i))

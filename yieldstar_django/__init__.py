@@ -64,6 +64,8 @@ _EXPORTS: dict[str, str] = {
     "resume_schedule": "yieldstar_django.runtime.schedules",
     "trigger_schedule": "yieldstar_django.runtime.schedules",
     "UnknownScheduleError": "yieldstar_django.runtime.schedules",
+    "define_queue": "yieldstar_django.runtime",
+    "Queue": "yieldstar_django.runtime",
 }
 
 __all__ = sorted(_EXPORTS)  # type checkers see the explicit re-exports below
@@ -115,8 +117,10 @@ if TYPE_CHECKING:  # pragma: no cover
         ExecutionConflictError as ExecutionConflictError,
         ExecutionStateError as ExecutionStateError,
         ForkPointError as ForkPointError,
+        Queue as Queue,
         RetryableError as RetryableError,
         cancel_execution as cancel_execution,
+        define_queue as define_queue,
         fork_execution as fork_execution,
         get_execution as get_execution,
         retry_execution as retry_execution,

@@ -16,14 +16,14 @@ OPTIONAL_MODULES = ("yieldstar_django.tasks", "yieldstar_django.signals")
 
 
 def autodiscover() -> None:
-    """Import the ``workflows`` and ``schedules`` modules of every installed app that has
-    them.
+    """Import the ``workflows``, ``schedules`` and ``queues`` modules of every installed app
+    that has them.
 
-    This is how every process (web, Celery worker, relay) knows every
-    ``@workflow``, as the admin does with ``admin`` modules. An error raised while
-    importing a ``workflows`` module propagates.
+    This is how every process (web, Celery worker, relay) knows every ``@workflow`` and
+    ``define_queue``, as the admin does with ``admin`` modules. An error raised while
+    importing one propagates.
     """
-    autodiscover_modules("workflows", "schedules")
+    autodiscover_modules("workflows", "schedules", "queues")
 
 
 def _module_exists(name: str) -> bool:

@@ -471,6 +471,7 @@ def test_waiter_rows_are_not_editable(admin_client: Client) -> None:
     assert registered == {
         "storeinstance",
         "execution",
+        "queuestate",
         "wakeintent",
         "idempotencykey",
         "claimleaserecord",

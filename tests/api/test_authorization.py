@@ -72,6 +72,13 @@ MATRIX: dict[tuple[str, str], tuple[str, int]] = {
     ("schedule-resume", "OPTIONS"): ("change", 200),
     ("schedule-trigger", "POST"): ("change", 201),
     ("schedule-trigger", "OPTIONS"): ("change", 200),
+    ("queue-list", "GET"): ("view", 200),
+    ("queue-list", "HEAD"): ("view", 200),
+    ("queue-list", "OPTIONS"): ("view", 200),
+    ("queue-pause", "POST"): ("change", 200),
+    ("queue-pause", "OPTIONS"): ("change", 200),
+    ("queue-resume", "POST"): ("change", 200),
+    ("queue-resume", "OPTIONS"): ("change", 200),
     # Any other URL under the prefix: a JSON 404 for everyone.
     ("not-found", "GET"): ("anonymous", 404),
     ("not-found", "HEAD"): ("anonymous", 404),
@@ -121,6 +128,8 @@ def request(client: Client, name: str, method: str) -> Any:
         "schedule-pause": [SCHEDULE],
         "schedule-resume": [SCHEDULE],
         "schedule-trigger": [SCHEDULE],
+        "queue-pause": ["api-test-single"],
+        "queue-resume": ["api-test-single"],
         "not-found": ["no/such/endpoint/"],
     }.get(name, [])
     url = reverse(f"yieldstar:{name}", args=args)

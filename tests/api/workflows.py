@@ -6,6 +6,7 @@ from collections.abc import Generator
 from typing import Any
 
 from yieldstar_django.runtime import Step, workflow
+from yieldstar_django.runtime.queues import define_queue
 
 
 @workflow("api-test-greet")
@@ -13,3 +14,7 @@ def greet(step: Step, name: str, *, punctuation: str = "!") -> Generator[Any, An
     """Sleep for a day, then greet: a start leaves it pending for the tests to look at."""
     yield from step.sleep(86400)
     return f"Hello, {name}{punctuation}"
+
+
+#: The queue the API's queue tests start into: one at a time.
+single = define_queue("api-test-single", concurrency=1)

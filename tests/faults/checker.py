@@ -531,3 +531,104 @@ def check_ticks(
         elif expected[0] not in tokens:
             anomalies.append(f"tick {execution} returned {expected[0]!r}, its row holds {tokens}")
     return anomalies
+
+
+def check_queue_bounds(
+    executions: list[dict[str, Any]],
+    probes: list[dict[str, Any]],
+    *,
+    concurrency: int | None = None,
+    per_key: int | None = None,
+    rate: tuple[int, float] | None = None,
+    started: list[str] | None = None,
+) -> list[str]:
+    """Verify a queue's executions against its limits.
+
+    ``executions``: one dict per execution of the queue, ``{"id", "key", "priority",
+    "created", "admitted", "finished", "status"}`` (times in seconds; ``admitted`` and
+    ``finished`` ``None`` if it never was). ``probes``: what the executions' work noted,
+    ``{"execution", "event": "begin" | "end", "at"}``, one pair per attempt of the work
+    (a killed attempt leaves a ``begin`` alone). ``started``: the ids the starts returned.
+
+    Anomalies: more than ``concurrency`` executions admitted and not finished at one
+    instant, or more than ``per_key`` of one key, by the database's times, or running by
+    the probes (an execution runs from its first ``begin`` to its last note); more than
+    ``rate[0]`` admissions in a window of ``rate[1]`` seconds; a lower priority admitted
+    while a higher one waited whose key had room; a start lost (no execution, or one that
+    did not complete, or completed without its work) or doubled (two executions for one
+    start, or an execution no start returned)."""
+    found: list[str] = []
+    by_id = {e["id"]: e for e in executions}
+    if started is not None:
+        counts = Counter(started)
+        found += [f"start {i} returned {n} times" for i, n in counts.items() if n > 1]
+        found += [f"start {i} has no execution" for i in counts if i not in by_id]
+        found += [f"execution {i} was started by no start" for i in by_id if i not in counts]
+    notes: dict[str, list[float]] = defaultdict(list)
+    for probe in probes:
+        notes[probe["execution"]].append(probe["at"])
+    for e in executions:
+        if e["status"] != "completed":
+            found.append(f"execution {e['id']} ended {e['status']}")
+        elif not notes.get(e["id"]):
+            found.append(f"execution {e['id']} completed without its work")
+
+    def most_at_once(intervals: list[tuple[float, float]]) -> tuple[int, float]:
+        events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+        now = most = 0
+        when = 0.0
+        for at, step in events:  # an end at the same instant as a begin comes first
+            now += step
+            if now > most:
+                most, when = now, at
+        return most, when
+
+    admitted = [e for e in executions if e["admitted"] is not None]
+    spans = {
+        e["id"]: (e["admitted"], e["finished"] if e["finished"] is not None else float("inf"))
+        for e in admitted
+    }
+    probe_spans = {i: (min(ts), max(ts)) for i, ts in notes.items() if i in by_id}
+    for label, table in (("admitted", spans), ("running (probes)", probe_spans)):
+        if concurrency is not None:
+            most, when = most_at_once(list(table.values()))
+            if most > concurrency:
+                found.append(f"{most} executions {label} at once at {when:.3f}")
+        if per_key is not None:
+            keys: dict[str, list[tuple[float, float]]] = defaultdict(list)
+            for i, span in table.items():
+                if by_id[i]["key"]:
+                    keys[by_id[i]["key"]].append(span)
+            for key, intervals in keys.items():
+                most, when = most_at_once(intervals)
+                if most > per_key:
+                    found.append(f"{most} executions of key {key!r} {label} at once at {when:.3f}")
+    if rate is not None:
+        limit, seconds = rate
+        times = sorted(e["admitted"] for e in admitted)
+        for index, at in enumerate(times):
+            inside = sum(1 for t in times[index:] if t < at + seconds)
+            if inside > limit:
+                found.append(f"{inside} admissions in the {seconds} s from {at:.3f}")
+                break
+
+    def key_full(key: str, at: float) -> bool:
+        if per_key is None or not key:
+            return False
+        holding = sum(1 for i, (a, b) in spans.items() if by_id[i]["key"] == key and a < at < b)
+        return holding >= per_key
+
+    for low in admitted:
+        t = low["admitted"]
+        for high in admitted:
+            if (
+                high["priority"] > low["priority"]
+                and high["created"] < t < high["admitted"]
+                and not key_full(high["key"], t)
+            ):
+                found.append(
+                    f"{low['id']} (priority {low['priority']}) admitted at {t:.3f} while "
+                    f"{high['id']} (priority {high['priority']}) waited"
+                )
+                break
+    return found

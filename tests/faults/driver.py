@@ -1,6 +1,8 @@
 """``python -m tests.faults.driver COMMAND ...``: the fault suite's producer process.
 
 - ``start WORKFLOW JSON_ARGS_LIST``: start one execution per argument list; print the ids.
+- ``enqueue QUEUE WORKFLOW JSON_STARTS``: start one execution per ``{"args", "key",
+  "priority"}`` through the queue ``QUEUE``; print the ids.
 - ``push QUEUE_IDS PREFIX COUNT [PAUSE]``: push ``COUNT`` items ``PREFIX-0..`` one commit
   each, ``PAUSE`` seconds apart, to the comma-separated queues in turn; a failed commit
   (database down) is retried with the same item, so a push is recorded as ``ok`` once,
@@ -36,6 +38,14 @@ def main(argv: list[str]) -> int:
     if command == "start":
         for args in json.loads(rest[1]):
             print(start_workflow(rest[0], *args), flush=True)
+        return 0
+    if command == "enqueue":
+        from yieldstar_django.runtime.queues import get_queue
+
+        queue = get_queue(rest[0])
+        for start in json.loads(rest[2]):
+            key, priority = start.get("key"), start.get("priority", 0)
+            print(queue.start(rest[1], *start["args"], key=key, priority=priority), flush=True)
         return 0
     if command == "push":
         queue_ids, prefix, count = rest[0].split(","), rest[1], int(rest[2])

@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from .checker import Op, check_entries, check_queue, check_register, check_ticks, load_history
+from .checker import (
+    Op,
+    check_entries,
+    check_queue,
+    check_queue_bounds,
+    check_register,
+    check_ticks,
+    load_history,
+)
 
 EMPTY: dict[str, Any] = {"items": []}
 ZERO: dict[str, Any] = {"total": 0}
@@ -325,3 +333,81 @@ def test_check_ticks_finds_a_tick_whose_row_is_missing_or_another() -> None:
     found = check_ticks("every", 1, (1000.0, 1009.0), returned, rows)
     assert any("completed without its row" in a for a in found), found
     assert any("its row holds" in a for a in found), found
+
+
+def run(i: str, admitted: float, finished: float, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": i,
+        "key": fields.get("key", ""),
+        "priority": fields.get("priority", 0),
+        "created": fields.get("created", admitted),
+        "admitted": admitted,
+        "finished": finished,
+        "status": fields.get("status", "completed"),
+    }
+
+
+def probes_of(*executions: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"execution": e["id"], "event": event, "at": at}
+        for e in executions
+        for event, at in (("begin", e["admitted"] + 0.01), ("end", e["finished"] - 0.01))
+    ]
+
+
+def test_a_queue_within_its_limits_passes() -> None:
+    runs = [run("a", 0, 1, key="k"), run("b", 0, 1), run("c", 1, 2, key="k"), run("d", 1.5, 3)]
+    assert (
+        check_queue_bounds(
+            runs, probes_of(*runs), concurrency=2, per_key=1, rate=(2, 1.0), started=list("abcd")
+        )
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    ("runs", "limits", "anomaly"),
+    [
+        ([run("a", 0, 2), run("b", 1, 3), run("c", 1.5, 4)], {"concurrency": 2}, "3 executions"),
+        ([run("a", 0, 2, key="k"), run("b", 1, 3, key="k")], {"per_key": 1}, "key 'k'"),
+        ([run("a", 0, 9), run("b", 0.5, 9), run("c", 0.9, 9)], {"rate": (2, 1.0)}, "admissions"),
+        (
+            [
+                run("a", 0, 1),
+                run("lo", 1, 2, created=0.1),
+                run("hi", 2, 3, created=0.2, priority=1),
+            ],
+            {"concurrency": 1},
+            "waited",
+        ),
+        ([run("a", 0, 1, status="failed")], {}, "ended failed"),
+    ],
+)
+def test_queue_anomalies_are_flagged(
+    runs: list[dict[str, Any]], limits: dict[str, Any], anomaly: str
+) -> None:
+    found = check_queue_bounds(runs, probes_of(*runs), **limits)
+    assert any(anomaly in f for f in found), found
+
+
+def test_lost_and_doubled_starts_are_flagged() -> None:
+    runs = [run("a", 0, 1), run("b", 1, 2)]
+    found = check_queue_bounds(runs, probes_of(runs[0]), started=["a", "a", "c"])
+    assert any("returned 2 times" in f for f in found)
+    assert any("start c has no execution" in f for f in found)
+    assert any("execution b was started by no start" in f for f in found)
+    assert any("b completed without its work" in f for f in found)
+
+
+def test_a_killed_attempt_counts_from_its_first_note() -> None:
+    """Two attempts of one execution's work (the first killed: a ``begin`` alone) are one
+    running execution; another that ran between them overlaps it."""
+    runs = [run("a", 0, 5), run("b", 5, 6)]
+    probes = [
+        {"execution": "a", "event": "begin", "at": 0.1},
+        {"execution": "a", "event": "begin", "at": 3.0},
+        {"execution": "a", "event": "end", "at": 4.0},
+        {"execution": "b", "event": "begin", "at": 2.0},  # b ran while a's slot was held
+        {"execution": "b", "event": "end", "at": 2.5},
+    ]
+    assert any("running (probes)" in f for f in check_queue_bounds(runs, probes, concurrency=1))

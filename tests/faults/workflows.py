@@ -18,7 +18,7 @@ from typing import Any
 
 from django.db import transaction
 
-from yieldstar_django import define_store, get_store_client, workflow
+from yieldstar_django import define_queue, define_store, get_store_client, workflow
 from yieldstar_django.runtime import Step
 
 from .history import ENV as HISTORY_ENV, INITIAL
@@ -199,3 +199,33 @@ def tick(step: Step, pause: float = 0.0) -> Any:
     it returned, in a list (``check_entries``'s shape)."""
     token = yield from step.atomic(write_tick, step.execution_id, pause, key="entry-0")
     return [token]
+
+
+#: The queues of ``test_queue_faults``: at most 3 running, 2 of one key; 5 starts a second.
+limited = define_queue("faults.limited", concurrency=3, per_key=2)
+rated = define_queue("faults.rated", rate=(5, 1.0))
+
+
+def probes_file() -> Path:
+    """Where the processes note each attempt of ``faults.probed``'s work: one JSON line
+    per note, ``{"execution", "event": "begin" | "end", "at"}`` (``probes-<pid>.log`` in
+    the history folder; appends of one line are atomic)."""
+    return Path(os.environ[HISTORY_ENV]) / f"probes-{os.getpid()}.log"
+
+
+def probe(execution_id: str, seconds: float) -> int:
+    """The work of an execution of a queue: noted when it begins and when it ends."""
+    for event in ("begin", "end"):
+        line = {"execution": execution_id, "event": event, "at": time.time()}
+        with probes_file().open("a") as handle:
+            handle.write(json.dumps(line) + "\n")
+        if event == "begin":
+            time.sleep(seconds)
+    return 0
+
+
+@workflow("faults.probed")
+def probed(step: Step, seconds: float) -> Any:
+    """Work ``seconds`` in one step that notes its attempts. Takes no item: ``[]``."""
+    yield from step.run(probe, step.execution_id, seconds)
+    return []

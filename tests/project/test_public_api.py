@@ -35,6 +35,7 @@ PINNED = {
     "pause_schedule",
     "resume_schedule",
     "trigger_schedule",
+    "define_queue",
 }
 
 

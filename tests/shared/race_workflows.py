@@ -10,6 +10,7 @@ event (``O_APPEND`` writes of a line are atomic between processes).
 from __future__ import annotations
 
 import os
+import random
 import time
 import uuid
 from collections.abc import Callable, Generator
@@ -18,6 +19,7 @@ from typing import Any
 from tests.polling import HANG_SECONDS
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.runtime import Step, workflow
+from yieldstar_django.runtime.queues import define_queue
 
 #: Called by the workflows at the point the racing processes meet (set in the children).
 PAUSE: Callable[[], None] = lambda: None  # noqa: E731
@@ -134,3 +136,23 @@ def repair(step: Step, store_id: str, path: str) -> Generator[Any, Any, list[Any
     result = yield from step.update(COUNTER, store_id, _increment, key="inc")
     fixed = yield from step.run(_until_fixed, path, key="fix")
     return [result.state["n"], fixed]
+
+
+#: The queues the racing queue tests start into (``test_queue_races``).
+RACE_QUEUE = define_queue("race-queue", concurrency=3, per_key=2)
+RATED_QUEUE = define_queue("race-rated-queue", rate=(4, 1.0))
+
+
+def _probe(path: str, execution_id: str, key: str) -> str:
+    """Log ``begin`` and ``end`` around a short pause: the probe of a running execution."""
+    log(path, f"begin:{execution_id}:{key}")
+    time.sleep(random.uniform(0.005, 0.03))
+    log(path, f"end:{execution_id}:{key}")
+    return key
+
+
+@workflow("race-queued")
+def queued(step: Step, path: str, key: str) -> Generator[Any, Any, str]:
+    """Run the probe once: what the queue bounds is the time between its lines."""
+    result: str = yield from step.run(_probe, path, step.execution_id, key)
+    return result

@@ -845,3 +845,42 @@ def fire_schedule_rounds(alias: str, rounds: int) -> list[int]:
 
     with runtime_on(alias):
         return [fire_due_schedules(alias) for _ in range(rounds)]
+
+
+def queue_racer(alias: str, queue_name: str, starts: int, keys: int, total: int, path: str) -> int:
+    """Start ``starts`` executions of ``race-queued`` into ``queue_name`` (keys ``k0`` ..),
+    one at a time, and between them resume a few live executions of the queue (a queued
+    one runs its queue's admission instead), until the queue's ``total`` executions (all
+    the racers' starts) are finished. Returns the resumes made."""
+    from tests.shared import race_workflows
+    from tests.shared.outside import runtime_on
+    from yieldstar_django.models import Execution
+    from yieldstar_django.models.runtime import TERMINAL_STATUSES
+    from yieldstar_django.runtime.executions import run_execution
+    from yieldstar_django.runtime.queues import get_queue
+
+    rng = random.Random()
+    resumes = 0
+    with runtime_on(alias):
+        queue = get_queue(queue_name)
+        made = 0
+        deadline = time.monotonic() + HANG_SECONDS
+        while time.monotonic() < deadline:
+            if made < starts:
+                key = f"k{rng.randrange(keys)}"
+                queue.start("race-queued", path, key, key=key)
+                made += 1
+            live = list(
+                Execution.objects.filter(queue=queue_name)
+                .exclude(status__in=TERMINAL_STATUSES)
+                .values_list("id", flat=True)
+            )
+            if not live:
+                if made >= starts and Execution.objects.filter(queue=queue_name).count() >= total:
+                    return resumes
+                time.sleep(0.005)
+                continue
+            for execution_id in rng.sample(live, min(3, len(live))):
+                run_execution(execution_id)
+                resumes += 1
+        raise AssertionError(f"the executions of {race_workflows.RACE_QUEUE} did not finish")

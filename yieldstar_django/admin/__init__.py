@@ -6,11 +6,12 @@ editor that compare-and-swaps. ``runtime``: executions with their heap, resume a
 ``wakes``: the wake outbox, with "deliver again". ``api``: the API's idempotency keys.
 ``claim_leases``: live leased claims and "release now". ``health``: the banner of failing
 health checks on the admin index. ``schedules``: schedules created, paused, resumed and
-triggered now (and the executions' filter by schedule).
+triggered now (and the executions' filter by schedule). ``queues``: queues with depth,
+running, oldest waiting and rate use; pause and resume.
 Everything is read-only unless stated; list pages run a bounded number of queries and
 never count a big table (:mod:`~yieldstar_django.admin.pagination`).
 """
 
-from . import api, claim_leases, health, runtime, schedules, stores, wakes
+from . import api, claim_leases, health, queues, runtime, schedules, stores, wakes
 
-__all__ = ["api", "claim_leases", "health", "runtime", "schedules", "stores", "wakes"]
+__all__ = ["api", "claim_leases", "health", "queues", "runtime", "schedules", "stores", "wakes"]

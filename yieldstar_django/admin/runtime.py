@@ -20,9 +20,10 @@ from django.utils.safestring import SafeString
 
 from ..api.permissions import any_execution_hook, execution_hook, execution_hook_allows
 from ..core.keys import check_text
-from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStep
+from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus, ExecutionStep
 from ..principals import is_reserved
 from ..runtime.executions import cancel_execution
+from ..runtime.queues import queue_position
 from ..runtime.registry import registered_workflows
 from ..runtime.repairs import (
     RETRYABLE_STATUSES,
@@ -52,6 +53,7 @@ STEPS_PER_PAGE: Final = 50
 IDS_NAMED: Final = 20
 
 STATUS_COLORS: Final = {
+    "queued": "#6e7781",
     "pending": "#8a8a8a",
     "running": "#1f6feb",
     "waiting": "#bf8700",
@@ -109,6 +111,10 @@ FIELDS: tuple[str, ...] = (
     "runs",
     "retries",
     "pretty_forked_from",
+    "queue",
+    "queue_key",
+    "priority",
+    "queue_position",
     "wake_pending",
     "lease_owner",
     "lease_expires_at",
@@ -178,6 +184,11 @@ class ExecutionAdmin(
             obj.forked_from,
             obj.fork_step,
         )
+
+    @admin.display(description="position in its queue")
+    def queue_position(self, obj: Execution) -> str:
+        position = queue_position(obj.id) if obj.status == ExecutionStatus.QUEUED else None
+        return "-" if position is None else str(position)
 
     @admin.display(description="status", ordering="status")
     def pretty_status(self, obj: Execution) -> SafeString:

@@ -60,6 +60,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     ),
     "unknown_workflow": (400, "No workflow of that name is registered."),
     "invalid_arguments": (400, "The arguments do not match the workflow's signature."),
+    "unknown_queue": (400, "No queue of that name is defined."),
     "execution_conflict": (409, "The execution cannot be changed that way."),
     "invalid_fork_point": (400, "The execution has fewer recorded steps than from_step."),
     "invalid_schedule": (400, "The schedule cannot be kept (see detail); nothing was stored."),

@@ -57,6 +57,7 @@ from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
 from ..principals import http_principal
 from ..runtime.errors import ExecutionConflictError
 from ..runtime.executions import cancel_execution, start_execution
+from ..runtime.queues import enqueue, get_queue, queue_position
 from ..runtime.registry import get_workflow
 from ..runtime.repairs import ExecutionStateError, ForkPointError, fork_execution, retry_execution
 from ..runtime.starts import bind_arguments
@@ -93,6 +94,10 @@ class UnknownWorkflow(APIError, code="unknown_workflow"):
 
 class InvalidArguments(APIError, code="invalid_arguments"):
     """A start's arguments do not bind to the workflow's signature."""
+
+
+class UnknownQueue(APIError, code="unknown_queue"):
+    """A start names no defined queue (``define_queue``)."""
 
 
 class ExecutionConflict(APIError, code="execution_conflict"):
@@ -135,6 +140,10 @@ def execution_body(execution: Execution) -> dict[str, Any]:
         "retries": execution.retries,
         "forked_from": execution.forked_from or None,
         "fork_step": execution.fork_step,
+        "queue": execution.queue or None,
+        "position": queue_position(execution.id)
+        if execution.status == ExecutionStatus.QUEUED
+        else None,
         "created_at": execution.created_at,
         "updated_at": execution.updated_at,
         "finished_at": execution.finished_at,
@@ -455,14 +464,34 @@ class ExecutionStartView(YieldstarAPIView):
             if execution_id is None:
                 digest = hashlib.sha256(key.encode("ascii")).hexdigest()[:40]
                 execution_id = f"{claim.record.principal}:{digest}"
+        queue = None
+        if "queue" in data:
+            try:
+                queue = get_queue(data["queue"])
+            except LookupError:
+                if claim is not None:
+                    claim.release()
+                raise UnknownQueue(f"No queue named {data['queue']!r} is defined.") from None
         try:
-            new_id, created = start_execution(
-                workflow,
-                data["args"],
-                data["kwargs"],
-                execution_id=execution_id,
-                started_by=http_principal(request.user.pk),
-            )
+            if queue is not None:
+                new_id, created = enqueue(
+                    queue,
+                    workflow,
+                    data["args"],
+                    data["kwargs"],
+                    key=data.get("key"),
+                    priority=data.get("priority", 0),
+                    execution_id=execution_id,
+                    started_by=http_principal(request.user.pk),
+                )
+            else:
+                new_id, created = start_execution(
+                    workflow,
+                    data["args"],
+                    data["kwargs"],
+                    execution_id=execution_id,
+                    started_by=http_principal(request.user.pk),
+                )
         except (WorkflowValueError, ExecutionConflictError) as exc:
             if claim is not None:
                 claim.release()

@@ -98,6 +98,14 @@ class JsonPatchOperationSerializer(serializers.Serializer[Any]):
         return fields
 
 
+def _encodable(value: str) -> None:
+    """Text the tables can hold: no lone surrogates (DRF refuses NUL already)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise serializers.ValidationError("This text holds a lone surrogate.") from None
+
+
 def _addressable_id(value: str) -> None:
     """An execution id the API can store and address (no lone surrogates, no ``/``) and a
     client may pick: none in a namespace the server derives ids in (``http:``, ``admin:``,
@@ -120,6 +128,16 @@ def _addressable_id(value: str) -> None:
 RESERVED_KWARGS = frozenset({"fn_or_name", "execution_id"})
 
 
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer: not a string of digits, not a boolean, not a float."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            self.fail("invalid")
+        value: int = super().to_internal_value(data)
+        return value
+
+
 class ExecutionStartSerializer(serializers.Serializer[Any]):
     """Start ``workflow`` with ``args`` and ``kwargs`` (durable values)."""
 
@@ -133,21 +151,34 @@ class ExecutionStartSerializer(serializers.Serializer[Any]):
         help_text="Names the execution; starting the same id again returns it (idempotent). "
         "Ids starting with `http:` or `admin:` are reserved (`400`).",
     )
+    queue = serializers.CharField(
+        max_length=MAX_KEY_LENGTH,
+        required=False,
+        help_text="Start through this queue (`define_queue`): without a free slot the "
+        "execution is `queued` until one frees.",
+    )
+    key = serializers.CharField(
+        max_length=MAX_KEY_LENGTH,
+        required=False,
+        validators=[_encodable],
+        help_text="The queue key its `per_key` limit counts by (needs `queue`).",
+    )
+    priority = StrictIntegerField(
+        required=False,
+        min_value=-(2**31),
+        max_value=2**31 - 1,
+        help_text="Higher starts first among the queue's waiting (needs `queue`).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "queue" not in attrs and ("key" in attrs or "priority" in attrs):
+            raise serializers.ValidationError("`key` and `priority` need a `queue`.")
+        return attrs
 
     def validate_kwargs(self, value: dict[str, Any]) -> dict[str, Any]:
         reserved = sorted(RESERVED_KWARGS.intersection(value))
         if reserved:
             raise serializers.ValidationError(f"Reserved keyword arguments: {reserved}.")
-        return value
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer: not a string of digits, not a boolean, not a float."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if not isinstance(data, int) or isinstance(data, bool):
-            self.fail("invalid")
-        value: int = super().to_internal_value(data)
         return value
 
 
@@ -206,6 +237,13 @@ class ExecutionSerializer(ExecutionFieldsSerializer):
     fork_step = serializers.IntegerField(
         allow_null=True, help_text="How many recorded steps of `forked_from` it began with."
     )
+    queue = serializers.CharField(
+        allow_null=True, help_text="The queue it was started through, or `null`."
+    )
+    position = serializers.IntegerField(
+        allow_null=True,
+        help_text="While `queued`: 1 for the next its queue admits, 2 after...; else `null`.",
+    )
     steps = ExecutionStepSerializer(many=True)
 
 
@@ -252,3 +290,20 @@ class ApiRootSerializer(serializers.Serializer[Any]):
 
     stores = ApiRootStoreSerializer(many=True)
     links = serializers.DictField(child=serializers.URLField())
+
+
+class QueueSerializer(serializers.Serializer[Any]):
+    """A queue and what it holds now."""
+
+    name = serializers.CharField()
+    waiting = serializers.IntegerField(help_text="Executions `queued` (its depth).")
+    running = serializers.IntegerField(help_text="Admitted and not finished.")
+    oldest_waiting = serializers.DateTimeField(
+        allow_null=True, help_text="When the longest waiting one was started."
+    )
+    rate_used = serializers.IntegerField(
+        allow_null=True, help_text="Starts in the current rate window (`null`: no rate)."
+    )
+    rate_limit = serializers.IntegerField(allow_null=True)
+    concurrency = serializers.IntegerField(allow_null=True)
+    paused = serializers.BooleanField()

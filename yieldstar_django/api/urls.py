@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path, re_path, register_converter
 
-from . import executions, root, schedules, store_lists, views
+from . import executions, queues, root, schedules, store_lists, views
 from .openapi import YieldstarSchemaView
 
 app_name = "yieldstar"
@@ -81,5 +81,8 @@ urlpatterns: list[URLPattern] = [
         schedules.ScheduleTriggerView.as_view(),
         name="schedule-trigger",
     ),
+    path("queues/", queues.QueueListView.as_view(), name="queue-list"),
+    path("queues/<str:name>/pause/", queues.QueuePauseView.as_view(), name="queue-pause"),
+    path("queues/<str:name>/resume/", queues.QueueResumeView.as_view(), name="queue-resume"),
     re_path(r"^(?P<path>[\s\S]*)$", root.NotFoundView.as_view(), name="not-found"),
 ]

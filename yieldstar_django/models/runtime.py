@@ -19,7 +19,14 @@ from ..core.durable import decode_durable
 from .decoded import Decoded
 from .keys import natural_key
 
-__all__ = ["Execution", "ExecutionStatus", "ExecutionStep", "StepKind", "StepStatus"]
+__all__ = [
+    "Execution",
+    "ExecutionStatus",
+    "ExecutionStep",
+    "QueueState",
+    "StepKind",
+    "StepStatus",
+]
 
 
 def _decoded(text: str) -> Any:
@@ -30,6 +37,7 @@ def _decoded(text: str) -> Any:
 class ExecutionStatus(models.TextChoices):
     """Where an execution is. ``completed``, ``failed`` and ``cancelled`` are terminal."""
 
+    QUEUED = "queued", "queued"  # started into a queue; waits for a slot (no run requested)
     PENDING = "pending", "pending"  # created; its first run is requested
     RUNNING = "running", "running"  # a worker holds its lease (or held it and died)
     WAITING = "waiting", "waiting"  # suspended on a take; a waiter is registered
@@ -133,6 +141,35 @@ class Execution(models.Model):
         db_default="",
         help_text="The schedule whose tick (or trigger) started it; empty otherwise.",
     )
+    queue = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The queue it was started into (``define_queue``); empty for none.",
+    )
+    queue_key = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The key its queue's ``per_key`` limit, debounce and dedupe count by.",
+    )
+    priority = models.IntegerField(
+        default=0, db_default=0, help_text="Higher starts first among the queue's waiting."
+    )
+    queue_seq = models.BigIntegerField(
+        null=True, blank=True, help_text="Order of arrival among its queue's waiting."
+    )
+    admitted_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its queue gave it a slot (its start)."
+    )
+    not_before = models.DateTimeField(
+        null=True, blank=True, help_text="A debounced start: not admitted before this time."
+    )
+    debounce_until = models.DateTimeField(
+        null=True, blank=True, help_text="A debounced start: its latest ``not_before``."
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -141,6 +178,23 @@ class Execution(models.Model):
         db_table = "yieldstar_execution"
         ordering = ["-created_at"]
         indexes = [
+            # A queue's waiting executions in admission order.
+            models.Index(
+                fields=["queue", "priority", "queue_seq"],
+                condition=Q(status="queued"),
+                name="yieldstar_exec_queued_idx",
+            ),
+            # A queue's starts by time (rate windows) and its live ones by key.
+            models.Index(
+                fields=["queue", "admitted_at"],
+                condition=~Q(queue=""),
+                name="yieldstar_exec_admitted_idx",
+            ),
+            models.Index(
+                fields=["queue", "queue_key", "status"],
+                condition=~Q(queue=""),
+                name="yieldstar_exec_queue_key_idx",
+            ),
             models.Index(fields=["status", "created_at"], name="yieldstar_exec_status_idx"),
             # Retention finds finished executions oldest first.
             models.Index(fields=["status", "finished_at"], name="yieldstar_exec_finished_idx"),
@@ -178,6 +232,35 @@ class Execution(models.Model):
     def is_finished(self) -> bool:
         """Whether the status is terminal (``completed``, ``failed`` or ``cancelled``)."""
         return self.status in TERMINAL_STATUSES
+
+
+class QueueState(models.Model):
+    """A queue's counters (``define_queue``), one row per queue name, created by its first
+    start. Its row lock orders every admission, start, finish and cancel of the queue's
+    executions: ``running`` counts those admitted and not finished, ``waiting`` those
+    ``queued``, ``next_seq`` numbers arrivals (FIFO within a priority). See
+    ``runtime/queues.py``."""
+
+    name = models.CharField(primary_key=True, max_length=255)
+    paused = models.BooleanField(default=False, db_default=False)
+    running = models.IntegerField(default=0, db_default=0)
+    waiting = models.IntegerField(default=0, db_default=0)
+    next_seq = models.BigIntegerField(default=0, db_default=0)
+    # The definition's limits as its last start wrote them: whoever frees a slot admits
+    # by them, in a process that need not import the definition.
+    concurrency = models.IntegerField(null=True, blank=True)
+    per_key = models.IntegerField(null=True, blank=True)
+    rate_limit = models.IntegerField(null=True, blank=True)
+    rate_seconds = models.FloatField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "yieldstar_queue"
+        ordering = ["name"]
+        verbose_name = "queue"
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class ExecutionStep(models.Model):

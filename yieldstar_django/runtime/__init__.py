@@ -3,14 +3,15 @@
 Everything here imports without the app registry, so a ``workflows`` (or ``models``) module
 may import it at any time: the names that need the models (``start_workflow``,
 ``get_execution``, ``cancel_execution``, ``run_execution``, ``retry_execution``,
-``fork_execution``, ``Execution``, ``ResumeResult``)
+``fork_execution``, ``define_queue``, ``Execution``, ``ResumeResult``)
 are imported on first access (PEP 562).
 
 Layout: ``registry`` (``@workflow``), ``steps`` (the primitives), ``engine`` (replay of one
 run), ``context`` (the step contract every step kind is written against), ``kinds`` (the
 step kinds: ``plain_steps``, ``atomic_steps``, ``store_steps``, ``take_any``, ``claim_leases``,
 ``patches``), ``leases`` (one run at a time), ``starts`` and ``executions`` (start, cancel,
-resume), ``repairs`` (retry, fork), ``timers`` (the calls into the wake outbox), ``errors``.
+resume), ``repairs`` (retry, fork), ``queues`` (flow control over starts), ``timers``
+(the calls into the wake outbox), ``errors``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
         run_execution,
         start_workflow,
     )
+    from .queues import Queue, define_queue
     from .repairs import ExecutionStateError, ForkPointError, fork_execution, retry_execution
 
 
@@ -52,6 +54,8 @@ _LAZY: dict[str, str] = {
     "ExecutionStateError": "yieldstar_django.runtime.repairs",
     "ForkPointError": "yieldstar_django.runtime.repairs",
     "ResumeResult": "yieldstar_django.runtime.executions",
+    "Queue": "yieldstar_django.runtime.queues",
+    "define_queue": "yieldstar_django.runtime.queues",
     "Execution": "yieldstar_django.models.runtime",
     "ExecutionStatus": "yieldstar_django.models.runtime",
 }
@@ -65,6 +69,7 @@ __all__ = [
     "ExecutionStatus",
     "ForkPointError",
     "NonDeterminismError",
+    "Queue",
     "ResumeResult",
     "RetryableError",
     "Step",
@@ -72,6 +77,7 @@ __all__ = [
     "Workflow",
     "WorkflowStepError",
     "cancel_execution",
+    "define_queue",
     "fork_execution",
     "get_execution",
     "get_workflow",

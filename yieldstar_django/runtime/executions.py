@@ -26,11 +26,11 @@ from ..core.keys import check_text
 from ..core.store import StoreClient
 from ..manual_transaction import open_manual_transaction
 from ..models.runtime import Execution, ExecutionStatus
-from . import timers
+from . import queues, timers
 from .engine import Engine, RunCutOff, RunSliceEnded
 from .leases import Lease, LeaseLost, acquire_lease, live, mark_wake_pending
 from .outcomes import RunOutcome
-from .registry import Workflow, get_workflow, registered_workflows
+from .registry import Workflow, get_workflow, resolve_workflow
 from .starts import create_execution
 
 logger = logging.getLogger("yieldstar_django.runtime")
@@ -58,17 +58,11 @@ class ResumeResult(StrEnum):
     GONE = "gone"  # it was already finished, or does not exist
     LOST = "lost"  # the lease was lost mid-run (expired and taken over, or cancelled)
     DEFERRED = "deferred"  # this worker cannot run it now; a timer or a new task will
+    QUEUED = "queued"  # it waits for a slot of its queue; the wake ran the queue's admission
 
 
 def _resolve(fn_or_name: Workflow[Any, Any] | Callable[..., Any] | str) -> Workflow[Any, Any]:
-    if isinstance(fn_or_name, Workflow):
-        return get_workflow(fn_or_name.name)
-    if isinstance(fn_or_name, str):
-        return get_workflow(fn_or_name)
-    for registered in registered_workflows():
-        if registered.fn is fn_or_name:
-            return registered
-    raise LookupError(f"{fn_or_name!r} is not a registered workflow; decorate it with @workflow")
+    return resolve_workflow(fn_or_name)
 
 
 def start_workflow(
@@ -131,7 +125,14 @@ def cancel_execution(execution_id: str) -> bool:
     if not _nameable(execution_id):
         return False
     open_manual_transaction(connections[_alias()])
+    queue = Execution.objects.filter(pk=execution_id).values_list("queue", flat=True).first()
     with transaction.atomic(using=_alias()):
+        # A queue's row before its executions' rows (runtime/queues.py).
+        was_queued = False
+        if queue and queues.lock_for(queue) is not None:
+            was_queued = Execution.objects.filter(
+                pk=execution_id, admitted_at__isnull=True
+            ).exists()
         cancelled = Execution.objects.filter(live(), pk=execution_id).update(
             status=ExecutionStatus.CANCELLED,
             finished_at=timezone.now(),
@@ -144,6 +145,8 @@ def cancel_execution(execution_id: str) -> bool:
         if cancelled:
             _store_client().remove_waiters(execution_id)
             wakes.acknowledge(execution_id, everything=True, using=_alias())
+            if queue:
+                queues.cancelled(queue, was_queued=was_queued)
     return bool(cancelled)
 
 
@@ -189,6 +192,8 @@ def run_execution(execution_id: str) -> ResumeResult:
             break
         if mark_wake_pending(execution_id):
             return ResumeResult.BUSY
+        if queues.tick(execution_id):
+            return ResumeResult.QUEUED
         if not Execution.objects.filter(live(), pk=execution_id).exists():
             wakes.acknowledge(execution_id, everything=True, using=_alias())
             return ResumeResult.GONE
@@ -275,13 +280,17 @@ def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: 
         "waiting_on": "",
         "wake_at": None,
     }
-    with transaction.atomic(using=_alias()) if waiters else nullcontext():
+    queue = lease.execution.queue
+    with transaction.atomic(using=_alias()) if waiters or queue else nullcontext():
         # A finished execution needs no more wakes: the release acknowledges them all (one
         # delivered meanwhile finds it GONE).
         if not lease.release(changes, acknowledge_all=True):
             raise LeaseLost(lease.execution_id)
         if waiters:
             client.remove_waiters(lease.execution_id)
+        if queue:
+            # Its slot frees with its finish, and the next waiting one is admitted.
+            queues.release_slot(queue)
     if outcome.status == ExecutionStatus.FAILED:
         logger.info("execution %s failed: %s", lease.execution_id, outcome.error_json)
 

@@ -323,7 +323,8 @@ _keeper = _LeaseKeeper()
 
 
 def acquire_lease(execution_id: str) -> Lease | None:
-    """Take the execution's lease if it is free or expired and the execution is live.
+    """Take the execution's lease if it is free or expired and the execution is live and
+    not ``queued`` (waiting for a slot of its queue: ``runtime/queues.py``).
 
     Atomically with it, acknowledges the execution's due wake intents and schedules a
     durable timer just after the lease's expiry, so the execution is resumed elsewhere if
@@ -349,6 +350,7 @@ def acquire_lease(execution_id: str) -> Lease | None:
     with transaction.atomic(using=alias):
         taken = (
             Execution.objects.filter(live(), pk=execution_id)
+            .exclude(status=ExecutionStatus.QUEUED)
             .filter(Q(lease_owner="") | Q(lease_expires_at__lt=now))
             .update(
                 lease_owner=token,

@@ -158,6 +158,21 @@ def get_workflow(name: str) -> Workflow[Any, Any]:
     return entry[0]
 
 
+def resolve_workflow(
+    fn_or_name: Workflow[Any, Any] | Callable[..., Any] | str,
+) -> Workflow[Any, Any]:
+    """The registered workflow a start names: a ``Workflow``, its name, or its function
+    (``LookupError`` if it is not registered)."""
+    if isinstance(fn_or_name, Workflow):
+        return get_workflow(fn_or_name.name)
+    if isinstance(fn_or_name, str):
+        return get_workflow(fn_or_name)
+    for registered in registered_workflows():
+        if registered.fn is fn_or_name:
+            return registered
+    raise LookupError(f"{fn_or_name!r} is not a registered workflow; decorate it with @workflow")
+
+
 def registered_workflows() -> list[Workflow[Any, Any]]:
     """Every registered workflow, ordered by name."""
     return [entry[0] for _, entry in sorted(_registry.items())]

@@ -24,7 +24,7 @@ from ..core.errors import YieldstarError
 from ..core.keys import check_text
 from ..manual_transaction import open_manual_transaction
 from ..models.runtime import Execution, ExecutionStatus, ExecutionStep, StepStatus
-from . import timers
+from . import queues, timers
 from .errors import ExecutionConflictError
 
 __all__ = [
@@ -115,14 +115,16 @@ def retry_execution(execution_id: str) -> bool:
     """
     _check_id("execution id", execution_id)
     alias = _alias()
-    seen = Execution.objects.using(alias).filter(pk=execution_id).values_list("status", flat=True)
-    status = seen.first()
+    seen = Execution.objects.using(alias).filter(pk=execution_id).values_list("status", "queue")
+    status, queue = seen.first() or (None, "")
     if status is None:
         raise Execution.DoesNotExist(f"There is no execution {execution_id!r}.")
     if status not in RETRYABLE_STATUSES:
         raise ExecutionStateError(execution_id, status)
     open_manual_transaction(connections[alias])
     with transaction.atomic(using=alias):
+        # A queue's row before its executions' rows (runtime/queues.py).
+        queue_state = queues.lock_for(queue) if queue else None
         # The row lock orders this retry after any other (and after retention's delete).
         locked = (
             Execution.objects.using(alias)
@@ -159,7 +161,10 @@ def retry_execution(execution_id: str) -> bool:
             retries=F("retries") + 1,
             updated_at=timezone.now(),
         )
-        timers.request_run(execution_id, workflow_id, reason="retry")
+        if queue_state is not None:
+            queues.requeue(queue_state, execution_id)  # it waits for a slot again
+        else:
+            timers.request_run(execution_id, workflow_id, reason="retry")
     return True
 
 

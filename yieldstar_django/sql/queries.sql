@@ -295,8 +295,8 @@ WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} AND N
 WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE execution_id = %s AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM released) RETURNING 1) SELECT count(*) FROM released
 
 -- acquire_lease(columns, heap, max_read_ahead, relaxed) --
--- Take a free or expired lease of a live execution, acknowledge its due intents, write its takeover timer, and read its heap and the stores it waits on (their state up to {max_read_ahead} bytes), in one statement; {columns}: the execution's returned, {heap}: s.<column> of each heap field, {relaxed}: "" or synchronous_commit_off.
-WITH acquired AS (UPDATE {execution} SET lease_owner = %s, lease_expires_at = %s, lease_backend = pg_backend_pid(), wake_pending = false, status = %s, runs = runs + 1, updated_at = %s WHERE id = %s AND status NOT IN ({terminal_statuses}) AND (lease_owner = '' OR lease_expires_at < %s) RETURNING {columns}), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND EXISTS (SELECT 1 FROM acquired)), timer AS (INSERT INTO {wakeintent} ({intent_columns}) SELECT id, workflow_id, %s, %s, %s, NULL, 0, '', %s FROM acquired RETURNING id) SELECT acquired.*, timer.id, (SELECT COALESCE(json_agg(json_build_array({heap}) ORDER BY s.position), '[]'::json) FROM {executionstep} s WHERE s.execution_id = acquired.id), (SELECT COALESCE(json_agg(json_build_array(w.step_key, i.name, i.store_id, i.instance_id, i.version, i.state, a.result)), '[]'::json) FROM {waiter} w JOIN {storeinstance} i ON i.id = w.store_pk LEFT JOIN {appliedstep} a ON a.store_name = i.name AND a.store_id = i.store_id AND a.execution_id = w.execution_id AND a.step_key = w.step_key WHERE w.execution_id = acquired.id AND octet_length(i.state) <= {max_read_ahead}) FROM acquired, timer{relaxed}
+-- Take a free or expired lease of a live execution not queued, acknowledge its due intents, write its takeover timer, and read its heap and the stores it waits on (their state up to {max_read_ahead} bytes), in one statement; {columns}: the execution's returned, {heap}: s.<column> of each heap field, {relaxed}: "" or synchronous_commit_off.
+WITH acquired AS (UPDATE {execution} SET lease_owner = %s, lease_expires_at = %s, lease_backend = pg_backend_pid(), wake_pending = false, status = %s, runs = runs + 1, updated_at = %s WHERE id = %s AND status NOT IN ({terminal_statuses}) AND status <> 'queued' AND (lease_owner = '' OR lease_expires_at < %s) RETURNING {columns}), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND EXISTS (SELECT 1 FROM acquired)), timer AS (INSERT INTO {wakeintent} ({intent_columns}) SELECT id, workflow_id, %s, %s, %s, NULL, 0, '', %s FROM acquired RETURNING id) SELECT acquired.*, timer.id, (SELECT COALESCE(json_agg(json_build_array({heap}) ORDER BY s.position), '[]'::json) FROM {executionstep} s WHERE s.execution_id = acquired.id), (SELECT COALESCE(json_agg(json_build_array(w.step_key, i.name, i.store_id, i.instance_id, i.version, i.state, a.result)), '[]'::json) FROM {waiter} w JOIN {storeinstance} i ON i.id = w.store_pk LEFT JOIN {appliedstep} a ON a.store_name = i.name AND a.store_id = i.store_id AND a.execution_id = w.execution_id AND a.step_key = w.step_key WHERE w.execution_id = acquired.id AND octet_length(i.state) <= {max_read_ahead}) FROM acquired, timer{relaxed}
 
 -- lock_blockers --
 -- The backends (PostgreSQL) that hold a lock another backend of this database waits for: the relay's first look for frozen lease holders, cheap (pg_stat_activity only).
@@ -329,6 +329,23 @@ SET LOCAL lock_timeout = '{ms}ms'
 -- set_lock_timeout --
 -- Set lock_timeout to %s for the rest of the transaction (PostgreSQL).
 SELECT set_config('lock_timeout', %s, true)
+
+
+-- ---------------------------------------------------------------------------------------
+-- Queues (runtime/queues.py)
+-- ---------------------------------------------------------------------------------------
+
+-- queue_take_slot --
+-- Take a slot of queue %s (concurrency %s, or none) if it is not paused, nobody waits and one is free, creating its row at its first start (updated_at %s); a row when it took one. Locks the queue's row either way.
+INSERT INTO {queuestate} (name, paused, running, waiting, next_seq, concurrency, per_key, rate_limit, rate_seconds, updated_at) VALUES (%s, false, 1, 0, 0, %s, NULL, NULL, NULL, %s) ON CONFLICT (name) DO UPDATE SET running = {queuestate}.running + 1, concurrency = excluded.concurrency, per_key = NULL, rate_limit = NULL, rate_seconds = NULL, updated_at = excluded.updated_at WHERE NOT {queuestate}.paused AND {queuestate}.waiting = 0 AND (excluded.concurrency IS NULL OR {queuestate}.running < excluded.concurrency) RETURNING running
+
+-- queue_lock --
+-- Lock queue %s's row, creating it or writing its definition's limits (concurrency, per_key, rate limit, rate seconds: four %s) and updated_at (%s); its counters and limits.
+INSERT INTO {queuestate} (name, paused, running, waiting, next_seq, concurrency, per_key, rate_limit, rate_seconds, updated_at) VALUES (%s, false, 0, 0, 0, %s, %s, %s, %s, %s) ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, per_key = excluded.per_key, rate_limit = excluded.rate_limit, rate_seconds = excluded.rate_seconds, updated_at = excluded.updated_at RETURNING paused, running, waiting, next_seq, concurrency, per_key, rate_limit, rate_seconds
+
+-- queue_release_slot --
+-- Free a slot of queue %s (an admitted execution finished), locking its row; its counters and limits.
+UPDATE {queuestate} SET running = CASE WHEN running > 0 THEN running - 1 ELSE 0 END WHERE name = %s RETURNING paused, running, waiting, next_seq, concurrency, per_key, rate_limit, rate_seconds
 
 
 -- ---------------------------------------------------------------------------------------
