@@ -19,6 +19,7 @@ from django.db import transaction
 
 from ..conf import database_alias, yieldstar_settings
 from ..core.results import Wake
+from ..observability import metrics, tracing
 from . import relay_log
 from .outbox import (
     ClaimedWake,
@@ -77,7 +78,7 @@ def deliver_claimed(claimed: Sequence[ClaimedWake], *, using: str) -> bool:
     """
     if not claimed:
         return True
-    failure = publish(claimed)
+    failure = publish(claimed, relayed=True)
     if failure is None:
         return True
     relay_log.counts.add(failed=len(claimed))
@@ -85,16 +86,26 @@ def deliver_claimed(claimed: Sequence[ClaimedWake], *, using: str) -> bool:
     return False
 
 
-def publish(pending: Sequence[PendingWake]) -> BaseException | None:
+def publish(pending: Sequence[PendingWake], *, relayed: bool = False) -> BaseException | None:
     """Call the ``WAKE_BACKEND`` with the wakes of ``pending`` (one per execution); return
     what it raised (logged), ``None`` if it accepted them. Writes nothing.
+
+    In a ``yieldstar.wake`` span (the Celery backend sends its trace context with each
+    message); ``relayed``: the relay's delivery, not a commit's (its wakes carry no time of
+    a commit for ``yieldstar_wake_latency_seconds``, and its takeovers are counted).
 
     A refusal is logged with its traceback the first time; the same refusal again (an
     outage refuses every round the same way), in one line, until the backend accepts
     wakes again in this process."""
     global _last_refusal
+    wakes = _coalesce(p.wake for p in pending)
     try:
-        yieldstar_settings.wake_backend(_coalesce(p.wake for p in pending))
+        with tracing.span("yieldstar.wake", _wake_attributes(wakes, relayed), kind="producer"):
+            token = metrics.from_commit.set(not relayed)
+            try:
+                yieldstar_settings.wake_backend(wakes)
+            finally:
+                metrics.from_commit.reset(token)
     except Exception as exc:
         refusal = f"{type(exc).__name__}: {exc}"
         if refusal == _last_refusal:
@@ -112,7 +123,20 @@ def publish(pending: Sequence[PendingWake]) -> BaseException | None:
             )
         return exc
     _last_refusal = None
+    if relayed:
+        metrics.lease_takeovers(sum(1 for wake in wakes if wake.takeover))
     return None
+
+
+def _wake_attributes(wakes: Sequence[Wake], relayed: bool) -> dict[str, str | int | bool]:
+    attributes: dict[str, str | int | bool] = {
+        "yieldstar.wakes": len(wakes),
+        "yieldstar.relayed": relayed,
+    }
+    if len(wakes) == 1:
+        attributes["yieldstar.execution.id"] = wakes[0].execution_id
+        attributes["yieldstar.workflow"] = wakes[0].workflow_id
+    return attributes
 
 
 #: The last refusal ``publish`` logged with its traceback (type and message), while the
