@@ -79,12 +79,12 @@ def _observed_resume(task: Any, execution_id: str) -> str:
     message's ``traceparent``), else of the execution's start; the time the commit woke it
     kept for ``yieldstar_wake_latency_seconds``."""
     request = task.request
-    woken = request.get(metrics.WOKEN_AT_HEADER)
+    woken = _header(request, metrics.WOKEN_AT_HEADER)
     token = metrics.woken_at.set(float(woken) if isinstance(woken, int | float) else None)
     try:
         if not tracing.enabled():
             return _resume(task, execution_id)
-        parent = request.get(tracing.TRACEPARENT)
+        parent = _header(request, tracing.TRACEPARENT)
         if not isinstance(parent, str) or not parent:
             parent = _start_context(execution_id)
         attributes = {"yieldstar.execution.id": execution_id, "celery.task_id": str(request.id)}
@@ -96,6 +96,17 @@ def _observed_resume(task: Any, execution_id: str) -> str:
             return result
     finally:
         metrics.woken_at.reset(token)
+
+
+def _header(request: Any, name: str) -> object:
+    """A message header of the task's: a worker's request has them as its own keys, an
+    eager ``apply(headers=...)`` under ``headers``."""
+    value = request.get(name)
+    if value is None:
+        headers = request.get("headers")
+        if isinstance(headers, dict):
+            value = headers.get(name)
+    return value
 
 
 def _start_context(execution_id: str) -> str:

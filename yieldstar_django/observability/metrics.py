@@ -29,8 +29,10 @@ nothing of it is imported and every hook returns after one comparison.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
+import weakref
 from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -42,6 +44,8 @@ from django.utils.dateparse import parse_datetime
 
 from ..conf import database_alias, yieldstar_settings
 from ..sql import queries
+
+logger = logging.getLogger("yieldstar_django.metrics")
 
 __all__ = [
     "OutboxCollector",
@@ -133,8 +137,8 @@ class _Metrics:
 class _State:
     generation = -1
     metrics: _Metrics | None = None
-    #: The metrics made, by registry (``id``): a registry takes each name once per process.
-    made: dict[int, _Metrics] = {}
+    #: The metrics made, by registry: a registry takes each name once.
+    made: weakref.WeakKeyDictionary[Any, _Metrics] = weakref.WeakKeyDictionary()
 
 
 _state = _State()
@@ -156,9 +160,9 @@ def _metrics() -> _Metrics | None:
                 ) from exc
         else:
             registry = registry_in_use(prometheus_client)
-            made = _State.made.get(id(registry))
+            made = _State.made.get(registry)
             if made is None:
-                made = _State.made[id(registry)] = _Metrics(registry)
+                made = _State.made[registry] = _Metrics(registry)
     _state.metrics, _state.generation = made, yieldstar_settings.generation
     return made
 
@@ -243,8 +247,10 @@ def wake_headers() -> dict[str, float]:
 
 class OutboxCollector:
     """``yieldstar_outbox_depth`` and ``yieldstar_outbox_oldest_age_seconds``, read from the
-    database (``DATABASE_ALIAS``) at each scrape: the due wake intents not acknowledged yet,
-    and the age of the oldest. A database error leaves both out of that scrape."""
+    database (``DATABASE_ALIAS``) at each scrape: the wake intents due (an immediate wake
+    since it was written, a timer since its time) and not acknowledged yet (no run of their
+    execution started since), and how long the oldest has been due. A database error leaves
+    both out of that scrape (logged)."""
 
     def describe(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
@@ -260,13 +266,14 @@ class OutboxCollector:
         try:
             depth, oldest = _outbox_depth(clock.now())
         except Exception:
+            logger.warning("could not read the outbox's depth", exc_info=True)
             return
         yield GaugeMetricFamily("yieldstar_outbox_depth", _DEPTH_HELP, value=depth)
         age = 0.0 if oldest is None else max(0.0, (clock.now() - oldest).total_seconds())
         yield GaugeMetricFamily("yieldstar_outbox_oldest_age_seconds", _AGE_HELP, value=age)
 
 
-_DEPTH_HELP: Final = "Wake intents due and not acknowledged yet."
+_DEPTH_HELP: Final = "Wake intents due and not acknowledged yet (no run started since)."
 _AGE_HELP: Final = "How long the oldest due, unacknowledged wake intent has been due."
 
 

@@ -246,8 +246,8 @@ SELECT id, execution_id, workflow_id, attempts, reason, available_at FROM {wakei
 SELECT COUNT(*) FROM {wakeintent} WHERE delivered_at IS NULL AND available_at < %s
 
 -- outbox_depth --
--- The metrics' outbox gauges: how many unacknowledged intents were deliverable at %s, and the earliest time one of them was.
-SELECT COUNT(*), MIN(available_at) FROM {wakeintent} WHERE delivered_at IS NULL AND available_at <= %s
+-- The metrics' outbox gauges: how many unacknowledged intents were due at %s (an immediate wake when written, a timer at due_at), and the earliest time one of them was.
+SELECT COUNT(*), MIN(COALESCE(due_at, created_at)) FROM {wakeintent} WHERE delivered_at IS NULL AND COALESCE(due_at, created_at) <= %s
 
 -- delete_delivered_intents --
 -- Delete the intents acknowledged before %s.
