@@ -271,19 +271,29 @@ class Engine:
     ) -> StepResult:
         """``run_step(ctx)`` in a ``yieldstar.step`` span, its duration observed; a woken
         step's result observes the wake's latency."""
-        attributes: dict[str, str | int | float | bool] = {
-            "yieldstar.step.kind": call.kind,
-            "yieldstar.step.key": key,
-            "yieldstar.step.attempt": (row.attempts if row is not None else 0) + 1,
-        }
-        if call.definition is not None:
-            attributes["yieldstar.store"] = call.definition.name
-            attributes["yieldstar.store.id"] = call.store_id
+        store = call.definition
+        span = tracing.span(
+            "yieldstar.step",
+            {
+                "yieldstar.step.kind": call.kind,
+                "yieldstar.step.key": key,
+                "yieldstar.step.attempt": (row.attempts if row is not None else 0) + 1,
+            }
+            if store is None
+            else {
+                "yieldstar.step.kind": call.kind,
+                "yieldstar.step.key": key,
+                "yieldstar.step.attempt": (row.attempts if row is not None else 0) + 1,
+                "yieldstar.store": store.name,
+                "yieldstar.store.id": call.store_id,
+            },
+            quiet=QUIET,
+        )
         woken = key in self.open_takes
         started = time.perf_counter()
-        token = tracing.committed_version.set(None)
+        token = tracing.committed_version.set(None) if store is not None else None
         try:
-            with tracing.span("yieldstar.step", attributes, quiet=QUIET) as span:
+            with span:
                 try:
                     result = run_step(ctx)
                 except Suspend:
@@ -294,9 +304,11 @@ class Engine:
                     span.error(result.error)
                 else:
                     span.set("yieldstar.step.outcome", "completed")
-                span.set("yieldstar.store.version", tracing.committed_version.get())
+                if token is not None:
+                    span.set("yieldstar.store.version", tracing.committed_version.get())
         finally:
-            tracing.committed_version.reset(token)
+            if token is not None:
+                tracing.committed_version.reset(token)
             metrics.step_duration(call.kind, time.perf_counter() - started)
         if woken:
             metrics.wake_latency()
