@@ -540,6 +540,45 @@ real Celery workers against a broker of their own.
 """,
     )
 
+    TRACING = Setting[bool | None](
+        None,
+        rule=optional(BOOLEAN),
+        shown="`None`, which means on when `opentelemetry` is importable",
+        doc="""\
+OpenTelemetry spans for starts, store commits, wakes, resumes, runs and steps, made with
+the application's global tracer provider; the trace context travels with an execution and
+its wakes, so one trace follows a workflow from process to process. `False` turns them off;
+`True` requires the `[otel]` extra (`ImproperlyConfigured` on first use without it). Off, or
+with the API absent, nothing of OpenTelemetry is imported. See
+[observability](../operations/observability.md).
+""",
+    )
+
+    METRICS = Setting[bool | None](
+        None,
+        rule=optional(BOOLEAN),
+        shown="`None`, which means on when `prometheus_client` is importable",
+        doc="""\
+Prometheus metrics named `yieldstar_*` (executions started and finished, step durations,
+wake latency, outbox depth, lease takeovers, compare-and-swap retries, relay lag), in
+`METRICS_REGISTRY`. `False` turns them off; off, or with `prometheus_client` absent,
+nothing of it is imported; `True` requires the `[prometheus]` extra. See
+[observability](../operations/observability.md).
+""",
+    )
+
+    METRICS_REGISTRY = Setting[object](
+        None,
+        import_path=True,
+        shown="`None`, which means prometheus-client's default `REGISTRY`",
+        doc="""\
+Dotted path of the `prometheus_client.CollectorRegistry` the metrics are registered in (an
+instance may also be given directly). `None` uses the default registry, the one
+`prometheus_client`'s own exposition, django-prometheus and the multiprocess collector
+read.
+""",
+    )
+
     DATABASE_ALIAS = Setting[str](
         "default",
         rule=NON_EMPTY_TEXT,
@@ -574,6 +613,8 @@ since a server connection's pid names no worker behind such a pooler. See
         self._explicit = user_settings
         self._user: Mapping[str, object] | None = None
         self._imported: dict[str, object] = {}
+        #: Counts reloads: what caches derived from the settings compare against.
+        self.generation = 0
 
     @property
     def user_settings(self) -> Mapping[str, object]:
@@ -595,6 +636,7 @@ since a server connection's pid names no worker behind such a pooler. See
         """Drop cached values; the next read sees the current Django settings."""
         self._user = None
         self._imported.clear()
+        self.generation += 1
 
     def unknown_keys(self) -> list[str]:
         """Keys of ``YIELDSTAR`` that this version does not know, sorted."""

@@ -18,9 +18,12 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError, connections
+from celery.exceptions import Retry
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from .conf import database_alias, yieldstar_settings
+from .models.runtime import Execution
+from .observability import metrics, tracing
 from .retention import prune_finished
 from .runtime.executions import run_execution
 from .wakes.relay import relay_once, run_round_tasks
@@ -66,6 +69,61 @@ def resume_execution(self: Any, execution_id: str) -> str:
     short backoff; beyond that the execution's durable timers resume it.
     """
     _close_stale_connections()
+    if tracing.enabled() or metrics.enabled():
+        return _observed_resume(self, execution_id)
+    return _resume(self, execution_id)
+
+
+def _observed_resume(task: Any, execution_id: str) -> str:
+    """``_resume`` in a ``yieldstar.resume`` span continuing the trace of the wake (its
+    message's ``traceparent``), else of the execution's start; the time the commit woke it
+    kept for ``yieldstar_wake_latency_seconds``."""
+    request = task.request
+    woken = _header(request, metrics.WOKEN_AT_HEADER)
+    token = metrics.woken_at.set(float(woken) if isinstance(woken, int | float) else None)
+    try:
+        if not tracing.enabled():
+            return _resume(task, execution_id)
+        parent = _header(request, tracing.TRACEPARENT)
+        if not isinstance(parent, str) or not parent:
+            parent = _start_context(execution_id)
+        attributes = {"yieldstar.execution.id": execution_id, "celery.task_id": str(request.id)}
+        with tracing.span(
+            "yieldstar.resume", attributes, parent=parent, kind="consumer", quiet=(Retry,)
+        ) as span:
+            result = _resume(task, execution_id)
+            span.set("yieldstar.resume.result", result)
+            return result
+    finally:
+        metrics.woken_at.reset(token)
+
+
+def _header(request: Any, name: str) -> object:
+    """A message header of the task's: a worker's request has them as its own keys, an
+    eager ``apply(headers=...)`` under ``headers``."""
+    value = request.get(name)
+    if value is None:
+        headers = request.get("headers")
+        if isinstance(headers, dict):
+            value = headers.get(name)
+    return value
+
+
+def _start_context(execution_id: str) -> str:
+    """The trace context stored with the execution's start (``""`` if none, or gone)."""
+    try:
+        found = (
+            Execution.objects.using(database_alias())
+            .filter(pk=execution_id)
+            .values_list("trace_context", flat=True)
+            .first()
+        )
+    except (DatabaseError, ValueError):  # an id no row can have: the run says GONE
+        return ""
+    return found or ""
+
+
+def _resume(self: Any, execution_id: str) -> str:
     kept = connections[database_alias()].connection
     try:
         try:

@@ -35,3 +35,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = json.loads(
 YIELDSTAR = {**YIELDSTAR, **E2E_YIELDSTAR}  # POOLER kept (tests.settings)
 
 from .celery_app import app as celery_app  # noqa: E402,F401  (the current Celery app)
+
+# The traces test's workers export their spans to a file (tests/e2e/spans.py).
+if os.environ.get("YIELDSTAR_E2E_SPANS"):
+    from .spans import install
+
+    install(os.environ["YIELDSTAR_E2E_SPANS"])

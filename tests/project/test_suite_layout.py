@@ -18,6 +18,7 @@ PARTS = {
     "runtime",
     "api",
     "admin",
+    "observability",
     "testing",
     "project",
     "e2e",

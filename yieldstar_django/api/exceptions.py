@@ -35,6 +35,7 @@ from ..core.errors import (
     StoreValidationError,
     WorkflowValueError,
 )
+from ..observability import metrics
 from .json_patch import InvalidPatch, PatchConflict, PatchTestFailed
 
 #: The status and default detail of each code the API's own errors (``APIError``) answer.
@@ -187,6 +188,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, WorkflowValueError):
         return _error(400, "not_durable", str(exc), path=_path(exc.path))
     if isinstance(exc, StoreContentionError):
+        metrics.contention_error(exc.store_name)
         exc = Contention()
     if isinstance(exc, CorruptStateError):
         # A write (or read) through the core found the store's stored state undecodable.

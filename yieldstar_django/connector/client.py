@@ -26,6 +26,7 @@ from ..core.durable import DurableLimits
 from ..core.keys import check_ledger_key, check_removal, check_store, check_text
 from ..core.results import StoreStepId, StoreWaiter
 from ..manual_transaction import open_manual_transaction
+from ..observability import metrics, tracing
 from ..sql import queries
 from ..wakes.backends import is_enqueue_only
 from ..wakes.delivery import deliver_on_commit, publish_during_commit
@@ -252,13 +253,22 @@ class DatabaseStoreClient(CasStoreClient):
         check_ledger_key(mutation.definition.name, mutation.id, mutation.step_id)
         check_text("instance id", mutation.expected.instance_id, MAX_INSTANCE_ID_LENGTH)
         open_manual_transaction(self.connection)
-        hooked = current_hook.get()
-        if hooked is not None and hooked[0] == self.using:
-            outcome, pending = self._commit_hooked(mutation, hooked[1])
-        else:
-            outcome, pending = self._commit(mutation, ())
-        if outcome.status == "committed":
-            self._finish(pending)
+        with tracing.span(
+            "yieldstar.store.commit", _commit_attributes(mutation.definition.name, mutation.id)
+        ) as span:
+            hooked = current_hook.get()
+            if hooked is not None and hooked[0] == self.using:
+                outcome, pending = self._commit_hooked(mutation, hooked[1])
+            else:
+                outcome, pending = self._commit(mutation, ())
+            span.set("yieldstar.outcome", outcome.status)
+            if outcome.status == "committed":
+                span.set("yieldstar.store.version", mutation.expected.version + 1)
+                tracing.committed_version.set(mutation.expected.version + 1)
+                span.set("yieldstar.wakes", len(pending))
+                self._finish(pending)
+            elif outcome.status == "conflict":
+                metrics.cas_retry(mutation.definition.name)
         return outcome
 
     def _publisher(self) -> functions.Publish | None:
@@ -310,14 +320,21 @@ class DatabaseStoreClient(CasStoreClient):
         self.commit_attempts += 1
         check_ledger_key(deletion.definition.name, deletion.id, deletion.step_id)
         open_manual_transaction(self.connection)
-        hooked = current_hook.get()
-        prepare = hooked[1].deletion if hooked is not None and hooked[0] == self.using else None
-        if prepare is not None:
-            outcome, pending = self._delete_hooked(deletion, prepare(deletion))
-        else:
-            outcome, pending = self._delete(deletion, publish=self._publisher())
-        if outcome.status == "committed":
-            self._finish(pending)
+        with tracing.span(
+            "yieldstar.store.delete", _commit_attributes(deletion.definition.name, deletion.id)
+        ) as span:
+            hooked = current_hook.get()
+            prepare = hooked[1].deletion if hooked is not None and hooked[0] == self.using else None
+            if prepare is not None:
+                outcome, pending = self._delete_hooked(deletion, prepare(deletion))
+            else:
+                outcome, pending = self._delete(deletion, publish=self._publisher())
+            span.set("yieldstar.outcome", outcome.status)
+            if outcome.status == "committed":
+                span.set("yieldstar.wakes", len(pending))
+                self._finish(pending)
+            elif outcome.status == "conflict":
+                metrics.cas_retry(deletion.definition.name)
         return outcome
 
     def _delete(
@@ -379,6 +396,13 @@ class DatabaseStoreClient(CasStoreClient):
 
 _clients: dict[str, DatabaseStoreClient] = {}
 _clients_lock = threading.Lock()
+
+
+def _commit_attributes(store: str, id: str) -> dict[str, str | int | float | bool] | None:
+    """The attributes a commit's span starts with (``None`` with tracing off)."""
+    if not tracing.enabled():
+        return None
+    return {"yieldstar.store": store, "yieldstar.store.id": id}
 
 
 def get_store_client(using: str | None = None) -> DatabaseStoreClient:

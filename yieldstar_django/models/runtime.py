@@ -170,6 +170,13 @@ class Execution(models.Model):
     debounce_until = models.DateTimeField(
         null=True, blank=True, help_text="A debounced start: its latest ``not_before``."
     )
+    trace_context = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="W3C traceparent of its start (with tracing on): its runs join that trace.",
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -48,6 +48,7 @@ from ..core.errors import StoreContentionError
 from ..core.results import StoreWaiter
 from ..core.store import StoreClient
 from ..models.runtime import Execution, ExecutionStatus, ExecutionStep, StepStatus
+from ..observability import metrics
 from . import timers
 from .leases import Lease, LeaseLost
 from .outcomes import (
@@ -130,7 +131,8 @@ def run_step(ctx: StepContext) -> StepResult:
         return ctx.kind.execute(ctx)
     except LET_THROUGH:
         raise
-    except StoreContentionError:
+    except StoreContentionError as exc:
+        metrics.contention_error(exc.store_name)
         ctx.contended()
     except Exception as exc:
         return ctx.fail(exc)

@@ -43,7 +43,8 @@ from typing import Any
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import WorkflowValueError
 from ..core.store import StoreClient
-from ..models.runtime import StepStatus
+from ..models.runtime import ExecutionStep, StepStatus
+from ..observability import metrics, tracing
 from .context import Kind, RunState, StepContext, run_step
 from .errors import NonDeterminismError, StepKeyError, error_from_record
 from .kinds import KINDS
@@ -251,7 +252,10 @@ class Engine:
         if self.slice_end is not None and self.executed and time.monotonic() >= self.slice_end:
             raise RunSliceEnded(self.execution.id)
         self.executed += 1
-        result = run_step(ctx)
+        if tracing.enabled() or metrics.enabled():
+            result = self._observed(ctx, call, key, row)
+        else:
+            result = run_step(ctx)
         if kind.waiters is not None:
             self.open_takes.discard(key)
         if isinstance(result, StepError):
@@ -260,6 +264,54 @@ class Engine:
             # that cannot be imported, or carry attributes that were not recorded, and a
             # first run that caught it must not take a branch its replays do not.
             return StepError(error_from_record(decode_durable(encode_error(result.error))))
+        return result
+
+    def _observed(
+        self, ctx: StepContext, call: StepCall, key: str, row: ExecutionStep | None
+    ) -> StepResult:
+        """``run_step(ctx)`` in a ``yieldstar.step`` span, its duration observed; a woken
+        step's result observes the wake's latency."""
+        store = call.definition
+        span = tracing.span(
+            "yieldstar.step",
+            {
+                "yieldstar.step.kind": call.kind,
+                "yieldstar.step.key": key,
+                "yieldstar.step.attempt": (row.attempts if row is not None else 0) + 1,
+            }
+            if store is None
+            else {
+                "yieldstar.step.kind": call.kind,
+                "yieldstar.step.key": key,
+                "yieldstar.step.attempt": (row.attempts if row is not None else 0) + 1,
+                "yieldstar.store": store.name,
+                "yieldstar.store.id": call.store_id,
+            },
+            quiet=QUIET,
+        )
+        woken = key in self.open_takes
+        started = time.perf_counter()
+        token = tracing.committed_version.set(None) if store is not None else None
+        try:
+            with span:
+                try:
+                    result = run_step(ctx)
+                except Suspend:
+                    span.set("yieldstar.step.outcome", "suspended")
+                    raise
+                if isinstance(result, StepError):
+                    span.set("yieldstar.step.outcome", "failed")
+                    span.error(result.error)
+                else:
+                    span.set("yieldstar.step.outcome", "completed")
+                if token is not None:
+                    span.set("yieldstar.store.version", tracing.committed_version.get())
+        finally:
+            if token is not None:
+                tracing.committed_version.reset(token)
+            metrics.step_duration(call.kind, time.perf_counter() - started)
+        if woken:
+            metrics.wake_latency()
         return result
 
     def _reserve(self, kind: Kind, call: StepCall, key: str) -> None:
@@ -281,6 +333,10 @@ class Engine:
                     f"key {use[2]!r} of store {use[0]}/{use[1]}, which step {other!r} uses; "
                     "give it another key="
                 )
+
+
+#: What a step's span does not record as an error: a suspension, the worker's own stops.
+QUIET: tuple[type[BaseException], ...] = (Suspend, *NOT_RECORDED)
 
 
 def _waits(kind: Kind | None) -> bool:

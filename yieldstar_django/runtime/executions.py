@@ -26,6 +26,7 @@ from ..core.keys import check_text
 from ..core.store import StoreClient
 from ..manual_transaction import open_manual_transaction
 from ..models.runtime import Execution, ExecutionStatus
+from ..observability import metrics, tracing
 from . import queues, timers
 from .engine import Engine, RunCutOff, RunSliceEnded
 from .leases import Lease, LeaseLost, acquire_lease, live, mark_wake_pending
@@ -241,9 +242,17 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
     )
     for _ in range(MAX_RUNS_PER_RESUME):
         engine = Engine(wf, lease, client, slice_end=slice_end)
-        outcome = engine.run()
+        with tracing.span(
+            "yieldstar.run", _run_attributes(lease), links=_start_link(lease), quiet=QUIET
+        ) as span:
+            outcome = engine.run()
+            span.set("yieldstar.run.outcome", outcome.status)
+            span.set("yieldstar.run.steps_executed", engine.executed)
+            if outcome.error_json and outcome.status == ExecutionStatus.FAILED:
+                span.error(_RunFailed(outcome.error_json))
         if outcome.terminal:
             _finish(lease, outcome, client, waiters=bool(engine.open_takes))
+            metrics.execution_finished(wf.name, outcome.status)
             return ResumeResult.FINISHED
         if _release_suspended(lease, outcome):
             return ResumeResult.SUSPENDED
@@ -253,6 +262,31 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
             raise LeaseLost(lease.execution_id)
     _release_later(lease, 0.0)
     return ResumeResult.DEFERRED
+
+
+#: What a run's span does not record as an error: the lease lost, the run cut short.
+QUIET: Final[tuple[type[BaseException], ...]] = (LeaseLost, RunCutOff, RunSliceEnded)
+
+
+class _RunFailed(Exception):
+    """The error a failed run's span records: the workflow's error as recorded."""
+
+
+def _run_attributes(lease: Lease) -> dict[str, str | int | float | bool] | None:
+    if not tracing.enabled():
+        return None
+    execution = lease.execution
+    return {
+        "yieldstar.execution.id": execution.id,
+        "yieldstar.workflow": execution.workflow_id,
+        "yieldstar.run": execution.runs,
+    }
+
+
+def _start_link(lease: Lease) -> tuple[str, ...]:
+    """The execution's start, linked from each of its runs (when it was traced)."""
+    start = lease.execution.trace_context
+    return (start,) if start else ()
 
 
 def _forget_waiters_if_finished(execution_id: str) -> None:

@@ -25,6 +25,7 @@ from ..conf import yieldstar_settings
 from ..core.durable import encode_durable
 from ..core.keys import check_text
 from ..models.runtime import Execution
+from ..observability import metrics, tracing
 from . import timers
 from .errors import ExecutionConflictError
 from .outcomes import durable_limits
@@ -74,12 +75,45 @@ def create_execution(
     if execution_id is not None:
         check_text("execution id", execution_id, empty=False)
     new_id = execution_id or str(uuid.uuid4())
+    with tracing.span(
+        "yieldstar.start", _start_attributes(workflow_id, new_id, started_by)
+    ) as span:
+        created = _create(new_id, execution_id, workflow_id, input_json, started_by, schedule)
+        span.set("yieldstar.created", created)
+    if created:
+        metrics.execution_started(workflow_id)
+    return new_id, created
+
+
+def _start_attributes(
+    workflow_id: str, execution_id: str, started_by: str
+) -> dict[str, str | int | float | bool] | None:
+    if not tracing.enabled():
+        return None
+    return {
+        "yieldstar.workflow": workflow_id,
+        "yieldstar.execution.id": execution_id,
+        "yieldstar.start.via": "http" if started_by else "python",
+    }
+
+
+def _create(
+    new_id: str,
+    execution_id: str | None,
+    workflow_id: str,
+    input_json: str,
+    started_by: str,
+    schedule: str,
+) -> bool:
+    """Create the execution (with the trace context of the current span) and request its
+    first run; whether it was created (``False``: it exists, with these arguments)."""
     alias = yieldstar_settings.DATABASE_ALIAS
     fields = {
         "workflow_id": workflow_id,
         "input_json": input_json,
         "started_by": started_by,
         "schedule": schedule,
+        "trace_context": tracing.current_traceparent(),
     }
     with transaction.atomic(using=alias):
         if execution_id is None:
@@ -102,6 +136,6 @@ def create_execution(
                 # with the same types.
                 if existing[1] != input_json:
                     raise ExecutionConflictError(new_id, existing[0], "arguments") from None
-                return new_id, False
+                return False
         timers.request_run(new_id, workflow_id, reason="start")
-    return new_id, True
+    return True

@@ -239,11 +239,15 @@ WITH due AS (SELECT id, available_at FROM {wakeintent} WHERE delivered_at IS NUL
 
 -- due_intents --
 -- The due, unacknowledged intents, oldest first, up to a limit: the relay's claim elsewhere (then push_back).
-SELECT id, execution_id, workflow_id, attempts, reason FROM {wakeintent} WHERE delivered_at IS NULL AND available_at <= %s ORDER BY available_at, id LIMIT %s
+SELECT id, execution_id, workflow_id, attempts, reason, available_at FROM {wakeintent} WHERE delivered_at IS NULL AND available_at <= %s ORDER BY available_at, id LIMIT %s
 
 -- count_overdue_intents --
 -- How many unacknowledged intents were deliverable before %s.
 SELECT COUNT(*) FROM {wakeintent} WHERE delivered_at IS NULL AND available_at < %s
+
+-- outbox_depth --
+-- The metrics' outbox gauges: how many unacknowledged intents were due at %s (an immediate wake when written, a timer at due_at), and the earliest time one of them was.
+SELECT COUNT(*), MIN(COALESCE(due_at, created_at)) FROM {wakeintent} WHERE delivered_at IS NULL AND COALESCE(due_at, created_at) <= %s
 
 -- delete_delivered_intents --
 -- Delete the intents acknowledged before %s.

@@ -17,6 +17,7 @@ from celery import signals
 
 from ..celery_app import broker_kind, require_configured_app
 from ..core.results import Wake
+from ..observability import metrics, tracing
 from .guard import refuse_in_tests
 
 __all__ = [
@@ -80,13 +81,27 @@ def celery_backend(wakes: Sequence[Wake]) -> None:
     app = require_configured_app()
     refuse_in_tests(app)
     urgent, ordinary = PRIORITIES.get(broker_kind(app), (None, None))
+    headers = wake_headers()
     for wake in wakes:
         app.send_task(
             RESUME_TASK,
             args=[wake.execution_id],
             ignore_result=True,
             priority=urgent if wake.takeover else ordinary,
+            headers=headers,
         )
+
+
+def wake_headers() -> dict[str, object] | None:
+    """The headers of a resume message: the W3C ``traceparent`` of the wake (tracing on),
+    and the time a commit published it (``yieldstar_woken_at``, metrics on); ``None``
+    when there is neither."""
+    headers: dict[str, object] = {}
+    traceparent = tracing.current_traceparent()
+    if traceparent:
+        headers[tracing.TRACEPARENT] = traceparent
+    headers.update(metrics.wake_headers())
+    return headers or None
 
 
 #: The message priorities of the Celery backend by broker (``celery_app.broker_kind``):

@@ -19,6 +19,7 @@ from django.db import transaction
 
 from ..conf import database_alias, yieldstar_settings
 from ..core.results import Wake
+from ..observability import metrics, tracing
 from . import relay_log
 from .outbox import (
     ClaimedWake,
@@ -52,7 +53,7 @@ def _coalesce(wakes: Iterable[Wake]) -> list[Wake]:
     return list(seen.values())
 
 
-def hand_over(pending: Sequence[PendingWake], *, using: str) -> bool:
+def hand_over(pending: Sequence[PendingWake], *, using: str, traceparent: str = "") -> bool:
     """Hand ``pending`` wakes (their intents committed) to the ``WAKE_BACKEND``; return
     whether it accepted them.
 
@@ -62,7 +63,7 @@ def hand_over(pending: Sequence[PendingWake], *, using: str) -> bool:
     """
     if not pending:
         return True
-    return settle(pending, publish(pending), using=using)
+    return settle(pending, publish(pending, traceparent=traceparent), using=using)
 
 
 def deliver_claimed(claimed: Sequence[ClaimedWake], *, using: str) -> bool:
@@ -77,7 +78,7 @@ def deliver_claimed(claimed: Sequence[ClaimedWake], *, using: str) -> bool:
     """
     if not claimed:
         return True
-    failure = publish(claimed)
+    failure = publish(claimed, relayed=True)
     if failure is None:
         return True
     relay_log.counts.add(failed=len(claimed))
@@ -85,16 +86,32 @@ def deliver_claimed(claimed: Sequence[ClaimedWake], *, using: str) -> bool:
     return False
 
 
-def publish(pending: Sequence[PendingWake]) -> BaseException | None:
+def publish(
+    pending: Sequence[PendingWake], *, relayed: bool = False, traceparent: str = ""
+) -> BaseException | None:
     """Call the ``WAKE_BACKEND`` with the wakes of ``pending`` (one per execution); return
     what it raised (logged), ``None`` if it accepted them. Writes nothing.
+
+    In a ``yieldstar.wake`` span (the Celery backend sends its trace context with each
+    message); ``relayed``: the relay's delivery, not a commit's (its wakes carry no time of
+    a commit for ``yieldstar_wake_latency_seconds``, and its takeovers are counted);
+    ``traceparent``: the span the wakes were written in, when it is no longer current (a
+    delivery on commit), else the current span is the wake span's parent.
 
     A refusal is logged with its traceback the first time; the same refusal again (an
     outage refuses every round the same way), in one line, until the backend accepts
     wakes again in this process."""
     global _last_refusal
+    wakes = _coalesce(p.wake for p in pending)
     try:
-        yieldstar_settings.wake_backend(_coalesce(p.wake for p in pending))
+        with tracing.span(
+            "yieldstar.wake", _wake_attributes(wakes, relayed), parent=traceparent, kind="producer"
+        ):
+            token = metrics.from_commit.set(not relayed)
+            try:
+                yieldstar_settings.wake_backend(wakes)
+            finally:
+                metrics.from_commit.reset(token)
     except Exception as exc:
         refusal = f"{type(exc).__name__}: {exc}"
         if refusal == _last_refusal:
@@ -112,7 +129,20 @@ def publish(pending: Sequence[PendingWake]) -> BaseException | None:
             )
         return exc
     _last_refusal = None
+    if relayed:
+        metrics.lease_takeovers(sum(1 for wake in wakes if wake.takeover))
     return None
+
+
+def _wake_attributes(wakes: Sequence[Wake], relayed: bool) -> dict[str, str | int | bool]:
+    attributes: dict[str, str | int | bool] = {
+        "yieldstar.wakes": len(wakes),
+        "yieldstar.relayed": relayed,
+    }
+    if len(wakes) == 1:
+        attributes["yieldstar.execution.id"] = wakes[0].execution_id
+        attributes["yieldstar.workflow"] = wakes[0].workflow_id
+    return attributes
 
 
 #: The last refusal ``publish`` logged with its traceback (type and message), while the
@@ -157,7 +187,8 @@ def deliver_on_commit(pending: Sequence[PendingWake], *, using: str | None = Non
     autocommit mode); nothing is delivered if it rolls back."""
     using = database_alias(using)
     if pending:
-        transaction.on_commit(OnCommitDelivery(tuple(pending), using), using=using)
+        delivery = OnCommitDelivery(tuple(pending), using, tracing.current_traceparent())
+        transaction.on_commit(delivery, using=using)
 
 
 @dataclass(frozen=True)
@@ -167,9 +198,12 @@ class OnCommitDelivery:
 
     pending: tuple[PendingWake, ...]
     using: str
+    #: The W3C trace context of the span that wrote the intents (tracing on): the wake's
+    #: span continues it, the transaction's commit may come after that span ended.
+    traceparent: str = ""
 
     def __call__(self) -> None:
-        hand_over(self.pending, using=self.using)
+        hand_over(self.pending, using=self.using, traceparent=self.traceparent)
 
 
 def wake_now(

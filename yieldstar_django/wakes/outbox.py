@@ -22,16 +22,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from .. import clock
 from ..conf import database_alias, yieldstar_settings
 from ..core.results import Wake
+from ..observability import metrics
 from ..sql import queries
 from ..sql.queries import placeholders
 
@@ -88,6 +90,14 @@ class ClaimedWake(PendingWake):
 def _now() -> datetime:
     """When intents are due: the timers' clock (:mod:`yieldstar_django.clock`)."""
     return clock.now()
+
+
+def _aware(value: datetime | str) -> datetime:
+    """A timestamp column's value as an aware datetime (SQLite's is text)."""
+    parsed = parse_datetime(value) if isinstance(value, str) else value
+    if parsed is None:  # pragma: no cover - the column is never malformed
+        raise ValueError(f"not a timestamp: {value!r}")
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def _adapt(using: str, value: datetime) -> Any:
@@ -319,15 +329,20 @@ def claim_due(using: str, limit: int) -> list[ClaimedWake]:
         with connection.cursor() as cursor:
             cursor.execute(queries.of(connection).claim_due_intents, params)
             rows = sorted(cursor.fetchall(), key=lambda row: (row[4], row[0]))
+        if rows and metrics.enabled():
+            metrics.relay_lag((now - _aware(rows[0][4])).total_seconds())
         return [
             ClaimedWake(int(i), Wake(e, w, takeover=bool(t)), int(d)) for i, e, w, d, _, t in rows
         ]
     with transaction.atomic(using=using), connection.cursor() as cursor:
         cursor.execute(queries.of(connection).due_intents, [_adapt(using, now), limit])
+        found = cursor.fetchall()
         claimed = [
             ClaimedWake(int(i), Wake(e, w, takeover=r == TAKEOVER_REASON), int(d))
-            for i, e, w, d, r in cursor.fetchall()
+            for i, e, w, d, r, _ in found
         ]
+        if found and metrics.enabled():
+            metrics.relay_lag((now - _aware(found[0][5])).total_seconds())
         deliveries = {c.intent_id: c.deliveries for c in claimed}
         takeovers = {c.intent_id for c in claimed if c.wake.takeover}
         _reschedule(cursor, using, deliveries, count=True, error=None, takeovers=takeovers)
