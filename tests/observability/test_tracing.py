@@ -105,6 +105,19 @@ def test_a_failed_step_and_run_record_the_error(spans: Any, yieldstar: Yieldstar
     assert run.status.status_code.name == "ERROR"
 
 
+def test_an_error_whose_str_raises_is_recorded_by_its_type(
+    spans: Any, yieldstar: YieldstarHelper
+) -> None:
+    """Recording it on the span raised the error's own error out of the run."""
+    eid = start_workflow("obs.fails_unprintably")
+    yieldstar.run_until_idle()
+    assert Execution.objects.get(pk=eid).status == "failed"
+    step = _one(spans, "yieldstar.step", **{"yieldstar.step.kind": "run"})
+    assert step.status.status_code.name == "ERROR"
+    [event] = [e for e in step.events if e.name == "exception"]
+    assert event.attributes["exception.type"].endswith("Unprintable")
+
+
 def test_the_resume_task_continues_the_wake_s_trace(spans: Any) -> None:
     """A resume message's ``traceparent`` (what the Celery backend sends) is the parent of
     the task's span; without one, the execution's start is."""

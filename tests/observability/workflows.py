@@ -34,6 +34,20 @@ def fails(step: Any) -> Any:
     yield from step.run(broken)
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("str() of this error fails")
+
+
+def unprintable() -> None:
+    raise Unprintable()
+
+
+@workflow("obs.fails_unprintably")
+def fails_unprintably(step: Any) -> Any:
+    yield from step.run(unprintable)
+
+
 @workflow("obs.steps")
 def steps(step: Any, count: int) -> Any:
     """``count`` function steps (the bench's and the no-import check's workflow)."""

@@ -198,8 +198,13 @@ class Span:
             self._span.set_attribute(key, value)
 
     def error(self, exc: BaseException) -> None:
-        """Record ``exc`` on the span and mark it failed."""
-        self._span.record_exception(exc)
+        """Record ``exc`` on the span and mark it failed. An exception whose ``str()``
+        (or traceback) cannot be formatted is recorded by its type alone: tracing never
+        replaces the workflow's error with its own."""
+        try:
+            self._span.record_exception(exc)
+        except Exception:
+            self._span.add_event("exception", {"exception.type": type(exc).__qualname__})
         self._span.set_status(self._api.error_status)
 
 
