@@ -6,7 +6,7 @@ the takeovers after them, the stores a wait names, sleeps, retries and their att
 Everything here is worked out from rows already read: the runs, the steps and the stores
 waited on. A step "ran again" when a run that never let its lease go (its worker died, or
 lost the lease) was at it: the first step no earlier run had recorded when the next run
-began, if that next run executed it (a ``run`` or ``atomic`` function called twice).
+began, if it calls a function (``run``, ``atomic``): that function was called again.
 """
 
 from __future__ import annotations
@@ -173,7 +173,8 @@ def _run_bars(
 
 def _lost_at(runs: list[ExecutionRun], steps: list[ExecutionStep]) -> dict[str, ExecutionRun]:
     """The step each run that never let its lease go (and was taken over) was at, by step
-    key: the first step, in replay order, that was not recorded when the next run began."""
+    key: the first step, in replay order, not recorded when the next run began, if it calls
+    a function (the next run called it again)."""
     found: dict[str, ExecutionRun] = {}
     ordered = sorted(steps, key=lambda s: (s.position, s.pk or 0))
     for index, run in enumerate(runs[:-1]):
@@ -183,7 +184,7 @@ def _lost_at(runs: list[ExecutionRun], steps: list[ExecutionStep]) -> dict[str, 
         for step in ordered:
             done = step.recorded_at is not None and step.recorded_at < taken_over_at
             if not done:
-                if step.created_at >= taken_over_at and step.kind in CALLED_KINDS:
+                if step.kind in CALLED_KINDS:
                     found.setdefault(step.step_key, run)
                 break
     return found
