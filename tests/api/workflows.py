@@ -13,3 +13,8 @@ def greet(step: Step, name: str, *, punctuation: str = "!") -> Generator[Any, An
     """Sleep for a day, then greet: a start leaves it pending for the tests to look at."""
     yield from step.sleep(86400)
     return f"Hello, {name}{punctuation}"
+
+
+def price(quantity: int) -> int:
+    """A step function (its qualified name is the step's target)."""
+    return quantity * 7
