@@ -149,7 +149,7 @@ def test_a_run_that_never_ended_is_taken_over_and_its_step_ran_twice() -> None:
     assert "yieldstar-tl-twice" not in timeline.steps[0].css
     # Every bar sits on the axis, from the execution's creation to its end.
     for bar in [*timeline.runs, *timeline.steps]:
-        assert 0 <= bar.left <= 100 and 0 <= bar.width and bar.left + bar.width <= 100.001
+        assert 0 <= bar.left <= 100 and bar.width >= 0 and bar.left + bar.width <= 100.001
     assert timeline.origin == T0 and timeline.until == at(41.5)
 
 

@@ -19,7 +19,7 @@ from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Execution, ExecutionStep, IdempotencyKey
 from yieldstar_django.runtime import start_workflow
 
-from . import workflows  # noqa: F401  (registers api-test-greet)
+from . import workflows  # registers api-test-greet; price is a step function
 
 pytestmark = pytest.mark.django_db
 

@@ -79,6 +79,15 @@ class Bar:
         return stamp(self.end)
 
     @property
+    def started_time(self) -> str:
+        """The start's time of day (the timeline's heading gives the date)."""
+        return self.started[11:]
+
+    @property
+    def ended_time(self) -> str:
+        return self.ended[11:] if self.end is not None else "…"
+
+    @property
     def took(self) -> str:
         if self.end is None:
             return "—"
