@@ -64,7 +64,6 @@ class Bar:
     end: datetime | None
     css: str
     notes: list[str] = field(default_factory=list)
-    detail: str = ""
     #: Set by ``Timeline.place``: the bar's left edge and width, in percent of the axis.
     left: float = 0.0
     width: float = 0.0
