@@ -215,7 +215,7 @@ def _step_bar(
         notes.append(f"sleeps until {stamp(step.wake_at)}")
         if end is None and step.wake_at is not None:
             end = step.wake_at
-    elif kind in ("take", "take_any") and step.status == "pending":
+    elif kind in ("take", "take_lease", "take_any") and step.status == "pending":
         css += " yieldstar-tl-wait"
         stores = [f"{w['store']}/{w['id']}" for w in waited if w["step"] == step.step_key]
         notes.append(f"waits on {', '.join(stores) if stores else target}")

@@ -182,7 +182,7 @@ class StepTargetSerializer(serializers.Serializer[Any]):
         required=False, help_text="`run`, `atomic`: the function's `module.qualname`."
     )
     store = serializers.CharField(
-        required=False, help_text="`take`, `update`, `get`, `delete`: the store definition."
+        required=False, help_text="`take`, `take_lease`, `update`, `get`, `delete`: the store definition."
     )
     id = serializers.CharField(required=False, help_text="With `store`: the store's id.")
     stores = StoreRefSerializer(many=True, required=False, help_text="`take_any`: its choices.")
@@ -223,7 +223,7 @@ class ExecutionStepSerializer(serializers.Serializer[Any]):
     position = serializers.IntegerField()
     kind = serializers.CharField()
     target = StepTargetSerializer(
-        allow_null=True, help_text="What it ran on; `null` for `sleep`, `patch` and leases."
+        allow_null=True, help_text="What it ran on; `null` for `sleep`, `patch` and `end_lease`."
     )
     status = serializers.CharField()
     value = serializers.JSONField(allow_null=True)

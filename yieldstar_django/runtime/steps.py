@@ -522,15 +522,15 @@ class Step:
 #: The step kinds whose fingerprint names one function (``module.qualname``).
 FUNCTION_KINDS: Final = frozenset({"run", "atomic"})
 #: The step kinds whose fingerprint names one store (``<name>/<id>``).
-STORE_KINDS: Final = frozenset({"take", "update", "get", "delete"})
+STORE_KINDS: Final = frozenset({"take", "take_lease", "update", "get", "delete"})
 
 
 def step_target(kind: str, printed: str) -> dict[str, Any] | None:
     """What a recorded step of ``kind`` ran on, read back from its fingerprint:
     ``{"function": "module.qualname"}`` for ``run`` and ``atomic``, ``{"store": name,
-    "id": id}`` for a step on one store, ``{"stores": [{"store", "id"}, ...]}`` for a
-    ``take_any``, ``None`` for the kinds that name neither (``sleep``, ``patch``, the
-    claim lease steps). A fingerprint cut short by its digest (a description longer than
+    "id": id}`` for a step on one store (a leased take too), ``{"stores": [{"store",
+    "id"}, ...]}`` for a ``take_any``, ``None`` for the kinds that name neither
+    (``sleep``, ``patch``, a lease's release or completion). A fingerprint cut short by its digest (a description longer than
     the column, or a store name holding "/") is ``{"description": <its readable head>}``
     when it cannot be read back exactly."""
     if kind in FUNCTION_KINDS:
