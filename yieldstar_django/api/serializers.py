@@ -182,7 +182,8 @@ class StepTargetSerializer(serializers.Serializer[Any]):
         required=False, help_text="`run`, `atomic`: the function's `module.qualname`."
     )
     store = serializers.CharField(
-        required=False, help_text="`take`, `take_lease`, `update`, `get`, `delete`: the store definition."
+        required=False,
+        help_text="`take`, `take_lease`, `update`, `get`, `delete`: the store definition.",
     )
     id = serializers.CharField(required=False, help_text="With `store`: the store's id.")
     stores = StoreRefSerializer(many=True, required=False, help_text="`take_any`: its choices.")

@@ -530,9 +530,9 @@ def step_target(kind: str, printed: str) -> dict[str, Any] | None:
     ``{"function": "module.qualname"}`` for ``run`` and ``atomic``, ``{"store": name,
     "id": id}`` for a step on one store (a leased take too), ``{"stores": [{"store",
     "id"}, ...]}`` for a ``take_any``, ``None`` for the kinds that name neither
-    (``sleep``, ``patch``, a lease's release or completion). A fingerprint cut short by its digest (a description longer than
-    the column, or a store name holding "/") is ``{"description": <its readable head>}``
-    when it cannot be read back exactly."""
+    (``sleep``, ``patch``, a lease's release or completion). A fingerprint cut short by
+    its digest (a description longer than the column, or a store name holding "/") is
+    ``{"description": <its readable head>}`` when it cannot be read back exactly."""
     if kind in FUNCTION_KINDS:
         if DIGEST_MARK in printed:
             return {"description": printed.split(DIGEST_MARK, 1)[0]}
