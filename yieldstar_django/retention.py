@@ -73,6 +73,7 @@ def _prune_batch(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) 
         of = placeholders(len(ids))
         cursor.execute(queries.of().prune_steps.format(ids=of), ids)
         counts.heap_entries += cursor.rowcount
+        cursor.execute(queries.of().prune_runs.format(ids=of), ids)
         cursor.execute(queries.of().prune_ledger_rows.format(ids=of), ids)
         counts.ledger_rows += cursor.rowcount
         cursor.execute(queries.of().prune_intents.format(ids=of), ids)

@@ -19,7 +19,7 @@ from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.models import Execution, ExecutionStep, IdempotencyKey
 from yieldstar_django.runtime import start_workflow
 
-from . import workflows  # noqa: F401  (registers api-test-greet)
+from . import workflows  # registers api-test-greet; price is a step function
 
 pytestmark = pytest.mark.django_db
 
@@ -340,3 +340,104 @@ def test_cancel_of_an_execution_pruned_meanwhile_is_404(
     assert not Execution.objects.filter(pk="old").exists()
     assert response.status_code == 404, response.content
     assert response.json()["code"] == "not_found"
+
+
+def served_schema(api: Client) -> dict[str, Any]:
+    response = api.get(reverse("yieldstar:schema"), headers={"Accept": "application/json"})
+    assert response.status_code == 200
+    schema: dict[str, Any] = json.loads(response.content)
+    return schema
+
+
+def _json_schema(node: Any) -> Any:
+    """An OpenAPI 3.0 schema as JSON Schema: ``nullable: true`` becomes a null choice."""
+    if isinstance(node, list):
+        return [_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    converted = {k: _json_schema(v) for k, v in node.items() if k != "nullable"}
+    if node.get("nullable"):
+        return {"anyOf": [converted, {"type": "null"}]}
+    return converted
+
+
+def conforms(api: Client, body: Any, component: str) -> None:
+    """``body`` is valid against the served OpenAPI schema's ``component``."""
+    from jsonschema import Draft7Validator
+
+    components = _json_schema(served_schema(api)["components"])
+    Draft7Validator(
+        {"$ref": f"#/components/schemas/{component}", "components": components}
+    ).validate(body)
+
+
+def test_the_schema_documents_waits_runs_and_targets(api: Client) -> None:
+    schemas = served_schema(api)["components"]["schemas"]
+    execution = schemas["Execution"]
+    assert {"waiting_on", "wake_at", "runs", "run_history"} <= set(execution["required"])
+    assert {"target", "started_at"} <= set(schemas["ExecutionStep"]["required"])
+    assert set(schemas["ExecutionRun"]["properties"]) == {
+        "number",
+        "worker",
+        "started_at",
+        "ended_at",
+        "outcome",
+    }
+    assert set(schemas["WaitedStore"]["properties"]) == {"store", "id", "step"}
+
+
+def test_read_names_the_stores_waited_on_the_runs_and_each_steps_target(
+    api: Client, counter: StoreDefinition
+) -> None:
+    """A real execution: a function step, then a take on a store it waits on. Its body
+    names the store (not the bare step key), its runs with their worker, and each step's
+    target (the function's qualified name, the store and id)."""
+    from yieldstar_django.runtime import Step, workflow
+    from yieldstar_django.runtime.executions import run_execution
+    from yieldstar_django.runtime.leases import worker_name
+    from yieldstar_django.runtime.registry import unregister_workflow
+
+    @workflow("api-test-pick")
+    def pick(step: Step, shelf: str) -> Any:
+        yield from step.run(workflows.price, 3)
+        return (yield from step.take(counter, shelf, lambda state: state["items"] or None))
+
+    try:
+        execution_id = start_workflow(pick, "shelf-4", execution_id="picker")
+        run_execution(execution_id)
+        body = api.get(reverse("yieldstar:execution-detail", args=[execution_id])).json()
+    finally:
+        unregister_workflow("api-test-pick")
+    assert body["status"] == "waiting"
+    assert body["waiting_on"] == [{"store": "api-counter", "id": "shelf-4", "step": "1"}]
+    assert body["wake_at"] is None
+    assert body["runs"] == 1
+    [run] = body["run_history"]
+    assert run["number"] == 1 and run["worker"] == worker_name()
+    assert run["outcome"] == "waiting" and run["ended_at"] is not None
+    targets = [(s["kind"], s["target"]) for s in body["steps"]]
+    assert targets == [
+        ("run", {"function": "tests.api.workflows.price"}),
+        ("take", {"store": "api-counter", "id": "shelf-4"}),
+    ]
+    assert all(s["started_at"] is not None for s in body["steps"])
+    conforms(api, body, "Execution")
+    from jsonschema import ValidationError
+
+    with pytest.raises(ValidationError):  # the check does check
+        conforms(api, {**body, "waiting_on": ["api-counter/shelf-4"]}, "Execution")
+
+
+def test_read_gives_a_sleeping_executions_wake_time(api: Client) -> None:
+    from yieldstar_django.runtime.executions import run_execution
+
+    execution_id = start_workflow("api-test-greet", "x", execution_id="sleeper")
+    run_execution(execution_id)
+    body = api.get(reverse("yieldstar:execution-detail", args=[execution_id])).json()
+    assert body["status"] == "sleeping"
+    assert body["waiting_on"] == []
+    execution = Execution.objects.get(pk=execution_id)
+    assert execution.wake_at is not None
+    assert body["wake_at"] == execution.wake_at.isoformat().replace("+00:00", "Z")
+    assert body["steps"][0]["target"] is None  # a sleep names nothing
+    conforms(api, body, "Execution")

@@ -18,3 +18,8 @@ def greet(step: Step, name: str, *, punctuation: str = "!") -> Generator[Any, An
 
 #: The queue the API's queue tests start into: one at a time.
 single = define_queue("api-test-single", concurrency=1)
+
+
+def price(quantity: int) -> int:
+    """A step function (its qualified name is the step's target)."""
+    return quantity * 7

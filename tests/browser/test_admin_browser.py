@@ -185,42 +185,180 @@ def test_edit_and_conflict(
     assert after.version == 4
 
 
-def test_execution_page(
-    live_server: Any, admin_user: Any, browser_page: Any, screenshots: Path
-) -> None:
-    """The execution page with its heap (for the docs)."""
-    from playwright.sync_api import expect
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    + "".join(
+        f'  File "/srv/shop/payments/gateways/{"provider/" * 6}client_{n}.py", line {40 + n}, '
+        f"in charge\n    response = session.post(url, json={{'amount': amount, "
+        f"'currency': currency, 'idempotency_key': key, 'attempt': {n}}}, timeout=5)\n"
+        for n in range(6)
+    )
+    + "shop.payments.CardDeclined: the card ending 4242 was declined (do_not_honor)"
+)
 
-    from yieldstar_django.models import Execution, ExecutionStep
 
+def execution_with_a_takeover(now: Any) -> Any:
+    """A failed checkout: run 1 read the stock and its charge failed (a retryable error),
+    run 2 died in the retried charge, run 3 took over, charged again and failed it; then a
+    second execution waiting on a store after a sleep, with a retry pending."""
+    import json
+    from datetime import timedelta
+
+    from yieldstar_django.models import Execution, ExecutionRun, ExecutionStep
+
+    t0 = now - timedelta(seconds=45)
+
+    def at(seconds: float) -> Any:
+        return t0 + timedelta(seconds=seconds)
+
+    error = {"type": "CardDeclined", "message": "the card ending 4242 was declined"}
     execution = Execution.objects.create(
         id="checkout-91c2",
         workflow_id="shop.checkout",
-        status="waiting",
+        status="failed",
         input_json='{"args":["A-17"],"kwargs":{}}',
-        waiting_on="3",
-        runs=2,
+        runs=3,
+        created_at=t0,
+        finished_at=at(31.318),
+        error_json=json.dumps({**error, "traceback": TRACEBACK}),
     )
-    for position, (kind, value) in enumerate(
-        [("run", '{"card":"ok"}'), ("get", '{"stock":12}'), ("update", '{"version":2}')]
-    ):
-        ExecutionStep.objects.create(
+    runs = [
+        (1, "web-1:4101", 0.004, 0.081, "retrying"),
+        (2, "worker-2:5202", 10.093, None, ""),
+        (3, "worker-3:6303", 30.412, 31.318, "failed"),
+    ]
+    ExecutionRun.objects.bulk_create(
+        ExecutionRun(
             execution=execution,
-            step_key=str(position),
+            number=number,
+            lease_owner=f"{number:032d}",
+            worker=worker,
+            started_at=at(start),
+            ended_at=at(end) if end is not None else None,
+            outcome=outcome,
+        )
+        for number, worker, start, end, outcome in runs
+    )
+    steps = [
+        ("0", "get", "inventory/warehouse-1", "completed", 1, 0.006, 0.0094, '{"apples":12}', ""),
+        ("1", "update", "inventory/warehouse-1", "completed", 1, 0.010, 0.0161, '{"v":3}', ""),
+        (
+            "charge",
+            "run",
+            "shop.payments.charge",
+            "failed",
+            2,
+            0.017,
+            31.301,
+            "",
+            json.dumps({**error, "traceback": TRACEBACK}),
+        ),
+    ]
+    ExecutionStep.objects.bulk_create(
+        ExecutionStep(
+            execution=execution,
+            step_key=key,
             position=position,
             kind=kind,
-            status="completed",
+            fingerprint=fingerprint,
+            status=status,
+            attempts=attempts,
+            created_at=at(start),
+            recorded_at=at(end),
             value_json=value,
-            fingerprint=f"shop.{kind}",
+            error_json=error_json,
         )
-    ExecutionStep.objects.create(
-        execution=execution,
-        step_key="3",
-        position=3,
-        kind="take",
-        status="pending",
-        fingerprint="inventory/warehouse-1",
+        for position, (
+            key,
+            kind,
+            fingerprint,
+            status,
+            attempts,
+            start,
+            end,
+            value,
+            error_json,
+        ) in enumerate(steps)
     )
+    waiting = Execution.objects.create(
+        id="fulfil-8a1b",
+        workflow_id="shop.fulfil",
+        status="waiting",
+        input_json='{"args":["A-17"],"kwargs":{}}',
+        waiting_on="pick",
+        runs=4,
+        created_at=t0,
+    )
+    ExecutionRun.objects.bulk_create(
+        ExecutionRun(
+            execution=waiting,
+            number=number,
+            lease_owner=f"{number:032d}",
+            worker=worker,
+            started_at=at(start),
+            ended_at=at(end),
+            outcome=outcome,
+        )
+        for number, worker, start, end, outcome in [
+            (1, "web-1:4101", 0.002, 0.019, "retrying"),
+            (2, "worker-2:5202", 5.003, 5.021, "retrying"),
+            (3, "worker-3:6303", 10.002, 10.016, "sleeping"),
+            (4, "worker-2:5202", 20.004, 20.031, "waiting"),
+        ]
+    )
+    ExecutionStep.objects.bulk_create(
+        [
+            ExecutionStep(
+                execution=waiting,
+                step_key="notify",
+                position=0,
+                kind="run",
+                fingerprint="shop.mail.send_confirmation",
+                status="completed",
+                attempts=3,
+                value_json='"sent"',
+                created_at=at(0.004),
+                recorded_at=at(10.009),
+            ),
+            ExecutionStep(
+                execution=waiting,
+                step_key="cool-off",
+                position=1,
+                kind="sleep",
+                status="completed",
+                wake_at=at(20.0),
+                created_at=at(10.011),
+                recorded_at=at(20.014),
+            ),
+            ExecutionStep(
+                execution=waiting,
+                step_key="pick",
+                position=2,
+                kind="take",
+                fingerprint="inventory/warehouse-1",
+                status="pending",
+                created_at=at(20.016),
+            ),
+        ]
+    )
+    return execution
+
+
+def test_execution_page(
+    live_server: Any,
+    admin_user: Any,
+    browser_page: Any,
+    screenshots: Path,
+    inventory: StoreDefinition,
+) -> None:
+    """The execution page as a timeline: runs and steps on one axis with millisecond times
+    and durations, the run that never let its lease go and the takeover, the step that ran
+    twice, the traceback in full; and it fits a 1,280-pixel window (for the docs too)."""
+    from django.utils import timezone
+    from playwright.sync_api import expect
+
+    client = seed(inventory)
+    execution_with_a_takeover(timezone.now())
     page = browser_page
     page.goto(
         f"{live_server.url}/admin/login/?next=/admin/yieldstar/execution/checkout-91c2/change/"
@@ -228,8 +366,58 @@ def test_execution_page(
     page.fill("#id_username", admin_user.username)
     page.fill("#id_password", "password")
     page.click("input[type=submit]")
+    timeline = page.locator("#timeline")
+    expect(timeline).to_contain_text("1 taken over after a run never let its lease go")
+    expect(timeline).to_contain_text("1 step ran twice")
+    expect(timeline).to_contain_text("worker-2:5202")
+    expect(timeline).to_contain_text("run 3 took over at")
+    expect(timeline).to_contain_text("ran twice: run 2 (worker-2:5202)")
     expect(page.locator("#steps")).to_contain_text("inventory/warehouse-1")
+    # The traceback is readable in full: pre-formatted, wrapped, every line there.
+    traceback = page.locator(".field-pretty_error pre.yieldstar-traceback")
+    expect(traceback).to_contain_text("client_5.py")
+    expect(traceback).to_contain_text("do_not_honor")
+    assert traceback.evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"
+    assert traceback.evaluate("e => e.scrollWidth <= e.clientWidth")
+    # No horizontal scrolling at 1,280 pixels.
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    # The bars sit inside their tracks.
+    bars = page.locator("#timeline .yieldstar-tl-bar")
+    assert bars.count() == 6
+    for index in range(bars.count()):
+        bar = bars.nth(index).bounding_box()
+        track = bars.nth(index).locator("xpath=..").bounding_box()
+        assert bar is not None and track is not None
+        assert (
+            track["x"] - 1 <= bar["x"]
+            and bar["x"] + bar["width"] <= track["x"] + track["width"] + 1
+        )
     page.screenshot(path=str(screenshots / "admin-execution.png"), full_page=True)
+    timeline.screenshot(path=str(screenshots / "admin-execution-timeline.png"))
+
+    snapshot = client.get_store(inventory, "warehouse-1")
+    client.register_waiter(
+        StoreWaiter(
+            "shop.fulfil",
+            "fulfil-8a1b",
+            "pick",
+            "inventory",
+            "warehouse-1",
+            snapshot.instance_id,
+            snapshot.version,
+            (("stock", "apples"),),
+        )
+    )
+    page.goto(f"{live_server.url}/admin/yieldstar/execution/fulfil-8a1b/change/")
+    waiting = page.locator("#timeline")
+    expect(waiting).to_contain_text("waits on inventory/warehouse-1")
+    expect(waiting).to_contain_text("sleeps until")
+    expect(waiting).to_contain_text("3 attempts")
+    expect(page.locator(".field-pretty_waiting_on")).to_contain_text(
+        "inventory/warehouse-1 (step pick)"
+    )
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 1280
+    waiting.screenshot(path=str(screenshots / "admin-execution-waiting.png"))
 
 
 def test_patch_decision_filter(live_server: Any, admin_user: Any, browser_page: Any) -> None:

@@ -19,7 +19,7 @@ from tests.shared.fixtures import SHARED_BARRIER
 from yieldstar_django.connector import DatabaseStoreClient
 from yieldstar_django.core.definition import define_store, unregister_store
 from yieldstar_django.core.results import StoreStepId
-from yieldstar_django.models import AppliedStep, Execution, ExecutionStep, WakeIntent
+from yieldstar_django.models import AppliedStep, Execution, ExecutionRun, ExecutionStep, WakeIntent
 from yieldstar_django.retention import prune_finished
 from yieldstar_django.tasks import prune_executions
 
@@ -54,6 +54,9 @@ def execution(alias: str, id: str, status: str, age_days: float | None) -> Execu
             status="completed",
             value_json="1",
         )
+    ExecutionRun.objects.using(alias).create(
+        execution=row, number=1, lease_owner="t" * 32, worker="w:1", started_at=created
+    )
     WakeIntent.objects.using(alias).create(
         execution_id=id,
         workflow_id="wf",
@@ -104,6 +107,7 @@ def test_prunes_finished_executions_and_keeps_what_can_replay(alias: str, counte
         assert count(alias, AppliedStep, id) == 0
         assert count(alias, WakeIntent, id) == 0
         assert ExecutionStep.objects.using(alias).filter(execution_id=id).count() == 0
+        assert count(alias, ExecutionRun, id) == 0
     # The ledger rule: every unfinished (and every recent) execution keeps its ledger rows,
     # so its replay returns the recorded result and changes nothing.
     for id in ["recent-done", "old-waiting", "old-running", "mine"]:
@@ -114,6 +118,7 @@ def test_prunes_finished_executions_and_keeps_what_can_replay(alias: str, counte
         assert replay.state != {"n": -1}
     for id in ["old-waiting", "old-running"]:
         assert ExecutionStep.objects.using(alias).filter(execution_id=id).count() == 2
+        assert count(alias, ExecutionRun, id) == 1
     # Delivered intents as old as the cutoff go too (they served their purpose).
     assert count(alias, WakeIntent, "old-waiting") == 0
     assert client.get_store(counter, "c") == before

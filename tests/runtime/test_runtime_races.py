@@ -16,8 +16,15 @@ from tests.shared import race_workflows
 from tests.shared.fixtures import SHARED_BARRIER, Spawn, WakeCollector
 from tests.shared.outside import runtime_on
 from yieldstar_django.connector import get_store_client
-from yieldstar_django.models import AppliedStep, Execution, ExecutionStep, WakeIntent
+from yieldstar_django.models import (
+    AppliedStep,
+    Execution,
+    ExecutionRun,
+    ExecutionStep,
+    WakeIntent,
+)
 from yieldstar_django.runtime import get_execution, start_workflow
+from yieldstar_django.runtime.leases import worker_name
 
 _names = itertools.count()
 
@@ -89,7 +96,7 @@ def test_resumes_at_once_run_one_at_a_time_and_a_wake_during_the_run_runs_it_aga
     alias: str, spawn: Spawn, wakes: WakeCollector, tmp_path: Path
 ) -> None:
     """Four processes resume one execution at the same moment (duplicate deliveries).
-    One takes the lease and stays inside its ``run`` step until the other three have
+    One takes the lease (one run row) and stays inside its ``run`` step until the other three have
     returned: they found the lease held and flagged a wake (``busy``). The step's function
     ran once (two runs at once would run it twice, or break the barrier), and the holder,
     seeing the flag when it suspended, replayed once more before letting the lease go:
@@ -104,6 +111,11 @@ def test_resumes_at_once_run_one_at_a_time_and_a_wake_during_the_run_runs_it_aga
         execution = get_execution(execution_id)
         assert (execution.status, execution.runs) == ("sleeping", 1)
         assert (execution.lease_owner, execution.wake_pending) == ("", False)
+        # One taking of the lease, one run row, written and ended by the child that took
+        # it (its own process, not this one), with the lease's statements.
+        [run] = ExecutionRun.objects.using(alias).filter(execution_id=execution_id)
+        assert (run.number, run.outcome) == (1, "sleeping")
+        assert run.ended_at is not None and run.worker != worker_name()
 
 
 def test_cancels_and_a_wake_racing_during_a_run_cancel_once_and_record_nothing_more(

@@ -15,14 +15,20 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from ..api.permissions import any_execution_hook, execution_hook, execution_hook_allows
 from ..core.keys import check_text
-from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus, ExecutionStep
+from ..models.runtime import (
+    TERMINAL_STATUSES,
+    Execution,
+    ExecutionRun,
+    ExecutionStatus,
+    ExecutionStep,
+)
 from ..principals import is_reserved
-from ..runtime.executions import cancel_execution
+from ..runtime.executions import cancel_execution, waited_stores
 from ..runtime.queues import queue_position
 from ..runtime.registry import registered_workflows
 from ..runtime.repairs import (
@@ -33,6 +39,7 @@ from ..runtime.repairs import (
     recorded_steps,
     retry_execution,
 )
+from ..runtime.steps import step_target
 from ..wakes import wake_now
 from .base import (
     CONFIRM_SHOWN,
@@ -47,6 +54,7 @@ from .display import Undecodable, decoded, pretty_block, short_json
 from .pagination import paginate
 from .patches import PatchDecisionFilter
 from .schedules import ScheduleFilter
+from .timeline import MAX_RUNS, build_timeline, duration, stamp
 
 STEPS_PER_PAGE: Final = 50
 #: How many ids a message of the bulk retry names per outcome (it counts the rest).
@@ -103,8 +111,8 @@ FIELDS: tuple[str, ...] = (
     "id",
     "workflow_id",
     "pretty_status",
-    "waiting_on",
-    "wake_at",
+    "pretty_waiting_on",
+    "pretty_wake_at",
     "pretty_input",
     "pretty_result",
     "pretty_error",
@@ -117,10 +125,10 @@ FIELDS: tuple[str, ...] = (
     "queue_position",
     "wake_pending",
     "lease_owner",
-    "lease_expires_at",
-    "created_at",
-    "updated_at",
-    "finished_at",
+    "pretty_lease_expires_at",
+    "pretty_created_at",
+    "pretty_updated_at",
+    "pretty_finished_at",
 )
 
 
@@ -205,7 +213,41 @@ class ExecutionAdmin(
 
     @admin.display(description="error")
     def pretty_error(self, obj: Execution) -> SafeString | str:
-        return pretty_block(decoded(obj.error_json)) if obj.error_json else "—"
+        return error_block(obj.error_json) if obj.error_json else "—"
+
+    @admin.display(description="waiting on")
+    def pretty_waiting_on(self, obj: Execution) -> SafeString | str:
+        """The stores it waits on (its waiters), and the step that waits."""
+        if not obj.waiting_on:
+            return "—"
+        stores = waited_stores(obj)
+        if not stores:
+            return format_html("step <code>{}</code>", obj.waiting_on)
+        return format_html(
+            "{} (step <code>{}</code>)",
+            format_html_join(", ", "<code>{}/{}</code>", ((s["store"], s["id"]) for s in stores)),
+            obj.waiting_on,
+        )
+
+    @admin.display(description="wake at")
+    def pretty_wake_at(self, obj: Execution) -> str:
+        return stamp(obj.wake_at)
+
+    @admin.display(description="lease expires at")
+    def pretty_lease_expires_at(self, obj: Execution) -> str:
+        return stamp(obj.lease_expires_at)
+
+    @admin.display(description="created at")
+    def pretty_created_at(self, obj: Execution) -> str:
+        return stamp(obj.created_at)
+
+    @admin.display(description="updated at")
+    def pretty_updated_at(self, obj: Execution) -> str:
+        return stamp(obj.updated_at)
+
+    @admin.display(description="finished at")
+    def pretty_finished_at(self, obj: Execution) -> str:
+        return stamp(obj.finished_at)
 
     @property
     def show_facets(self) -> ShowFacets:  # type: ignore[override]
@@ -469,9 +511,15 @@ class ExecutionAdmin(
             "steps",
             STEPS_PER_PAGE,
         )
+        steps = list(page.object_list)
+        runs_total = obj.runs
+        runs = list(
+            ExecutionRun.objects.filter(execution_id=obj.id).order_by("-number", "-pk")[:MAX_RUNS]
+        )[::-1]
         return {
             "execution": obj,
-            "steps": [step_row(step) for step in page.object_list],
+            "timeline": build_timeline(obj, runs, steps, waited_stores(obj), runs_total=runs_total),
+            "steps": [step_row(step) for step in steps],
             "steps_page": page,
             "steps_range": page.paginator.get_elided_page_range(page.number),
             "can_operate": self.has_operate_permission(request)
@@ -485,13 +533,45 @@ class ExecutionAdmin(
 
 
 def step_row(step: ExecutionStep) -> dict[str, Any]:
-    """A heap row of the page: its value (compact JSON), or its error; a column that does
-    not decode is shown as the value, raw and marked."""
+    """A heap row of the page: its value (compact JSON), or its error (with its traceback
+    in full); a column that does not decode is shown as the value, raw and marked. Times
+    to the millisecond, how long it took, and what it ran on."""
     error = decoded(step.error_json) if step.error_json else None
+    times = {
+        "started": stamp(step.created_at),
+        "recorded": stamp(step.recorded_at),
+        "wake_at": stamp(step.wake_at),
+        "took": duration((step.recorded_at - step.created_at).total_seconds())
+        if step.recorded_at is not None
+        else "—",
+        "target": step_target(step.kind, step.fingerprint),
+    }
     if isinstance(error, Undecodable):
-        return {"step": step, "value": short_json(error, limit=200), "error": None}
+        return {"step": step, "value": short_json(error, limit=200), "error": None, **times}
     value = short_json(decoded(step.value_json), limit=200) if step.value_json else ""
-    return {"step": step, "value": value, "error": error}
+    if error is not None and not isinstance(error, dict):
+        error = {"type": "", "message": short_json(error, limit=200)}
+    return {"step": step, "value": value, "error": error, **times}
+
+
+def error_block(text: str) -> SafeString:
+    """An execution's (or a step's) recorded error: its type and message, its traceback
+    pre-formatted and wrapped, in full, then its other members as JSON; a column that does
+    not decode is shown raw and marked."""
+    error = decoded(text)
+    if not isinstance(error, dict):
+        return pretty_block(error)
+    rest = {k: v for k, v in error.items() if k not in ("type", "message", "traceback")}
+    traceback = error.get("traceback")
+    return format_html(
+        '<div class="yieldstar-error"><strong>{}</strong>: {}{}{}</div>',
+        error.get("type", ""),
+        error.get("message", ""),
+        format_html('<pre class="yieldstar-traceback">{}</pre>', traceback)
+        if isinstance(traceback, str) and traceback
+        else "",
+        pretty_block(rest) if rest else "",
+    )
 
 
 __all__ = ["ExecutionAdmin"]

@@ -53,14 +53,15 @@ from rest_framework.utils.urls import replace_query_param
 
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.errors import WorkflowValueError
-from ..models.runtime import Execution, ExecutionStatus, ExecutionStep
+from ..models.runtime import Execution, ExecutionRun, ExecutionStatus, ExecutionStep
 from ..principals import http_principal
 from ..runtime.errors import ExecutionConflictError
-from ..runtime.executions import cancel_execution, start_execution
+from ..runtime.executions import cancel_execution, start_execution, waited_stores
 from ..runtime.queues import enqueue, get_queue, queue_position
 from ..runtime.registry import get_workflow
 from ..runtime.repairs import ExecutionStateError, ForkPointError, fork_execution, retry_execution
 from ..runtime.starts import bind_arguments
+from ..runtime.steps import step_target
 from . import idempotency
 from .base import (
     DEFAULT_PAGE_SIZE,
@@ -126,8 +127,8 @@ def execution_input(execution: Execution) -> Any:
 
 
 def execution_body(execution: Execution) -> dict[str, Any]:
-    """An execution and its heap, in replay order (two queries). A column that does not
-    decode is ``500`` ``corrupt_row``."""
+    """An execution, the stores it waits on, its runs and its heap, in replay order (four
+    queries). A column that does not decode is ``500`` ``corrupt_row``."""
     steps = ExecutionStep.objects.filter(execution=execution).order_by("position", "pk")
     row = f"execution {execution.id!r}"
     return {
@@ -137,6 +138,21 @@ def execution_body(execution: Execution) -> dict[str, Any]:
         "input": execution_input(execution),
         "result": column(execution.result_json, f"{row} result_json"),
         "error": column(execution.error_json, f"{row} error_json"),
+        "waiting_on": waited_stores(execution),
+        "wake_at": execution.wake_at,
+        "runs": execution.runs,
+        "run_history": [
+            {
+                "number": run.number,
+                "worker": run.worker,
+                "started_at": run.started_at,
+                "ended_at": run.ended_at,
+                "outcome": run.outcome or None,
+            }
+            for run in ExecutionRun.objects.filter(execution_id=execution.id).order_by(
+                "number", "pk"
+            )
+        ],
         "retries": execution.retries,
         "forked_from": execution.forked_from or None,
         "fork_step": execution.fork_step,
@@ -152,11 +168,13 @@ def execution_body(execution: Execution) -> dict[str, Any]:
                 "key": step.step_key,
                 "position": step.position,
                 "kind": step.kind,
+                "target": step_target(step.kind, step.fingerprint),
                 "status": step.status,
                 "value": column(step.value_json, f"{row} step {step.step_key!r} value_json"),
                 "error": column(step.error_json, f"{row} step {step.step_key!r} error_json"),
                 "attempts": step.attempts,
                 "wake_at": step.wake_at,
+                "started_at": step.created_at,
                 "recorded_at": step.recorded_at,
             }
             for step in steps

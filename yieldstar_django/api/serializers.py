@@ -199,17 +199,73 @@ class ExecutionForkSerializer(serializers.Serializer[Any]):
     )
 
 
+class StoreRefSerializer(serializers.Serializer[Any]):
+    """One store: its definition's name and its id."""
+
+    store = serializers.CharField(help_text="The store definition's name.")
+    id = serializers.CharField()
+
+
+class StepTargetSerializer(serializers.Serializer[Any]):
+    """What a step ran on: one of its members, by kind."""
+
+    function = serializers.CharField(
+        required=False, help_text="`run`, `atomic`: the function's `module.qualname`."
+    )
+    store = serializers.CharField(
+        required=False,
+        help_text="`take`, `take_lease`, `update`, `get`, `delete`: the store definition.",
+    )
+    id = serializers.CharField(required=False, help_text="With `store`: the store's id.")
+    stores = StoreRefSerializer(many=True, required=False, help_text="`take_any`: its choices.")
+    description = serializers.CharField(
+        required=False,
+        help_text="What the step names, cut short, when it cannot be read back exactly.",
+    )
+
+
+class WaitedStoreSerializer(StoreRefSerializer):
+    """A store an execution waits on, and the step that waits."""
+
+    step = serializers.CharField(help_text="The key of the step that waits.")
+
+
+class ExecutionRunSerializer(serializers.Serializer[Any]):
+    """One run: one taking of the execution's lease by a worker."""
+
+    number = serializers.IntegerField(help_text="1 for the first run, then 2, ...")
+    worker = serializers.CharField(help_text="`<host name>:<process id>` of the worker.")
+    started_at = serializers.DateTimeField()
+    ended_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When it let the lease go; `null` while it runs, or if it never did (its "
+        "worker died or lost the lease, and a later run took over).",
+    )
+    outcome = serializers.CharField(
+        allow_null=True,
+        help_text="The execution's status when the run let the lease go (`abandoned`: "
+        "after an error of the runtime), or `null`.",
+    )
+
+
 class ExecutionStepSerializer(serializers.Serializer[Any]):
     """One heap entry of an execution."""
 
     key = serializers.CharField()
     position = serializers.IntegerField()
     kind = serializers.CharField()
+    target = StepTargetSerializer(
+        allow_null=True, help_text="What it ran on; `null` for `sleep`, `patch` and `end_lease`."
+    )
     status = serializers.CharField()
     value = serializers.JSONField(allow_null=True)
     error = serializers.JSONField(allow_null=True)
     attempts = serializers.IntegerField()
     wake_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(
+        help_text="When the step began, in the run that recorded it (a wait or a retry: "
+        "its first run)."
+    )
     recorded_at = serializers.DateTimeField(allow_null=True)
 
 
@@ -230,6 +286,15 @@ class ExecutionSerializer(ExecutionFieldsSerializer):
     input = serializers.JSONField()
     result = serializers.JSONField(allow_null=True)
     error = serializers.JSONField(allow_null=True)
+    waiting_on = WaitedStoreSerializer(
+        many=True, help_text="The stores it waits on (`waiting`); empty otherwise."
+    )
+    wake_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When it is due: a sleep's end, a retry, a take's timeout; `null` if none.",
+    )
+    runs = serializers.IntegerField(help_text="How many runs took its lease.")
+    run_history = ExecutionRunSerializer(many=True, help_text="Its runs, first to last.")
     retries = serializers.IntegerField(help_text="Times it was retried (`retry/`).")
     forked_from = serializers.CharField(
         allow_null=True, help_text="The execution it was forked from (`fork/`), or `null`."
@@ -260,6 +325,10 @@ class ExecutionCancelledSerializer(serializers.Serializer[Any]):
     input = serializers.JSONField(required=False)
     result = serializers.JSONField(allow_null=True, required=False)
     error = serializers.JSONField(allow_null=True, required=False)
+    waiting_on = WaitedStoreSerializer(many=True, required=False)
+    wake_at = serializers.DateTimeField(allow_null=True, required=False)
+    runs = serializers.IntegerField(required=False)
+    run_history = ExecutionRunSerializer(many=True, required=False)
     retries = serializers.IntegerField(required=False)
     forked_from = serializers.CharField(allow_null=True, required=False)
     fork_step = serializers.IntegerField(allow_null=True, required=False)

@@ -21,6 +21,7 @@ from .keys import natural_key
 
 __all__ = [
     "Execution",
+    "ExecutionRun",
     "ExecutionStatus",
     "ExecutionStep",
     "QueueState",
@@ -295,7 +296,9 @@ class ExecutionStep(models.Model):
     error_json = models.TextField(blank=True, default="")
     attempts = models.PositiveIntegerField(default=0)
     wake_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(
+        default=timezone.now, help_text="When the step began, in the run that wrote the row."
+    )
     recorded_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -329,3 +332,50 @@ class ExecutionStep(models.Model):
         _decoded,
         "The recorded error (``failed``), or the last retryable error (``pending``).",
     )
+
+
+class ExecutionRun(models.Model):
+    """One run of an execution: one taking of its lease, from ``acquire_lease`` to the
+    release (or to nothing, when the worker died or lost the lease and another run took it
+    over). Written by the statements that take and release the lease, so it costs no round
+    trip of its own; ``number`` is the execution's ``runs`` after that taking."""
+
+    id = models.BigAutoField(primary_key=True)
+    # Lookups by execution are served by the (execution, number) index: none of its own.
+    execution = models.ForeignKey(
+        Execution,
+        on_delete=models.CASCADE,
+        related_name="run_rows",
+        db_index=False,
+        db_constraint=False,
+    )
+    number = models.PositiveIntegerField(help_text="1 for the first run, then 2, ...")
+    lease_owner = models.CharField(max_length=64, help_text="The run's lease token.")
+    worker = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The process that ran it: host name and process id.",
+    )
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it let the lease go; empty if it never did."
+    )
+    outcome = models.CharField(
+        max_length=16,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The execution's status when the run let the lease go.",
+    )
+
+    class Meta:
+        db_table = "yieldstar_execution_run"
+        ordering = ["execution", "number"]
+        # Not unique: a taking of the lease must never fail on this table.
+        indexes = [models.Index(fields=["execution", "number"], name="yieldstar_run_number_idx")]
+        verbose_name = "execution run"
+
+    def __str__(self) -> str:
+        return f"{self.execution_id} run {self.number}"

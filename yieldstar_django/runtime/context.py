@@ -161,6 +161,9 @@ class RunState:
         self.reads: KnownReads | None = lease.take_reads()
         #: The step keys the run reached so far.
         self.used: set[str] = set()
+        #: When the step the run executes now began (the timers' clock): the
+        #: ``created_at`` of the heap row it inserts, so the row tells how long it took.
+        self.step_started: datetime | None = None
         #: The store client if its commits can take the heap's rows (the database client
         #: on the heap's database), else ``None``.
         self.heap_client = (
@@ -199,7 +202,7 @@ class RunState:
                 "fingerprint": call.fingerprint,
                 "status": status,
                 "attempts": attempts if attempts is not None else 1,
-                "created_at": now,
+                "created_at": self.step_started or now,
                 "value_json": value_json,
                 "error_json": error_json,
                 "wake_at": wake_at,

@@ -40,6 +40,7 @@ import time
 from contextvars import ContextVar
 from typing import Any
 
+from .. import clock
 from ..core.durable import decode_durable, encode_durable
 from ..core.errors import WorkflowValueError
 from ..core.store import StoreClient
@@ -252,6 +253,7 @@ class Engine:
         if self.slice_end is not None and self.executed and time.monotonic() >= self.slice_end:
             raise RunSliceEnded(self.execution.id)
         self.executed += 1
+        self.state.step_started = clock.now()
         if tracing.enabled() or metrics.enabled():
             result = self._observed(ctx, call, key, row)
         else:

@@ -25,7 +25,8 @@ from ..connector import get_store_client
 from ..core.keys import check_text
 from ..core.store import StoreClient
 from ..manual_transaction import open_manual_transaction
-from ..models.runtime import Execution, ExecutionStatus
+from ..models.runtime import Execution, ExecutionRun, ExecutionStatus
+from ..models.stores import Waiter
 from ..observability import metrics, tracing
 from . import queues, timers
 from .engine import Engine, RunCutOff, RunSliceEnded
@@ -42,6 +43,7 @@ __all__ = [
     "get_execution",
     "run_execution",
     "start_workflow",
+    "waited_stores",
 ]
 
 #: Runs one resume makes (wakes that arrived meanwhile) before it hands over to a new task.
@@ -149,6 +151,25 @@ def cancel_execution(execution_id: str) -> bool:
             if queue:
                 queues.cancelled(queue, was_queued=was_queued)
     return bool(cancelled)
+
+
+def waited_stores(execution: Execution) -> list[dict[str, str]]:
+    """The stores ``execution`` waits on, from its registered waiters (one query): ``{"store":
+    name, "id": store id, "step": step key}`` each, by store name and id; ``[]`` when it
+    waits on none (running, sleeping, finished). A ``take_any`` choice's waiter is named
+    by the step's key (``waiting_on``)."""
+    rows = (
+        Waiter.objects.using(_alias())
+        .filter(execution_id=execution.id)
+        .values_list("store__name", "store__store_id", "step_key")
+    )
+    found: dict[tuple[str, str], str] = {}
+    for name, store_id, key in rows:
+        waiting_on = execution.waiting_on
+        if waiting_on and key.startswith(f"{waiting_on}#"):
+            key = waiting_on
+        found.setdefault((name, store_id), key)
+    return [{"store": n, "id": i, "step": k} for (n, i), k in sorted(found.items())]
 
 
 def _alias() -> str:
@@ -367,7 +388,12 @@ def _abandon(lease: Lease) -> None:
     connection = connections[_alias()]
     for attempt in range(2):
         try:
-            Execution.objects.filter(lease.owned()).update(lease_owner="", lease_expires_at=None)
+            if Execution.objects.filter(lease.owned()).update(
+                lease_owner="", lease_expires_at=None
+            ):
+                ExecutionRun.objects.filter(
+                    execution_id=lease.execution_id, lease_owner=lease.token, ended_at=None
+                ).update(ended_at=clock.now(), outcome="abandoned")
             return
         except Exception:
             if attempt == 0 and not connection.in_atomic_block:

@@ -29,6 +29,8 @@ acknowledged intents, never deletes it.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 import uuid
@@ -48,14 +50,27 @@ from ..connector.cursors import fetchone
 from ..connector.hooks import KnownReads
 from ..connector.waiters import LeaseFence
 from ..core.commits import StoredState
-from ..models.runtime import TERMINAL_STATUSES, Execution, ExecutionStatus, ExecutionStep
+from ..models.runtime import (
+    TERMINAL_STATUSES,
+    Execution,
+    ExecutionRun,
+    ExecutionStatus,
+    ExecutionStep,
+)
 from ..sql import queries
 from ..sql.queries import placeholders
 from . import statements as sql, timers
 
 logger = logging.getLogger("yieldstar_django.runtime")
 
-__all__ = ["Lease", "LeaseLost", "acquire_lease", "mark_wake_pending", "reap_frozen_holders"]
+__all__ = [
+    "Lease",
+    "LeaseLost",
+    "acquire_lease",
+    "mark_wake_pending",
+    "reap_frozen_holders",
+    "worker_name",
+]
 
 #: Seconds after a lease's expiry at which its takeover timer fires.
 TAKEOVER_MARGIN = 0.25
@@ -76,6 +91,19 @@ def _renew_interval() -> float:
     """Seconds between two renewals of a held lease: a third of ``LEASE_SECONDS``, at most
     ``MAX_RENEW_INTERVAL``."""
     return max(min(lease_seconds() / 3, MAX_RENEW_INTERVAL), 0.05)
+
+
+_worker: tuple[int, str] | None = None
+
+
+def worker_name() -> str:
+    """``<host name>:<process id>``: the worker an ``ExecutionRun`` names (worked out once
+    per process; a forked child works out its own)."""
+    global _worker
+    pid = os.getpid()
+    if _worker is None or _worker[0] != pid:
+        _worker = (pid, f"{socket.gethostname()}:{pid}"[:255])
+    return _worker[1]
 
 
 def live() -> Q:
@@ -207,6 +235,7 @@ class Lease:
         intent of the execution is marked delivered once it released. Returns whether it
         released. One statement on PostgreSQL.
         """
+        outcome = str(changes.get("status", ""))
         changes = {**changes, "lease_owner": "", "lease_expires_at": None}
         alias = yieldstar_settings.DATABASE_ALIAS
         connection = connections[alias]
@@ -215,6 +244,10 @@ class Lease:
             if unless_wake_pending:
                 rows = rows.filter(wake_pending=False)
             released = bool(rows.update(**changes))
+            if released:  # (informational: the release holds without it)
+                ExecutionRun.objects.using(alias).filter(
+                    execution_id=self.execution.id, lease_owner=self.token, ended_at=None
+                ).update(ended_at=clock.now(), outcome=outcome)
             if released and self.timer is not None:
                 timers.cancel_timer(self.timer)
             if released and acknowledge_all:
@@ -224,6 +257,12 @@ class Lease:
         params += [*self.fence(connection)[1], self.timer]
         if acknowledge_all:
             params += [connection.ops.adapt_datetimefield_value(clock.now()), self.execution.id]
+        params += [
+            connection.ops.adapt_datetimefield_value(clock.now()),
+            outcome,
+            self.execution.id,
+            self.token,
+        ]
         statement = sql.release_lease_sql(
             connection,
             assignments,
@@ -365,6 +404,13 @@ def acquire_lease(execution_id: str) -> Lease | None:
             return None
         wakes.acknowledge(execution_id, using=alias)
         execution = Execution.objects.get(pk=execution_id)
+        ExecutionRun.objects.using(alias).create(
+            execution_id=execution_id,
+            number=execution.runs,
+            lease_owner=token,
+            worker=worker_name(),
+            started_at=clock.now(),
+        )
         timer = timers.schedule_timer(execution.id, execution.workflow_id, takeover, reason="lease")
     return Lease(execution, token, expires, timer, in_transaction=in_transaction)
 
@@ -401,6 +447,8 @@ def _acquire_postgres(
         adapt(takeover),
         adapt(takeover),
         adapt(now),
+        worker_name(),
+        adapt(clock.now()),
     ]
     row = fetchone(connection, statement, params)
     if row is None:

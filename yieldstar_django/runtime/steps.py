@@ -19,12 +19,12 @@ from typing import Any, Concatenate, Final, NoReturn, ParamSpec, TypeVar
 
 from ..conf import MAX_SECONDS, is_finite
 from ..core.constants import MAX_KEY_LENGTH
-from ..core.definition import StoreDefinition
+from ..core.definition import StoreDefinition, get_definition
 from ..core.keys import check_text
 from ..core.results import StoreSnapshot, StoreUpdateResult
 from ..core.store import Claim, Selector, Updater
 
-__all__ = ["ClaimLease", "Step", "StepCall", "StepGenerator"]
+__all__ = ["ClaimLease", "Step", "StepCall", "StepGenerator", "step_target"]
 
 R = TypeVar("R")
 P = ParamSpec("P")
@@ -517,3 +517,63 @@ class Step:
 
     def __repr__(self) -> str:
         return f"<Step of {self.workflow_id} {self.execution_id}>"
+
+
+#: The step kinds whose fingerprint names one function (``module.qualname``).
+FUNCTION_KINDS: Final = frozenset({"run", "atomic"})
+#: The step kinds whose fingerprint names one store (``<name>/<id>``).
+STORE_KINDS: Final = frozenset({"take", "take_lease", "update", "get", "delete"})
+
+
+def step_target(kind: str, printed: str) -> dict[str, Any] | None:
+    """What a recorded step of ``kind`` ran on, read back from its fingerprint:
+    ``{"function": "module.qualname"}`` for ``run`` and ``atomic``, ``{"store": name,
+    "id": id}`` for a step on one store (a leased take too), ``{"stores": [{"store",
+    "id"}, ...]}`` for a ``take_any``, ``None`` for the kinds that name neither
+    (``sleep``, ``patch``, a lease's release or completion). A fingerprint cut short by
+    its digest (a description longer than the column, or a store name holding "/") is
+    ``{"description": <its readable head>}`` when it cannot be read back exactly."""
+    if kind in FUNCTION_KINDS:
+        if DIGEST_MARK in printed:
+            return {"description": printed.split(DIGEST_MARK, 1)[0]}
+        return {"function": printed}
+    if kind in STORE_KINDS:
+        store = _store_from_text(printed)
+        return store if store is not None else {"description": _head(printed)}
+    if kind == "take_any":
+        if DIGEST_MARK in printed:
+            return {"description": _head(printed)}
+        stores = [_store_from_text(text) for text in printed.split(" | ")]
+        if any(store is None for store in stores):
+            return {"description": printed}
+        return {"stores": stores}
+    return None
+
+
+def _head(printed: str) -> str:
+    return printed.split(DIGEST_MARK, 1)[0]
+
+
+def _store_from_text(text: str) -> dict[str, str] | None:
+    """``{"store", "id"}`` of a ``<name>/<id>`` text: the name is everything before the
+    first "/" (a name holding "/" makes a fingerprint with a digest, read as the name
+    registered that the text begins with); ``None`` if it cannot be told."""
+    if DIGEST_MARK in text:
+        head = text.split(DIGEST_MARK, 1)[0]
+        names = [
+            name
+            for name, _, rest in _prefixes(head)
+            if get_definition(name) is not None and rest == head[len(name) + 1 :]
+        ]
+        if len(names) != 1 or len(head) >= MAX_FINGERPRINT_LENGTH - 80:
+            return None
+        return {"store": names[0], "id": head[len(names[0]) + 1 :]}
+    name, slash, id = text.partition("/")
+    if not slash:
+        return None
+    return {"store": name, "id": id}
+
+
+def _prefixes(text: str) -> list[tuple[str, str, str]]:
+    """Each split of ``text`` at one of its "/": ``(before, "/", after)``."""
+    return [(text[:i], "/", text[i + 1 :]) for i, char in enumerate(text) if char == "/"]

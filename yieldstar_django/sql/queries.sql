@@ -274,6 +274,10 @@ id = %s AND lease_owner = %s AND status NOT IN ({terminal_statuses})
 -- Move one timer (the third %s) to fire at available_at, due_at (the first two) as a new, unacknowledged intent; conditions follow.
 UPDATE {wakeintent} SET available_at = %s, due_at = %s, delivered_at = NULL, attempts = 0 WHERE id = %s
 
+-- end_run --
+-- End the row of the run that let its lease go (in the release_lease statements, after "released"): ended_at and outcome (%s, %s), then the execution id and the run's lease token.
+UPDATE {executionrun} SET ended_at = %s, outcome = %s WHERE execution_id = %s AND lease_owner = %s AND ended_at IS NULL AND EXISTS (SELECT 1 FROM released)
+
 -- cancel_timer --
 -- Delete one undelivered intent (by id); conditions follow.
 DELETE FROM {wakeintent} WHERE id = %s AND delivered_at IS NULL
@@ -287,20 +291,20 @@ WITH renewed AS (UPDATE {execution} SET lease_expires_at = %s WHERE {lease_fence
 WITH renewed AS (UPDATE {execution} SET lease_expires_at = %s, wake_pending = false WHERE {lease_fence} RETURNING 1), moved AS ({rearm_timer} AND EXISTS (SELECT 1 FROM renewed) RETURNING 1), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND id <> %s AND EXISTS (SELECT 1 FROM renewed)) SELECT count(*) FROM renewed
 
 -- release_lease(assignments) --
--- Apply {assignments} and let a held lease go (lease_fence's parameters follow the assignments'), deleting its takeover timer (by id, NULL: none); one row: the leases released.
-WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1) SELECT count(*) FROM released
+-- Apply {assignments} and let a held lease go (lease_fence's parameters follow the assignments'), deleting its takeover timer (by id, NULL: none) and ending the run's row (end_run's parameters last); one row: the leases released.
+WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1), ended AS ({end_run}) SELECT count(*) FROM released
 
 -- release_lease_unless_wake_pending(assignments) --
 -- release_lease, unless a wake is flagged (the holder runs again instead).
-WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} AND NOT wake_pending RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1) SELECT count(*) FROM released
+WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} AND NOT wake_pending RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1), ended AS ({end_run}) SELECT count(*) FROM released
 
 -- release_lease_finished(assignments) --
 -- release_lease of a finished execution: also acknowledge (at %s) every intent of the execution (%s) if it released.
-WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE execution_id = %s AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM released) RETURNING 1) SELECT count(*) FROM released
+WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE execution_id = %s AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM released) RETURNING 1), ended AS ({end_run}) SELECT count(*) FROM released
 
 -- acquire_lease(columns, heap, max_read_ahead, relaxed) --
--- Take a free or expired lease of a live execution not queued, acknowledge its due intents, write its takeover timer, and read its heap and the stores it waits on (their state up to {max_read_ahead} bytes), in one statement; {columns}: the execution's returned, {heap}: s.<column> of each heap field, {relaxed}: "" or synchronous_commit_off.
-WITH acquired AS (UPDATE {execution} SET lease_owner = %s, lease_expires_at = %s, lease_backend = pg_backend_pid(), wake_pending = false, status = %s, runs = runs + 1, updated_at = %s WHERE id = %s AND status NOT IN ({terminal_statuses}) AND status <> 'queued' AND (lease_owner = '' OR lease_expires_at < %s) RETURNING {columns}), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND EXISTS (SELECT 1 FROM acquired)), timer AS (INSERT INTO {wakeintent} ({intent_columns}) SELECT id, workflow_id, %s, %s, %s, NULL, 0, '', %s FROM acquired RETURNING id) SELECT acquired.*, timer.id, (SELECT COALESCE(json_agg(json_build_array({heap}) ORDER BY s.position), '[]'::json) FROM {executionstep} s WHERE s.execution_id = acquired.id), (SELECT COALESCE(json_agg(json_build_array(w.step_key, i.name, i.store_id, i.instance_id, i.version, i.state, a.result)), '[]'::json) FROM {waiter} w JOIN {storeinstance} i ON i.id = w.store_pk LEFT JOIN {appliedstep} a ON a.store_name = i.name AND a.store_id = i.store_id AND a.execution_id = w.execution_id AND a.step_key = w.step_key WHERE w.execution_id = acquired.id AND octet_length(i.state) <= {max_read_ahead}) FROM acquired, timer{relaxed}
+-- Take a free or expired lease of a live execution not queued, acknowledge its due intents, write its takeover timer and its run's row (the worker, the start: two %s after the timer's), and read its heap and the stores it waits on (their state up to {max_read_ahead} bytes), in one statement; {columns}: the execution's returned, {heap}: s.<column> of each heap field, {relaxed}: "" or synchronous_commit_off.
+WITH acquired AS (UPDATE {execution} SET lease_owner = %s, lease_expires_at = %s, lease_backend = pg_backend_pid(), wake_pending = false, status = %s, runs = runs + 1, updated_at = %s WHERE id = %s AND status NOT IN ({terminal_statuses}) AND status <> 'queued' AND (lease_owner = '' OR lease_expires_at < %s) RETURNING {columns}), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND EXISTS (SELECT 1 FROM acquired)), timer AS (INSERT INTO {wakeintent} ({intent_columns}) SELECT id, workflow_id, %s, %s, %s, NULL, 0, '', %s FROM acquired RETURNING id), run AS (INSERT INTO {executionrun} (execution_id, number, lease_owner, worker, started_at, ended_at, outcome) SELECT id, runs, lease_owner, %s, %s, NULL, '' FROM acquired) SELECT acquired.*, timer.id, (SELECT COALESCE(json_agg(json_build_array({heap}) ORDER BY s.position), '[]'::json) FROM {executionstep} s WHERE s.execution_id = acquired.id), (SELECT COALESCE(json_agg(json_build_array(w.step_key, i.name, i.store_id, i.instance_id, i.version, i.state, a.result)), '[]'::json) FROM {waiter} w JOIN {storeinstance} i ON i.id = w.store_pk LEFT JOIN {appliedstep} a ON a.store_name = i.name AND a.store_id = i.store_id AND a.execution_id = w.execution_id AND a.step_key = w.step_key WHERE w.execution_id = acquired.id AND octet_length(i.state) <= {max_read_ahead}) FROM acquired, timer{relaxed}
 
 -- lock_blockers --
 -- The backends (PostgreSQL) that hold a lock another backend of this database waits for: the relay's first look for frozen lease holders, cheap (pg_stat_activity only).
@@ -363,6 +367,10 @@ SELECT id FROM {execution} e WHERE status IN ({terminal_statuses}) AND finished_
 -- prune_steps(ids) --
 -- Delete the heap rows of the executions {ids} (one %s each).
 DELETE FROM {executionstep} WHERE execution_id IN ({ids})
+
+-- prune_runs(ids) --
+-- Delete the run rows of the executions {ids}.
+DELETE FROM {executionrun} WHERE execution_id IN ({ids})
 
 -- prune_ledger_rows(ids) --
 -- Delete the ledger rows of the executions {ids}.
