@@ -19,7 +19,14 @@ from ..core.durable import decode_durable
 from .decoded import Decoded
 from .keys import natural_key
 
-__all__ = ["Execution", "ExecutionStatus", "ExecutionStep", "StepKind", "StepStatus"]
+__all__ = [
+    "ChildWait",
+    "Execution",
+    "ExecutionStatus",
+    "ExecutionStep",
+    "StepKind",
+    "StepStatus",
+]
 
 
 def _decoded(text: str) -> Any:
@@ -59,6 +66,8 @@ class StepKind(models.TextChoices):
     END_LEASE = "end_lease", "end_lease"
     ATOMIC = "atomic", "atomic"
     DELETE = "delete", "delete"
+    START = "start", "start"
+    WAIT = "wait", "wait"
 
 
 class StepStatus(models.TextChoices):
@@ -125,6 +134,30 @@ class Execution(models.Model):
         null=True,
         blank=True,
         help_text="How many recorded steps of ``forked_from`` its heap began with.",
+    )
+    parent = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        db_index=True,
+        help_text="Id of the execution that started this one with ``step.start`` (empty: none).",
+    )
+    deadline = models.DateTimeField(
+        null=True,
+        blank=True,
+        db_default=None,
+        help_text="When it is cancelled with ``DeadlineExceededError`` if not finished.",
+    )
+    awaited = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Another execution waits for it (``step.wait``): its end wakes that one.",
+    )
+    awaiting = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Executions its waiting ``step.wait``/``step.gather`` still waits for.",
     )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -226,3 +259,25 @@ class ExecutionStep(models.Model):
         _decoded,
         "The recorded error (``failed``), or the last retryable error (``pending``).",
     )
+
+
+class ChildWait(models.Model):
+    """One execution a waiting ``step.wait``/``step.gather`` waits for: written by the
+    waiting step, deleted by the awaited execution's end (which counts its waiter's
+    ``awaiting`` down and wakes it at zero), see ``runtime/children.py``."""
+
+    execution = models.ForeignKey(
+        Execution, on_delete=models.CASCADE, related_name="child_waits", db_index=False
+    )
+    step_key = models.CharField(max_length=255)
+    awaited_id = models.CharField(max_length=255, db_index=True)
+
+    class Meta:
+        db_table = "yieldstar_child_wait"
+        constraints = natural_key(
+            "yieldstar_child_wait_unique", "execution", "step_key", "awaited_id"
+        )
+        verbose_name = "awaited execution"
+
+    def __str__(self) -> str:
+        return f"{self.execution_id}/{self.step_key} waits for {self.awaited_id}"

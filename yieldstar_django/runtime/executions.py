@@ -25,11 +25,12 @@ from ..connector import get_store_client
 from ..core.keys import check_text
 from ..core.store import StoreClient
 from ..manual_transaction import open_manual_transaction
-from ..models.runtime import Execution, ExecutionStatus
-from . import timers
+from ..models.runtime import ChildWait, Execution, ExecutionStatus
+from . import children, timers
 from .engine import Engine, RunCutOff, RunSliceEnded
+from .errors import DeadlineExceededError
 from .leases import Lease, LeaseLost, acquire_lease, live, mark_wake_pending
-from .outcomes import RunOutcome
+from .outcomes import RunOutcome, encode_error
 from .registry import Workflow, get_workflow, registered_workflows
 from .starts import create_execution
 
@@ -38,6 +39,7 @@ logger = logging.getLogger("yieldstar_django.runtime")
 __all__ = [
     "ResumeResult",
     "cancel_execution",
+    "cancel_tree",
     "get_execution",
     "run_execution",
     "start_workflow",
@@ -75,9 +77,14 @@ def start_workflow(
     fn_or_name: Workflow[Any, Any] | Callable[..., Any] | str,
     *args: Any,
     execution_id: str | None = None,
+    timeout: float | None = None,
     **kwargs: Any,
 ) -> str:
     """Create an execution of a workflow and return its id.
+
+    With ``timeout`` (seconds; default: the workflow's ``@workflow(..., timeout=)``) it
+    gets a deadline that many seconds from now, after which it is cancelled with
+    ``DeadlineExceededError`` recorded as its ``error``, its children with it.
 
     Before anything is stored, the arguments are bound against the workflow's signature
     (``TypeError`` naming the problem: a missing argument, one too many, an unknown
@@ -93,7 +100,7 @@ def start_workflow(
     non-empty ``str`` of at most 255 characters without NUL or lone surrogates
     (``StoreKeyError`` otherwise).
     """
-    return start_execution(fn_or_name, args, kwargs, execution_id=execution_id)[0]
+    return start_execution(fn_or_name, args, kwargs, execution_id=execution_id, timeout=timeout)[0]
 
 
 def start_execution(
@@ -103,13 +110,14 @@ def start_execution(
     *,
     execution_id: str | None = None,
     started_by: str = "",
+    timeout: float | None = None,
 ) -> tuple[str, bool]:
     """``start_workflow`` with the arguments as a sequence and a dict (so no keyword of the
     workflow's can be taken for one of this function's); return the id and whether this
     call created the execution. ``started_by`` is recorded on a new execution: the HTTP
     API's principal of the user who started it (``http:<pk>``), ``""`` from Python."""
     wf = _resolve(fn_or_name)
-    return create_execution(wf, args, kwargs, execution_id, started_by=started_by)
+    return create_execution(wf, args, kwargs, execution_id, started_by=started_by, timeout=timeout)
 
 
 def get_execution(execution_id: str) -> Execution:
@@ -126,25 +134,68 @@ def cancel_execution(execution_id: str) -> bool:
     """Cancel an execution that has not finished; ``True`` if this call cancelled it.
 
     It stops at its next step: a run in progress records nothing more and its waiters
-    are removed. Steps already recorded (store changes included) are not undone.
+    are removed. Steps already recorded (store changes included) are not undone. Its
+    unfinished children (``step.start``), and theirs, are cancelled in the same
+    transaction; an execution waiting for one of them (``step.wait``) is woken.
     """
     if not _nameable(execution_id):
         return False
-    open_manual_transaction(connections[_alias()])
-    with transaction.atomic(using=_alias()):
-        cancelled = Execution.objects.filter(live(), pk=execution_id).update(
-            status=ExecutionStatus.CANCELLED,
-            finished_at=timezone.now(),
-            lease_owner="",
-            lease_expires_at=None,
-            wake_pending=False,
-            wake_at=None,
-            waiting_on="",
-        )
-        if cancelled:
-            _store_client().remove_waiters(execution_id)
-            wakes.acknowledge(execution_id, everything=True, using=_alias())
-    return bool(cancelled)
+    return cancel_tree(execution_id)
+
+
+def cancel_tree(execution_id: str, error_json: str = "") -> bool:
+    """Cancel the execution and its unfinished descendants in one transaction, recording
+    ``error_json`` as the error of each (``""``: none; a deadline's
+    ``DeadlineExceededError``); wake the executions waiting for any of them. Rows are
+    locked deepest level first: a child's end holds its own row, then its parent's."""
+    alias = _alias()
+    open_manual_transaction(connections[alias])
+    with transaction.atomic(using=alias):
+        if not Execution.objects.filter(live(), pk=execution_id).exists():
+            return False
+        cancelled: list[str] = []
+        for level in reversed(children.tree(execution_id)):
+            for chunk in children.chunks(level):
+                ids = list(
+                    Execution.objects.select_for_update(no_key=True)
+                    .filter(live(), pk__in=chunk)
+                    .order_by("pk")
+                    .values_list("id", flat=True)
+                )
+                if not ids:
+                    continue
+                Execution.objects.filter(live(), pk__in=ids).update(
+                    status=ExecutionStatus.CANCELLED,
+                    error_json=error_json,
+                    finished_at=timezone.now(),
+                    lease_owner="",
+                    lease_expires_at=None,
+                    wake_pending=False,
+                    wake_at=None,
+                    waiting_on="",
+                    awaiting=0,
+                )
+                cancelled.extend(ids)
+        if execution_id not in cancelled:
+            return False
+        client = _store_client()
+        for id in cancelled:
+            client.remove_waiters(id)
+            wakes.acknowledge(id, everything=True, using=alias)
+        for chunk in children.chunks(cancelled):
+            ChildWait.objects.filter(execution_id__in=chunk).delete()
+        children.wake_waiters(cancelled)
+    return True
+
+
+def _past_deadline(execution: Execution) -> bool:
+    return execution.deadline is not None and clock.now() >= execution.deadline
+
+
+def _cancel_at_deadline(execution_id: str, deadline: Any) -> bool:
+    """Cancel an execution whose deadline passed, with ``DeadlineExceededError``."""
+    error = DeadlineExceededError(execution_id, deadline.isoformat())
+    return cancel_tree(execution_id, encode_error(error))
 
 
 def _alias() -> str:
@@ -188,12 +239,20 @@ def run_execution(execution_id: str) -> ResumeResult:
         if lease is not None:
             break
         if mark_wake_pending(execution_id):
+            overdue = Execution.objects.filter(
+                live(), pk=execution_id, deadline__lte=clock.now()
+            ).values_list("deadline", flat=True)
+            for deadline in overdue:  # the run under way stops at its next step
+                _cancel_at_deadline(execution_id, deadline)
             return ResumeResult.BUSY
         if not Execution.objects.filter(live(), pk=execution_id).exists():
             wakes.acknowledge(execution_id, everything=True, using=_alias())
             return ResumeResult.GONE
     if lease is None:
         return ResumeResult.BUSY
+    if _past_deadline(lease.execution):
+        _cancel_at_deadline(execution_id, lease.execution.deadline)
+        return ResumeResult.FINISHED
     try:
         wf = get_workflow(lease.execution.workflow_id)
     except LookupError:
@@ -235,6 +294,9 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
         else time.monotonic() + float(slice_seconds)
     )
     for _ in range(MAX_RUNS_PER_RESUME):
+        if _past_deadline(lease.execution):
+            _cancel_at_deadline(lease.execution_id, lease.execution.deadline)
+            return ResumeResult.FINISHED
         engine = Engine(wf, lease, client, slice_end=slice_end)
         outcome = engine.run()
         if outcome.terminal:
@@ -275,13 +337,27 @@ def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: 
         "waiting_on": "",
         "wake_at": None,
     }
-    with transaction.atomic(using=_alias()) if waiters else nullcontext():
+    # An execution another one waits for (``awaited``) ends in a transaction that wakes
+    # that one (``children.wake_waiters``); one that was not when its lease was taken is
+    # released unless it became so meanwhile (then again, in such a transaction).
+    awaited = lease.execution.awaited
+    with transaction.atomic(using=_alias()) if waiters or awaited else nullcontext():
         # A finished execution needs no more wakes: the release acknowledges them all (one
         # delivered meanwhile finds it GONE).
-        if not lease.release(changes, acknowledge_all=True):
-            raise LeaseLost(lease.execution_id)
-        if waiters:
+        released = lease.release(changes, acknowledge_all=True, unless_awaited=not awaited)
+        if released and waiters:
             client.remove_waiters(lease.execution_id)
+        if released and awaited:
+            children.wake_waiters([lease.execution_id])
+    if not released:
+        if awaited or not Execution.objects.filter(lease.owned(), awaited=True).exists():
+            raise LeaseLost(lease.execution_id)
+        with transaction.atomic(using=_alias()):
+            if not lease.release(changes, acknowledge_all=True):
+                raise LeaseLost(lease.execution_id)
+            if waiters:
+                client.remove_waiters(lease.execution_id)
+            children.wake_waiters([lease.execution_id])
     if outcome.status == ExecutionStatus.FAILED:
         logger.info("execution %s failed: %s", lease.execution_id, outcome.error_json)
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import threading
 from collections.abc import Callable, Generator
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ..conf import MAX_SECONDS
 from ..core.keys import check_text
 
 if TYPE_CHECKING:
@@ -63,10 +66,14 @@ class Workflow(Generic[P, R]):
         name: str,
         fn: Callable[..., Generator[StepCall, Any, R]],
         permission: ExecutionPermissionHook | None = None,
+        timeout: float | None = None,
     ) -> None:
         self.name = name
         self.fn = fn
         self.permission = permission
+        #: Seconds an execution may take before it is cancelled with
+        #: ``DeadlineExceededError`` (``None``: no deadline).
+        self.timeout = timeout
         functools.update_wrapper(self, fn)
 
     def __call__(self, step: Step, *args: Any, **kwargs: Any) -> Generator[StepCall, Any, R]:
@@ -86,8 +93,24 @@ _registry: dict[str, tuple[Workflow[Any, Any], tuple[str, str]]] = {}
 _lock = threading.Lock()
 
 
+def check_timeout(timeout: Any, what: str) -> float | None:
+    """``timeout`` as a number of seconds (``None`` stays), or ``TypeError``/``ValueError``."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, timedelta):
+        timeout = timeout.total_seconds()
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"{what} is a number of seconds, not {timeout!r}")
+    if not math.isfinite(timeout) or timeout <= 0 or timeout > MAX_SECONDS:
+        raise ValueError(f"{what} must be a positive number of seconds up to {MAX_SECONDS}")
+    return float(timeout)
+
+
 def _register(
-    name: str, fn: Callable[..., Any], permission: ExecutionPermissionHook | None = None
+    name: str,
+    fn: Callable[..., Any],
+    permission: ExecutionPermissionHook | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Workflow[Any, Any]:
     # The name is every execution's ``workflow_id``: what the tables cannot hold is
     # refused here, not by the database at the first start.
@@ -101,7 +124,7 @@ def _register(
             f"step.X(...)`); {fn!r} is not one"
         )
     origin = (target.__module__, target.__qualname__)
-    wf: Workflow[Any, Any] = Workflow(name, fn, permission)
+    wf: Workflow[Any, Any] = Workflow(name, fn, permission, check_timeout(timeout, "timeout"))
     with _lock:
         existing = _registry.get(name)
         if existing is not None and existing[1] != origin:
@@ -119,11 +142,21 @@ def workflow(name: Callable[..., Generator[Any, Any, R]], /) -> Workflow[..., R]
 
 @overload
 def workflow(
-    name: str | None = None, /, *, permission: ExecutionPermissionHook | None = None
+    name: str | None = None,
+    /,
+    *,
+    permission: ExecutionPermissionHook | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Callable[[Callable[..., Generator[Any, Any, R]]], Workflow[..., R]]: ...
 
 
-def workflow(name: Any = None, /, *, permission: ExecutionPermissionHook | None = None) -> Any:
+def workflow(
+    name: Any = None,
+    /,
+    *,
+    permission: ExecutionPermissionHook | None = None,
+    timeout: float | timedelta | None = None,
+) -> Any:
     """Register a generator function as the workflow ``name``.
 
     Used as ``@workflow("name")``; a bare ``@workflow`` names it ``module.qualname``. The
@@ -135,13 +168,16 @@ def workflow(name: Any = None, /, *, permission: ExecutionPermissionHook | None 
     characters, ``"\\x00"``, a lone surrogate, not a ``str``) raises ``StoreKeyError``.
     ``permission=fn`` narrows who may start, list, read, cancel, retry and fork its
     executions through the HTTP API and the admin (see ``ExecutionPermissionHook``).
+    ``timeout=seconds`` gives each execution a deadline that many seconds after its start,
+    after which it is cancelled with ``DeadlineExceededError`` recorded, its children
+    with it (see ``docs/concepts/child-workflows.md``).
     """
     if callable(name):
         fn = name
         return _register(f"{fn.__module__}.{fn.__qualname__}", fn)
 
     def decorator(fn: Callable[..., Generator[Any, Any, R]]) -> Workflow[..., R]:
-        return _register(name or f"{fn.__module__}.{fn.__qualname__}", fn, permission)
+        return _register(name or f"{fn.__module__}.{fn.__qualname__}", fn, permission, timeout)
 
     return decorator
 

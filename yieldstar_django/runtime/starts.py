@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import inspect
 import uuid
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
+from .. import clock
 from ..conf import yieldstar_settings
 from ..core.durable import encode_durable
 from ..core.keys import check_text
@@ -28,6 +30,7 @@ from ..models.runtime import Execution
 from . import timers
 from .errors import ExecutionConflictError
 from .outcomes import durable_limits
+from .registry import check_timeout
 
 if TYPE_CHECKING:
     from .registry import Workflow
@@ -58,11 +61,17 @@ def create_execution(
     execution_id: str | None,
     *,
     started_by: str = "",
+    timeout: float | None = None,
 ) -> tuple[str, bool]:
     """Start the registered ``workflow``; return the execution's id and whether this call
     created it (see ``executions.start_execution``). ``started_by`` is recorded on a new
-    execution (the HTTP API's principal of the user, ``http:<pk>``; ``""`` from Python)."""
+    execution (the HTTP API's principal of the user, ``http:<pk>``; ``""`` from Python).
+    ``timeout`` (seconds; ``None``: the workflow's own) sets its deadline, with a durable
+    timer that cancels it then."""
     bind_arguments(workflow, args, kwargs)
+    seconds = check_timeout(timeout, "timeout")
+    if seconds is None:
+        seconds = workflow.timeout
     workflow_id = workflow.name
     input_json = encode_durable(
         {"args": list(args), "kwargs": kwargs},
@@ -73,7 +82,13 @@ def create_execution(
         check_text("execution id", execution_id, empty=False)
     new_id = execution_id or str(uuid.uuid4())
     alias = yieldstar_settings.DATABASE_ALIAS
-    fields = {"workflow_id": workflow_id, "input_json": input_json, "started_by": started_by}
+    deadline = None if seconds is None else clock.now() + timedelta(seconds=seconds)
+    fields = {
+        "workflow_id": workflow_id,
+        "input_json": input_json,
+        "started_by": started_by,
+        "deadline": deadline,
+    }
     with transaction.atomic(using=alias):
         if execution_id is None:
             Execution.objects.create(id=new_id, **fields)
@@ -97,4 +112,6 @@ def create_execution(
                     raise ExecutionConflictError(new_id, existing[0], "arguments") from None
                 return new_id, False
         timers.request_run(new_id, workflow_id, reason="start")
+        if deadline is not None:
+            timers.schedule_timer(new_id, workflow_id, deadline, reason="deadline")
     return new_id, True
