@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import threading
 from collections.abc import Callable, Generator
 from datetime import timedelta
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
-from ..conf import MAX_SECONDS
+from ..conf import timeout_seconds
 from ..core.keys import check_text
 
 if TYPE_CHECKING:
@@ -93,19 +92,6 @@ _registry: dict[str, tuple[Workflow[Any, Any], tuple[str, str]]] = {}
 _lock = threading.Lock()
 
 
-def check_timeout(timeout: Any, what: str) -> float | None:
-    """``timeout`` as a number of seconds (``None`` stays), or ``TypeError``/``ValueError``."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, timedelta):
-        timeout = timeout.total_seconds()
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"{what} is a number of seconds, not {timeout!r}")
-    if not math.isfinite(timeout) or timeout <= 0 or timeout > MAX_SECONDS:
-        raise ValueError(f"{what} must be a positive number of seconds up to {MAX_SECONDS}")
-    return float(timeout)
-
-
 def _register(
     name: str,
     fn: Callable[..., Any],
@@ -124,7 +110,7 @@ def _register(
             f"step.X(...)`); {fn!r} is not one"
         )
     origin = (target.__module__, target.__qualname__)
-    wf: Workflow[Any, Any] = Workflow(name, fn, permission, check_timeout(timeout, "timeout"))
+    wf: Workflow[Any, Any] = Workflow(name, fn, permission, timeout_seconds(timeout, "timeout"))
     with _lock:
         existing = _registry.get(name)
         if existing is not None and existing[1] != origin:

@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, transaction
 
 from .. import clock
-from ..conf import yieldstar_settings
+from ..conf import timeout_seconds, yieldstar_settings
 from ..core.durable import encode_durable
 from ..core.keys import check_text
 from ..models.runtime import Execution
 from . import timers
 from .errors import ExecutionConflictError
 from .outcomes import durable_limits
-from .registry import check_timeout
 
 if TYPE_CHECKING:
     from .registry import Workflow
@@ -69,7 +68,7 @@ def create_execution(
     ``timeout`` (seconds; ``None``: the workflow's own) sets its deadline, with a durable
     timer that cancels it then."""
     bind_arguments(workflow, args, kwargs)
-    seconds = check_timeout(timeout, "timeout")
+    seconds = timeout_seconds(timeout, "timeout")
     if seconds is None:
         seconds = workflow.timeout
     workflow_id = workflow.name

@@ -367,6 +367,10 @@ DELETE FROM {waiter} WHERE execution_id IN ({ids})
 -- Delete the claim leases of the executions {ids}.
 DELETE FROM {claimleaserecord} WHERE execution_id IN ({ids})
 
+-- prune_child_waits(ids) --
+-- Delete what the executions {ids} wait for (step.wait rows).
+DELETE FROM {childwait} WHERE execution_id IN ({ids})
+
 -- prune_executions(ids) --
 -- Delete the executions {ids} that are finished (terminal_statuses), checked again under the lock.
 DELETE FROM {execution} WHERE id IN ({ids}) AND status IN ({terminal_statuses})
