@@ -134,3 +134,18 @@ def repair(step: Step, store_id: str, path: str) -> Generator[Any, Any, list[Any
     result = yield from step.update(COUNTER, store_id, _increment, key="inc")
     fixed = yield from step.run(_until_fixed, path, key="fix")
     return [result.state["n"], fixed]
+
+
+@workflow("race-child")
+def race_child(step: Step, n: int) -> Generator[Any, Any, int]:
+    """A child of ``race-start-children``: returns its argument."""
+    yield from step.sleep(0)
+    return n
+
+
+@workflow("race-start-children")
+def start_children(step: Step, n: int) -> Generator[Any, Any, list[str]]:
+    """Meet ``PAUSE``, then start ``n`` children of ``race-child`` in one step."""
+    PAUSE()
+    ids: list[str] = yield from step.start_many("race-child", [[i] for i in range(n)], key="kids")
+    return ids
