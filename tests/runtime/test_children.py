@@ -376,3 +376,38 @@ def test_bad_arguments_are_type_errors_before_anything_runs(rt: Runtime) -> None
         start_workflow(child, 1, timeout=-1)
     assert not Execution.objects.exists()
     assert not WAKES
+
+
+def _count_call(n: int) -> int:
+    CALLS[f"n{n}"] = CALLS.get(f"n{n}", 0) + 1
+    return n
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("client_kind", ["db"], indirect=True)
+def test_ten_thousand_children_of_one_parent_each_run_exactly_once(rt: Runtime) -> None:
+    n = 10_000
+    CALLS.clear()
+
+    def child_fn(step: Step, i: int) -> Any:
+        return (yield from step.run(_count_call, i))
+
+    child = rt.workflow(child_fn)
+
+    @rt.workflow
+    def parent(step: Step, n: int) -> Any:
+        ids = yield from step.start_many(child, [[i] for i in range(n)])
+        results = yield from step.gather(ids)
+        return [len(results), sum(results)]
+
+    eid = start_workflow(parent, n)
+    rt.settle(timeout=600)
+    execution = get_execution(eid)
+    assert execution.status == "completed", execution.error
+    assert execution.result == [n, sum(range(n))]
+    assert CALLS == {f"n{i}": 1 for i in range(n)}
+    runs = Execution.objects.filter(parent=eid).values_list("runs", flat=True)
+    assert len(runs) == n and set(runs) == {1}
+    # Woken once for all of them; its heap holds its own two steps, whatever n is.
+    assert execution.runs == 2
+    assert rt.steps(eid).keys() == {"0", "1"}
