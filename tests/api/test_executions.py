@@ -340,3 +340,25 @@ def test_cancel_of_an_execution_pruned_meanwhile_is_404(
     assert not Execution.objects.filter(pk="old").exists()
     assert response.status_code == 404, response.content
     assert response.json()["code"] == "not_found"
+
+
+def test_list_filters_by_parent_and_bodies_show_it(api: Client) -> None:
+    start_workflow("api-test-greet", "p", execution_id="tree-parent")
+    for name in ("a", "b"):
+        start_workflow("api-test-greet", name, execution_id=f"tree-parent:{name}")
+    start_workflow("api-test-greet", "x", execution_id="not-a-child")
+    Execution.objects.filter(pk__startswith="tree-parent:").update(parent="tree-parent")
+    response = api.get(START + "?" + urlencode({"parent": "tree-parent"}))
+    assert response.status_code == 200, response.content
+    listed = response.json()["results"]
+    assert sorted(e["id"] for e in listed) == ["tree-parent:a", "tree-parent:b"]
+    body = api.get(reverse("yieldstar:execution-detail", args=["tree-parent:a"])).json()
+    assert (body["parent"], body["deadline"]) == ("tree-parent", None)
+    assert (
+        api.get(reverse("yieldstar:execution-detail", args=["tree-parent"])).json()["parent"]
+        is None
+    )
+    for nothing in ("", "no-such-parent", "x" * 300):
+        response = api.get(START + "?" + urlencode({"parent": nothing}))
+        assert response.status_code == 200
+        assert response.json()["results"] == []

@@ -405,7 +405,7 @@ def test_ten_thousand_children_of_one_parent_each_run_exactly_once(rt: Runtime) 
     execution = get_execution(eid)
     assert execution.status == "completed", execution.error
     assert execution.result == [n, sum(range(n))]
-    assert CALLS == {f"n{i}": 1 for i in range(n)}
+    assert {f"n{i}": 1 for i in range(n)} == CALLS
     runs = Execution.objects.filter(parent=eid).values_list("runs", flat=True)
     assert len(runs) == n and set(runs) == {1}
     # Woken once for all of them; its heap holds its own two steps, whatever n is.

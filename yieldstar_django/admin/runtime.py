@@ -95,6 +95,27 @@ class FinishedFilter(admin.SimpleListFilter):
         return queryset
 
 
+class ParentFilter(admin.SimpleListFilter):
+    """The children of one execution (``?parent=<id>``, linked from its page), or the
+    executions no other started (``?parent=-``)."""
+
+    title = "parent"
+    parameter_name = "parent"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        choices = [("-", "none (not a child)")]
+        value = self.value()
+        if value and value != "-":
+            choices.append((value, f"children of {value}"))
+        return choices
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if not value:
+            return queryset
+        return queryset.filter(parent="" if value == "-" else value)
+
+
 #: The fields of the (read-only) change page.
 FIELDS: tuple[str, ...] = (
     "id",
@@ -108,6 +129,8 @@ FIELDS: tuple[str, ...] = (
     "runs",
     "retries",
     "pretty_forked_from",
+    "pretty_parent",
+    "deadline",
     "wake_pending",
     "lease_owner",
     "lease_expires_at",
@@ -138,7 +161,13 @@ class ExecutionAdmin(
     ``"fork"`` of the execution."""
 
     list_display = ["id", "workflow_id", "pretty_status", "runs", "created_at", "finished_at"]
-    list_filter = ["status", FinishedFilter, WorkflowNameFilter, PatchDecisionFilter]
+    list_filter = [
+        "status",
+        FinishedFilter,
+        WorkflowNameFilter,
+        ParentFilter,
+        PatchDecisionFilter,
+    ]
     search_fields = ["id"]
     search_help_text = "Executions whose id starts with the text."
     ordering = ["-created_at"]
@@ -171,6 +200,13 @@ class ExecutionAdmin(
             obj.forked_from,
             obj.fork_step,
         )
+
+    @admin.display(description="parent")
+    def pretty_parent(self, obj: Execution) -> SafeString | str:
+        if not obj.parent:
+            return "—"
+        url = reverse("admin:yieldstar_execution_change", args=[quote(obj.parent)])
+        return format_html('<a href="{}">{}</a>', url, obj.parent)
 
     @admin.display(description="status", ordering="status")
     def pretty_status(self, obj: Execution) -> SafeString:
@@ -447,8 +483,30 @@ class ExecutionAdmin(
             "steps",
             STEPS_PER_PAGE,
         )
+        children = paginate(
+            request,
+            Execution.objects.filter(parent=obj.pk)
+            .order_by("created_at", "pk")
+            .only("id", "workflow_id", "status", "created_at", "finished_at"),
+            "children",
+            STEPS_PER_PAGE,
+        )
         return {
             "execution": obj,
+            "children": [
+                {
+                    "id": child.id,
+                    "url": reverse("admin:yieldstar_execution_change", args=[quote(child.id)]),
+                    "workflow_id": child.workflow_id,
+                    "status": child.status,
+                    "color": STATUS_COLORS.get(child.status, "inherit"),
+                    "created_at": child.created_at,
+                    "finished_at": child.finished_at,
+                }
+                for child in children.object_list
+            ],
+            "children_page": children,
+            "children_range": children.paginator.get_elided_page_range(children.number),
             "steps": [step_row(step) for step in page.object_list],
             "steps_page": page,
             "steps_range": page.paginator.get_elided_page_range(page.number),

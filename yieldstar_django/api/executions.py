@@ -135,6 +135,8 @@ def execution_body(execution: Execution) -> dict[str, Any]:
         "retries": execution.retries,
         "forked_from": execution.forked_from or None,
         "fork_step": execution.fork_step,
+        "parent": execution.parent or None,
+        "deadline": execution.deadline,
         "created_at": execution.created_at,
         "updated_at": execution.updated_at,
         "finished_at": execution.finished_at,
@@ -305,14 +307,15 @@ class ExecutionPagination(CursorPagination):
 
 
 def list_filters(request: Request) -> dict[str, str] | None:
-    """``workflow`` and ``status`` query filters (``None``: a workflow name no execution can
-    have); ``400`` for an unknown status."""
+    """``workflow``, ``parent`` and ``status`` query filters (``None``: a workflow name or
+    parent id no execution can have); ``400`` for an unknown status."""
     filters: dict[str, str] = {}
-    workflow = request.query_params.get("workflow")
-    if workflow is not None:
-        if len(workflow) > MAX_KEY_LENGTH or "\x00" in workflow:
-            return None
-        filters["workflow_id"] = workflow
+    for param, column_name in (("workflow", "workflow_id"), ("parent", "parent")):
+        value = request.query_params.get(param)
+        if value is not None:
+            if not value or len(value) > MAX_KEY_LENGTH or "\x00" in value:
+                return None
+            filters[column_name] = value
     wanted = request.query_params.get("status")
     if wanted is not None:
         if wanted not in ExecutionStatus.values:
@@ -340,9 +343,16 @@ class ExecutionStartView(YieldstarAPIView):
         "executions_list",
         "List executions",
         "Executions, newest first, one page at a time (`next` and `previous` "
-        "links), optionally of one `workflow` or in one `status`.",
+        "links), optionally of one `workflow`, in one `status`, or the children of one "
+        "`parent` (the execution that started them with `step.start`).",
         parameters=[
             OpenApiParameter("workflow", OpenApiTypes.STR, OpenApiParameter.QUERY),
+            OpenApiParameter(
+                "parent",
+                OpenApiTypes.STR,
+                OpenApiParameter.QUERY,
+                description="Id of the execution whose children to list.",
+            ),
             OpenApiParameter(
                 "status", OpenApiTypes.STR, OpenApiParameter.QUERY, enum=ExecutionStatus.values
             ),

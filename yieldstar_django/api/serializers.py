@@ -206,6 +206,15 @@ class ExecutionSerializer(ExecutionFieldsSerializer):
     fork_step = serializers.IntegerField(
         allow_null=True, help_text="How many recorded steps of `forked_from` it began with."
     )
+    parent = serializers.CharField(
+        allow_null=True,
+        help_text="The execution that started it (`step.start`), or `null`; "
+        "`GET executions/?parent=<id>` lists an execution's children.",
+    )
+    deadline = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When it is cancelled with `DeadlineExceededError` if not finished, or `null`.",
+    )
     steps = ExecutionStepSerializer(many=True)
 
 
@@ -225,6 +234,8 @@ class ExecutionCancelledSerializer(serializers.Serializer[Any]):
     retries = serializers.IntegerField(required=False)
     forked_from = serializers.CharField(allow_null=True, required=False)
     fork_step = serializers.IntegerField(allow_null=True, required=False)
+    parent = serializers.CharField(allow_null=True, required=False)
+    deadline = serializers.DateTimeField(allow_null=True, required=False)
     steps = ExecutionStepSerializer(many=True, required=False)
 
 
