@@ -206,7 +206,8 @@ class ExecutionSerializer(ExecutionFieldsSerializer):
     fork_step = serializers.IntegerField(
         allow_null=True, help_text="How many recorded steps of `forked_from` it began with."
     )
-    parent = serializers.CharField(
+    # (DRF's metaclass takes declared fields off the class: no clash with ``Field.parent``)
+    parent = serializers.CharField(  # type: ignore[assignment]
         allow_null=True,
         help_text="The execution that started it (`step.start`), or `null`; "
         "`GET executions/?parent=<id>` lists an execution's children.",
@@ -234,7 +235,7 @@ class ExecutionCancelledSerializer(serializers.Serializer[Any]):
     retries = serializers.IntegerField(required=False)
     forked_from = serializers.CharField(allow_null=True, required=False)
     fork_step = serializers.IntegerField(allow_null=True, required=False)
-    parent = serializers.CharField(allow_null=True, required=False)
+    parent = serializers.CharField(allow_null=True, required=False)  # type: ignore[assignment]
     deadline = serializers.DateTimeField(allow_null=True, required=False)
     steps = ExecutionStepSerializer(many=True, required=False)
 
