@@ -29,11 +29,13 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
 
+from django.db import connections
 from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from .. import clock
+from ..conf import yieldstar_settings
 from ..core.constants import MAX_KEY_LENGTH
 from ..core.durable import decode_durable, encode_durable
 from ..core.keys import check_text
@@ -45,6 +47,7 @@ from ..models.runtime import (
     ExecutionStatus,
     StepKind,
 )
+from ..sql import queries
 from . import timers
 from .context import Kind, StepContext, recorded_value
 from .errors import ChildCancelledError, ChildFailedError, ExecutionConflictError
@@ -255,7 +258,21 @@ def _outcomes(ids: Sequence[str]) -> tuple[list[Any], BaseException | None]:
 def wake_waiters(ended: Sequence[str]) -> int:
     """In the current transaction, which records the end of the executions ``ended``:
     delete the wait rows on them, count their waiters' ``awaiting`` down, and request a
-    run of each waiter that waits for nothing more. Returns how many it woke."""
+    run of each waiter that waits for nothing more. Returns how many it woke. One
+    statement per ``CHUNK`` ended executions on PostgreSQL."""
+    connection = connections[yieldstar_settings.DATABASE_ALIAS]
+    if connection.vendor == "postgresql":
+        woken: list[Wake] = []
+        statuses = sorted(TERMINAL_STATUSES)
+        with connection.cursor() as cursor:
+            for chunk in chunks(list(ended)):
+                statement = queries.of(connection).wake_waiters.format(
+                    ids=queries.placeholders(len(chunk))
+                )
+                cursor.execute(statement, [*chunk, *statuses])
+                woken += [Wake(id, workflow_id) for id, workflow_id in cursor.fetchall()]
+        timers.request_runs(woken, reason="awaited")
+        return len(woken)
     waits: list[tuple[int, str]] = []
     for chunk in chunks(list(ended)):
         waits.extend(
@@ -266,7 +283,7 @@ def wake_waiters(ended: Sequence[str]) -> int:
     for pks in chunks([pk for pk, _ in waits]):
         ChildWait.objects.filter(pk__in=pks).delete()
     counts = Counter(waiter for _, waiter in waits)
-    woken: list[Wake] = []
+    woken = []
     for waiter in sorted(counts):
         Execution.objects.filter(pk=waiter).update(
             awaiting=Greatest(F("awaiting") - counts[waiter], 0)
