@@ -411,3 +411,65 @@ def test_ten_thousand_children_of_one_parent_each_run_exactly_once(rt: Runtime) 
     # Woken once for all of them; its heap holds its own two steps, whatever n is.
     assert execution.runs == 2
     assert rt.steps(eid).keys() == {"0", "1"}
+
+
+@pytest.mark.parametrize("client_kind", ["db"], indirect=True)
+def test_children_ending_while_their_parent_registers_its_gather_wake_it(rt: Runtime) -> None:
+    """Threads (each its own connection) run the children while the parent's run, in
+    another thread, reaches its gather and registers: each round the parent is woken
+    through a durable wake intent (none lost), runs at most three times, and gathers every
+    result."""
+    import threading
+
+    from django.db import connection, connections
+
+    from tests.polling import HANG_SECONDS, join_or_fail
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks of PostgreSQL connections racing")
+    n = 40
+    barrier = threading.Barrier(3, timeout=HANG_SECONDS)
+
+    def hold() -> None:
+        barrier.wait()
+
+    child = rt.workflow(double)
+
+    @rt.workflow
+    def parent(step: Step) -> Any:
+        ids = yield from step.start_many(child, [[i] for i in range(n)])
+        yield from step.run(hold)
+        return (yield from step.gather(ids))
+
+    errors: list[BaseException] = []
+
+    def run(ids: list[str], wait: bool) -> None:
+        try:
+            if wait:
+                barrier.wait()
+            for id in ids:
+                run_execution(id)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    for _ in range(4):
+        eid = start_workflow(parent)
+        children = [f"{eid}:0:{i}" for i in range(n)]
+        threads = [
+            threading.Thread(target=run, args=([eid], False)),
+            threading.Thread(target=run, args=(children[: n // 2], True)),
+            threading.Thread(target=run, args=(children[n // 2 :][::-1], True)),
+        ]
+        for thread in threads:
+            thread.start()
+        join_or_fail(*threads, what="the runs")
+        assert not errors, errors
+        assert all(get_execution(c).status == "completed" for c in children)
+        rt.settle()  # the wakes recorded, and the intents the relay finds due
+        execution = get_execution(eid)
+        assert execution.status == "completed", (execution.status, execution.awaiting)
+        assert execution.result == [i * 2 for i in range(n)]
+        assert execution.runs <= 3
+        assert not ChildWait.objects.filter(execution_id=eid).exists()
