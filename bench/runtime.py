@@ -115,7 +115,7 @@ def _yieldstar(**values: Any) -> Iterator[None]:
 class Worker:
     """A Celery worker subprocess on a queue of this run, and the producer app."""
 
-    def __init__(self, broker: str) -> None:
+    def __init__(self, broker: str, concurrency: int | None = None) -> None:
         from celery import Celery
 
         self.queue = f"yieldstar-bench-{uuid.uuid4().hex[:8]}"
@@ -134,7 +134,8 @@ class Worker:
         with self.log.open("wb") as handle:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "bench.celery_app", "worker",
-                 "-Q", self.queue, "-c", str(WORKER_CONCURRENCY), "--loglevel=WARNING",
+                 "-Q", self.queue, "-c", str(concurrency or WORKER_CONCURRENCY),
+                 "--loglevel=WARNING",
                  "--without-mingle", "--without-gossip", "--without-heartbeat"],
                 cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
             )  # fmt: skip

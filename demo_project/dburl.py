@@ -4,6 +4,11 @@ Understood forms:
 
 - ``postgres://user:password@host:port/name?sslmode=require`` (also ``postgresql://``,
   ``pgsql://``); query parameters become ``OPTIONS``.
+- Several hosts, as libpq writes them:
+  ``postgres://user@db1:5432,db2:5432/name?target_session_attrs=read-write``. ``HOST``
+  and ``PORT`` become libpq's comma-separated lists (``"db1,db2"``, ``"5432,5432"``);
+  the driver tries each host in turn and, with ``target_session_attrs=read-write``,
+  keeps the one that accepts writes (the primary after a failover).
 - ``sqlite:///relative/path.sqlite3``, ``sqlite:////absolute/path.sqlite3`` and
   ``sqlite://:memory:``. SQLite gets ``OPTIONS["transaction_mode"] = "IMMEDIATE"``
   unless the query says otherwise (yieldstar's system check ``yieldstar.E001``
@@ -57,13 +62,18 @@ def parse_database_url(url: str, *, base_dir: Path | None = None) -> dict[str, A
         name = unquote(parts.path.lstrip("/"))
         if not name:
             raise ValueError(f"DATABASE_URL {url!r} names no database.")
+        if "," in parts.netloc:
+            user, password, host, port = _several_hosts(url, parts.netloc)
+        else:
+            user, password = unquote(parts.username or ""), unquote(parts.password or "")
+            host, port = unquote(parts.hostname or ""), str(parts.port or "")
         entry: dict[str, Any] = {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": name,
-            "USER": unquote(parts.username or ""),
-            "PASSWORD": unquote(parts.password or ""),
-            "HOST": unquote(parts.hostname or ""),
-            "PORT": str(parts.port or ""),
+            "USER": user,
+            "PASSWORD": password,
+            "HOST": host,
+            "PORT": port,
         }
         if options:
             entry["OPTIONS"] = options
@@ -72,3 +82,23 @@ def parse_database_url(url: str, *, base_dir: Path | None = None) -> dict[str, A
     raise ValueError(
         f"Unsupported DATABASE_URL scheme {parts.scheme!r}: use postgres:// or sqlite://."
     )
+
+
+def _several_hosts(url: str, netloc: str) -> tuple[str, str, str, str]:
+    """User, password, hosts and ports of ``user:password@h1:p1,h2:p2``; the hosts and
+    the ports as libpq's comma-separated lists (ports left out: libpq's default)."""
+    userinfo, _, hostlist = netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    hosts: list[str] = []
+    ports: list[str] = []
+    for item in hostlist.split(","):
+        if item.startswith("["):  # [::1]:5432
+            host, _, rest = item[1:].partition("]")
+            port = rest.removeprefix(":")
+        else:
+            host, _, port = item.partition(":")
+        if not host or (port and not port.isdigit()):
+            raise ValueError(f"DATABASE_URL {url!r}: bad host {item!r}.")
+        hosts.append(unquote(host))
+        ports.append(port)
+    return unquote(user), unquote(password), ",".join(hosts), ",".join(ports) if any(ports) else ""

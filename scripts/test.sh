@@ -40,6 +40,16 @@ if ! command -v chromium >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
 fi
 
+# The failover test (tests/faults/test_failover.py) makes a pg_auto_failover formation:
+# Debian's packages, never a build of its own.
+if ! command -v pg_autoctl >/dev/null; then
+  echo "==> installing pg_auto_failover (failover test)"
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+    postgresql-15-auto-failover pg-auto-failover-cli >/dev/null
+fi
+
 step() {
   local started=$SECONDS
   echo

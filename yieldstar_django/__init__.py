@@ -58,6 +58,15 @@ _EXPORTS: dict[str, str] = {
     "ChildFailedError": "yieldstar_django.runtime",
     "ChildCancelledError": "yieldstar_django.runtime",
     "DeadlineExceededError": "yieldstar_django.runtime",
+    # schedules
+    "define_schedule": "yieldstar_django.runtime.schedule_specs",
+    "ScheduleDefinition": "yieldstar_django.runtime.schedule_specs",
+    "ScheduleError": "yieldstar_django.runtime.schedule_specs",
+    "create_schedule": "yieldstar_django.runtime.schedules",
+    "pause_schedule": "yieldstar_django.runtime.schedules",
+    "resume_schedule": "yieldstar_django.runtime.schedules",
+    "trigger_schedule": "yieldstar_django.runtime.schedules",
+    "UnknownScheduleError": "yieldstar_django.runtime.schedules",
 }
 
 __all__ = sorted(_EXPORTS)  # type checkers see the explicit re-exports below
@@ -119,6 +128,18 @@ if TYPE_CHECKING:  # pragma: no cover
         retry_execution as retry_execution,
         start_workflow as start_workflow,
         workflow as workflow,
+    )
+    from .runtime.schedule_specs import (
+        ScheduleDefinition as ScheduleDefinition,
+        ScheduleError as ScheduleError,
+        define_schedule as define_schedule,
+    )
+    from .runtime.schedules import (
+        UnknownScheduleError as UnknownScheduleError,
+        create_schedule as create_schedule,
+        pause_schedule as pause_schedule,
+        resume_schedule as resume_schedule,
+        trigger_schedule as trigger_schedule,
     )
 
 

@@ -1,4 +1,4 @@
-"""The Django app config: system checks, settings reload, workflow discovery."""
+"""The Django app config: system checks, settings reload, workflow and schedule discovery."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ OPTIONAL_MODULES = ("yieldstar_django.tasks", "yieldstar_django.signals")
 
 
 def autodiscover() -> None:
-    """Import the ``workflows`` module of every installed app that has one.
+    """Import the ``workflows`` and ``schedules`` modules of every installed app that has
+    them.
 
     This is how every process (web, Celery worker, relay) knows every
     ``@workflow``, as the admin does with ``admin`` modules. An error raised while
     importing a ``workflows`` module propagates.
     """
-    autodiscover_modules("workflows")
+    autodiscover_modules("workflows", "schedules")
 
 
 def _module_exists(name: str) -> bool:
@@ -47,6 +48,7 @@ class YieldstarConfig(AppConfig):
         from .analyze import analyze_grown_tables
         from .runtime.claim_leases import expire_for_relay
         from .runtime.leases import reap_frozen_holders
+        from .runtime.schedules import fire_due_schedules
         from .wakes.relay import every_round
 
         checks.register()
@@ -54,6 +56,7 @@ class YieldstarConfig(AppConfig):
         every_round(expire_for_relay)
         every_round(reap_frozen_holders)
         every_round(analyze_grown_tables)
+        every_round(fire_due_schedules)
         for module in OPTIONAL_MODULES:
             if _module_exists(module):
                 import_module(module)

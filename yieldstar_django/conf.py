@@ -409,6 +409,66 @@ and timers. A number > 0.
 """,
     )
 
+    HEALTH_OVERDUE_SECONDS = Setting[float](
+        60.0,
+        rule=seconds_above(0),
+        shown="`60.0` (seconds)",
+        doc="""\
+How late a wake may take effect before `python manage.py yieldstar_health` (and the admin's
+banner) reports it: a durable timer (a sleep, a retry, a `take_any` timeout, a lease's
+takeover) still unacknowledged this long after it was due, or an immediate wake (a store
+commit's, a start's) still unacknowledged this long after it was written. Either means no
+relay delivers, or no worker runs what it delivers. A number > 0; keep it well above
+`RELAY_DELAY`. See [health checks](../operations/health.md).
+""",
+    )
+
+    HEALTH_LEASE_GRACE_SECONDS = Setting[float](
+        60.0,
+        rule=seconds_above(0),
+        shown="`60.0` (seconds)",
+        doc="""\
+How long past its lease's expiry a `running` execution with no wake intent left to resume
+it is tolerated before `yieldstar_health` reports it stuck (its worker died, and its
+takeover timer is gone). A number > 0. See [health checks](../operations/health.md).
+""",
+    )
+
+    HEALTH_RELAY_SECONDS = Setting[float](
+        60.0,
+        rule=seconds_at_least(20),
+        shown="`60.0` (seconds)",
+        doc="""\
+How long since any relay process last recorded its heartbeat (every 10 seconds while it
+runs, as `yieldstar_relay` or as the beat task `relay_wakes`) before `yieldstar_health`
+reports that no relay runs. A number >= 20. See [health checks](../operations/health.md).
+""",
+    )
+
+    HEALTH_CACHE_SECONDS = Setting[float](
+        30.0,
+        rule=seconds_at_least(0),
+        shown="`30.0` (seconds)",
+        doc="""\
+How long the admin index keeps the health report its banner shows (in Django's default
+cache) before it runs the checks again; `0` checks on every view of the index. The
+`yieldstar_health` command always checks afresh. A number >= 0.
+""",
+    )
+
+    SCHEDULE_GRACE = Setting[float](
+        60.0,
+        rule=seconds_at_least(0),
+        shown="`60.0` (seconds)",
+        doc="""\
+How late a schedule's tick may be fired and still count as on time. The relay fires ticks
+in its rounds (every `RELAY_INTERVAL`); a tick due longer ago than this (no relay ran: a
+deploy, an outage) is missed, and the schedule's `catch_up` decides what runs for the
+missed ones: `"latest"` one execution, `"all"` one per tick, `"skip"` none (see
+[schedules](../howto/schedules.md#missed-ticks)). A number >= 0.
+""",
+    )
+
     RETENTION_SECONDS = Setting[float | None](
         30 * 24 * 3600,
         rule=optional(seconds_at_least(0)),

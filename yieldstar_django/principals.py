@@ -4,8 +4,9 @@ they reserve.
 A store write's ``StoreStepId(execution_id, step_key)`` names its owner in the
 applied-steps ledger. An HTTP user's ``Idempotency-Key`` writes belong to
 ``http:<user pk>``, an admin user's edits to ``admin:<user pk>``, and a start with an
-``Idempotency-Key`` names its execution ``http:<user pk>:<digest of the key>``. An
-execution id a client picks over HTTP must therefore not start with either prefix
+``Idempotency-Key`` names its execution ``http:<user pk>:<digest of the key>``. A
+schedule's ticks start executions named ``schedule:<name>:<time>``. An execution id a
+client picks over HTTP must therefore not start with any of these prefixes
 (``is_reserved``); trusted Python code (``start_workflow``) is not checked.
 """
 
@@ -17,8 +18,11 @@ from typing import Final
 HTTP_PREFIX: Final = "http:"
 #: The prefix of an admin user's ledger principal.
 ADMIN_PREFIX: Final = "admin:"
+#: The prefix of the executions a schedule's ticks and triggers start
+#: (``runtime.schedule_specs.SCHEDULE_PREFIX``).
+SCHEDULE_PREFIX: Final = "schedule:"
 #: Execution-id prefixes a client may not use.
-RESERVED_PREFIXES: Final = (HTTP_PREFIX, ADMIN_PREFIX)
+RESERVED_PREFIXES: Final = (HTTP_PREFIX, ADMIN_PREFIX, SCHEDULE_PREFIX)
 
 
 def http_principal(user_pk: object) -> str:
@@ -35,7 +39,7 @@ def is_principal(execution_id: str) -> bool:
     """Whether ``execution_id`` is a ledger principal (``http:<pk>``, ``admin:<pk>``), not
     an execution (``http:<pk>:<digest>`` is the execution an ``Idempotency-Key`` start
     names)."""
-    prefix = next((p for p in RESERVED_PREFIXES if execution_id.startswith(p)), None)
+    prefix = next((p for p in (HTTP_PREFIX, ADMIN_PREFIX) if execution_id.startswith(p)), None)
     return prefix is not None and ":" not in execution_id[len(prefix) :]
 
 
@@ -48,6 +52,7 @@ __all__ = [
     "ADMIN_PREFIX",
     "HTTP_PREFIX",
     "RESERVED_PREFIXES",
+    "SCHEDULE_PREFIX",
     "admin_principal",
     "http_principal",
     "is_principal",

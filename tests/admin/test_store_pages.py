@@ -461,7 +461,8 @@ class TestEditor:
 def test_waiter_rows_are_not_editable(admin_client: Client) -> None:
     for model in [Waiter, AppliedStep, StoreVersion]:
         assert model._meta.model_name
-    # Only stores, executions, wake intents, idempotency keys and claim leases are registered.
+    # Only stores, executions, wake intents, idempotency keys, claim leases and schedules
+    # are registered.
     from django.contrib import admin
 
     registered = {
@@ -473,6 +474,7 @@ def test_waiter_rows_are_not_editable(admin_client: Client) -> None:
         "wakeintent",
         "idempotencykey",
         "claimleaserecord",
+        "schedule",
     }
 
 

@@ -55,13 +55,17 @@ def hidden() -> Iterator[StoreDefinition]:
 
 PERMISSIONS: dict[str, list[str]] = {
     "noperm": [],
-    "view": ["view_storeinstance", "view_execution"],
+    "view": ["view_storeinstance", "view_execution", "view_schedule"],
     "change": [
         "view_storeinstance",
         "change_storeinstance",
         "view_execution",
         "add_execution",
         "change_execution",
+        "view_schedule",
+        "add_schedule",
+        "change_schedule",
+        "trigger_schedule",
     ],
     "repair": [
         "view_storeinstance",
@@ -71,6 +75,10 @@ PERMISSIONS: dict[str, list[str]] = {
         "change_execution",
         "retry_execution",
         "fork_execution",
+        "view_schedule",
+        "add_schedule",
+        "change_schedule",
+        "trigger_schedule",
     ],
 }
 

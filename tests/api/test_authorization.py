@@ -15,8 +15,9 @@ from django.urls import URLPattern, reverse
 from yieldstar_django.api import urls as api_urls
 from yieldstar_django.connector import get_store_client as store_client
 from yieldstar_django.core.definition import StoreDefinition
-from yieldstar_django.models import Execution, StoreInstance
+from yieldstar_django.models import Execution, Schedule, StoreInstance
 from yieldstar_django.runtime import cancel_execution, start_workflow
+from yieldstar_django.runtime.schedules import create_schedule
 
 from . import workflows  # noqa: F401  (registers the workflow)
 
@@ -58,6 +59,19 @@ MATRIX: dict[tuple[str, str], tuple[str, int]] = {
     ("execution-retry", "OPTIONS"): ("repair", 200),
     ("execution-fork", "POST"): ("repair", 201),
     ("execution-fork", "OPTIONS"): ("repair", 200),
+    ("schedule-list", "GET"): ("view", 200),
+    ("schedule-list", "HEAD"): ("view", 200),
+    ("schedule-list", "OPTIONS"): ("view", 200),
+    ("schedule-list", "POST"): ("change", 201),
+    ("schedule-detail", "GET"): ("view", 200),
+    ("schedule-detail", "HEAD"): ("view", 200),
+    ("schedule-detail", "OPTIONS"): ("view", 200),
+    ("schedule-pause", "POST"): ("change", 200),
+    ("schedule-pause", "OPTIONS"): ("change", 200),
+    ("schedule-resume", "POST"): ("change", 200),
+    ("schedule-resume", "OPTIONS"): ("change", 200),
+    ("schedule-trigger", "POST"): ("change", 201),
+    ("schedule-trigger", "OPTIONS"): ("change", 200),
     # Any other URL under the prefix: a JSON 404 for everyone.
     ("not-found", "GET"): ("anonymous", 404),
     ("not-found", "HEAD"): ("anonymous", 404),
@@ -69,6 +83,7 @@ MATRIX: dict[tuple[str, str], tuple[str, int]] = {
 }
 
 EXECUTION_ID = "matrix-execution"
+SCHEDULE = "matrix-schedule"
 
 
 def served_endpoints() -> set[tuple[str, str]]:
@@ -102,6 +117,10 @@ def request(client: Client, name: str, method: str) -> Any:
         "execution-cancel": [EXECUTION_ID],
         "execution-retry": [EXECUTION_ID],
         "execution-fork": [EXECUTION_ID],
+        "schedule-detail": [SCHEDULE],
+        "schedule-pause": [SCHEDULE],
+        "schedule-resume": [SCHEDULE],
+        "schedule-trigger": [SCHEDULE],
         "not-found": ["no/such/endpoint/"],
     }.get(name, [])
     url = reverse(f"yieldstar:{name}", args=args)
@@ -115,6 +134,8 @@ def request(client: Client, name: str, method: str) -> Any:
         body = {"workflow": "api-test-greet", "args": ["matrix"]}
     elif (name, method) == ("execution-fork", "POST"):
         body = {"from_step": 0}
+    elif (name, method) == ("schedule-list", "POST"):
+        body = {"name": "matrix-new", "workflow": "api-test-greet", "every": 60, "args": ["x"]}
     call = getattr(client, method.lower())
     if body is None and method == "POST":  # a bodiless write: JSON, or no Content-Type
         return call(url, content_type="application/json")
@@ -133,6 +154,7 @@ def test_matrix(
     level: str,
 ) -> None:
     start_workflow("api-test-greet", "matrix", execution_id=EXECUTION_ID)
+    create_schedule(SCHEDULE, "api-test-greet", every=3600, args=["matrix"])
     if name == "execution-retry":
         cancel_execution(EXECUTION_ID)  # a retry needs a failed or cancelled execution
     if (name, method) in {("store-detail", "GET"), ("store-detail", "HEAD")}:
@@ -154,6 +176,7 @@ def test_matrix(
         assert execution.status == ("cancelled" if name == "execution-retry" else "pending")
         assert execution.retries == 0
         assert Execution.objects.count() == 1
+        assert list(Schedule.objects.values_list("name", "paused")) == [(SCHEDULE, False)]
 
 
 def test_session_writes_need_csrf(counter: StoreDefinition, client_for: Any) -> None:

@@ -93,6 +93,8 @@ def test_schema_documents_every_operation(api_schema: Any) -> None:
         "GET /yieldstar/",
         "GET /yieldstar/executions/",
         "GET /yieldstar/executions/{execution_id}/",
+        "GET /yieldstar/schedules/",
+        "GET /yieldstar/schedules/{name}/",
         "GET /yieldstar/stores/",
         "GET /yieldstar/stores/{name}/",
         "GET /yieldstar/stores/{name}/{id}/",
@@ -101,6 +103,10 @@ def test_schema_documents_every_operation(api_schema: Any) -> None:
         "POST /yieldstar/executions/{execution_id}/cancel/",
         "POST /yieldstar/executions/{execution_id}/fork/",
         "POST /yieldstar/executions/{execution_id}/retry/",
+        "POST /yieldstar/schedules/",
+        "POST /yieldstar/schedules/{name}/pause/",
+        "POST /yieldstar/schedules/{name}/resume/",
+        "POST /yieldstar/schedules/{name}/trigger/",
         "PUT /yieldstar/stores/{name}/{id}/",
     ]
 

@@ -36,6 +36,7 @@ def test_root_lists_definitions_and_links(api: Client, counter: StoreDefinition)
     assert body["links"] == {
         "stores": "http://testserver/yieldstar/stores/",
         "executions": "http://testserver/yieldstar/executions/",
+        "schedules": "http://testserver/yieldstar/schedules/",
         "schema": "http://testserver/yieldstar/schema/",
     }
 

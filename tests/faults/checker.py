@@ -31,6 +31,9 @@ nothing was taken that was never pushed.
 ``check_entries`` verifies a table of a project's own rows written by atomic steps (one
 row per step, no unique key): no step's row is duplicated, none is missing, each is the
 one its step returned, and each execution's tally counts its rows.
+
+``check_ticks`` verifies a schedule's ticks: each second of a window ran exactly one
+execution (its id names the tick), whose one row was committed once.
 """
 
 from __future__ import annotations
@@ -505,4 +508,68 @@ def check_children(
             anomalies.append(f"the parent gathered {gathered!r} for child {index} ({child})")
     for execution in sorted(set(tokens) - set(ids)):
         anomalies.append(f"a probe row of {execution}, not a child of the parent")
+
+
+def tick_time(execution_id: str, name: str) -> float | None:
+    """The tick (epoch seconds) a schedule's execution id names, ``None`` for another id
+    (a trigger's, or not the schedule's)."""
+    from datetime import datetime
+
+    prefix = f"schedule:{name}:"
+    if not execution_id.startswith(prefix) or not execution_id.endswith("Z"):
+        return None
+    try:
+        moment = datetime.fromisoformat(execution_id[len(prefix) : -1] + "+00:00")
+    except ValueError:
+        return None
+    return moment.timestamp()
+
+
+def check_ticks(
+    name: str,
+    every: int,
+    window: tuple[float, float],
+    returned: Mapping[str, Sequence[str] | None],
+    rows: Iterable[tuple[str, str]],
+) -> list[str]:
+    """Anomalies of the schedule ``name`` (``catch_up="all"``, ticks ``every`` seconds).
+
+    ``returned`` maps every execution the schedule started to the tokens its steps
+    returned (``None``: it did not complete); ``rows`` are the ``(execution id, token)``
+    rows its one atomic step wrote. Every tick from ``window[0]`` to ``window[1]`` (epoch
+    seconds) must have started an execution (none missed); every execution must name a
+    tick (a multiple of ``every``), once (none ran twice: its row is committed once).
+    """
+    anomalies: list[str] = []
+    ticks: dict[float, str] = {}
+    for execution in sorted(returned):
+        moment = tick_time(execution, name)
+        if moment is None:
+            anomalies.append(f"execution {execution} names no tick of {name}")
+            continue
+        if moment % every:
+            anomalies.append(f"execution {execution} is off the schedule's ticks")
+        ticks[moment] = execution
+    first = -(-window[0] // every) * every
+    moment = first
+    while moment <= window[1]:
+        if moment not in ticks:
+            anomalies.append(f"missed tick {moment:.0f} of {name}")
+        moment += every
+    by_execution: dict[str, list[str]] = defaultdict(list)
+    for execution, token in rows:
+        by_execution[execution].append(token)
+    for execution, tokens in sorted(by_execution.items()):
+        if execution not in returned:
+            anomalies.append(f"invented row of {execution}, which no tick started")
+        elif len(tokens) > 1:
+            anomalies.append(f"tick {execution} ran {len(tokens)} times")
+    for execution, expected in sorted(returned.items()):
+        if expected is None:
+            continue
+        tokens = by_execution.get(execution, [])
+        if not tokens:
+            anomalies.append(f"tick {execution} completed without its row")
+        elif expected[0] not in tokens:
+            anomalies.append(f"tick {execution} returned {expected[0]!r}, its row holds {tokens}")
     return anomalies

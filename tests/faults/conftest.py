@@ -115,6 +115,10 @@ class PgCluster:
             host="127.0.0.1", port=self.port, user="postgres", dbname=dbname, autocommit=True
         )
 
+    def settings_env(self) -> dict[str, str]:
+        """What the suite's processes need to reach this cluster (``tests.faults.settings``)."""
+        return {"YIELDSTAR_FAULTS_PG_PORT": str(self.port)}
+
     def terminate_backends(self) -> int:
         """``pg_terminate_backend`` every other connection to the suite's database."""
         with self.connect() as conn:
@@ -150,7 +154,7 @@ def pg_cluster() -> Iterator[PgCluster]:
 def _settings_env(cluster: PgCluster) -> dict[str, str]:
     return {
         "DJANGO_SETTINGS_MODULE": "tests.faults.settings",
-        "YIELDSTAR_FAULTS_PG_PORT": str(cluster.port),
+        **cluster.settings_env(),
         "PYTHONUNBUFFERED": "1",
     }
 

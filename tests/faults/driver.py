@@ -7,6 +7,8 @@
   or indeterminate and retried.
 - ``add TALLY_ID COUNT PAUSE``: add 1 to a tally ``COUNT`` times, one commit each,
   ``PAUSE`` seconds apart (a writer that waits whenever another holds the tally's row).
+- ``schedule NAME WORKFLOW EVERY CATCH_UP JSON_ARGS``: create a schedule in the database
+  (``create_schedule``); ``pause NAME``: pause it.
 
 Runs with ``tests.faults.settings``, so its store operations are recorded too.
 """
@@ -59,6 +61,17 @@ def main(argv: list[str]) -> int:
                     close_old_connections()
                     time.sleep(0.2)
             time.sleep(float(rest[2]))
+        return 0
+    if command == "schedule":
+        from yieldstar_django.runtime.schedules import create_schedule
+
+        name, workflow, every, catch_up, args = rest
+        create_schedule(name, workflow, every=int(every), catch_up=catch_up, args=json.loads(args))
+        return 0
+    if command == "pause":
+        from yieldstar_django.runtime.schedules import pause_schedule
+
+        pause_schedule(rest[0])
         return 0
     raise SystemExit(f"unknown command {command!r}")
 

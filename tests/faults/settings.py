@@ -7,6 +7,9 @@ the suite passes: ``YIELDSTAR_FAULTS_PG_PORT`` (the cluster, database
 process records its store operations in, see :mod:`tests.faults.history`); for
 comparisons, ``YIELDSTAR_FAULTS_RUN_SLICE`` (seconds, or ``none``) and
 ``YIELDSTAR_FAULTS_PREFETCH`` (Celery's prefetch multiplier, 1 by default).
+``YIELDSTAR_FAULTS_DATABASE_URL``, when set, names the database instead of the port: the
+failover test's multi-host URL (``postgres://postgres@127.0.0.1:p1,127.0.0.1:p2/...
+?target_session_attrs=read-write``), read by the demo's ``DATABASE_URL`` parser.
 """
 
 from __future__ import annotations
@@ -29,6 +32,17 @@ DATABASES = {
         "OPTIONS": {"connect_timeout": 2},
     }
 }
+if os.environ.get("YIELDSTAR_FAULTS_DATABASE_URL"):
+    from demo_project.dburl import parse_database_url
+
+    _entry = parse_database_url(os.environ["YIELDSTAR_FAULTS_DATABASE_URL"])
+    DATABASES = {
+        "default": {
+            **_entry,
+            "CONN_MAX_AGE": 60,
+            "OPTIONS": {"connect_timeout": 2, **_entry.get("OPTIONS", {})},
+        }
+    }
 CELERY_DB_REUSE_MAX = 1000
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.faults"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .checker import Op, check_entries, check_queue, check_register, load_history
+from .checker import Op, check_entries, check_queue, check_register, check_ticks, load_history
 
 EMPTY: dict[str, Any] = {"items": []}
 ZERO: dict[str, Any] = {"total": 0}
@@ -307,3 +307,46 @@ def test_check_children_passes_a_clean_gather_and_flags_each_anomaly() -> None:
         f"child {ids[1]} committed its probe 0 times",
         f"the parent gathered [1, 't1'] for child 1 ({ids[1]})",
     ]
+
+
+# --- check_ticks -----------------------------------------------------------------------
+
+TICK = "schedule:every:{}Z"
+
+
+def tick_id(second: int) -> str:
+    from datetime import UTC, datetime
+
+    return TICK.format(datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def ticks(seconds: range) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    returned: dict[str, Any] = {tick_id(s): [f"t{s}"] for s in seconds}
+    rows = [(tick_id(s), f"t{s}") for s in seconds]
+    return returned, rows
+
+
+def test_check_ticks_accepts_one_run_per_tick() -> None:
+    returned, rows = ticks(range(1000, 1060))
+    assert check_ticks("every", 1, (1000.0, 1059.0), returned, rows) == []
+
+
+def test_check_ticks_finds_a_missed_a_doubled_and_an_invented_tick() -> None:
+    returned, rows = ticks(range(1000, 1060))
+    del returned[tick_id(1030)]
+    rows = [r for r in rows if r[0] != tick_id(1030)]
+    rows.append((tick_id(1040), "again"))
+    rows.append(("schedule:every:nope", "x"))
+    found = check_ticks("every", 1, (1000.0, 1059.0), returned, rows)
+    assert any("missed tick 1030" in a for a in found), found
+    assert any("ran 2 times" in a for a in found), found
+    assert any("invented row" in a for a in found), found
+
+
+def test_check_ticks_finds_a_tick_whose_row_is_missing_or_another() -> None:
+    returned, rows = ticks(range(1000, 1010))
+    rows = [r for r in rows if r[0] != tick_id(1003)]
+    rows = [(e, "other") if e == tick_id(1004) else (e, t) for e, t in rows]
+    found = check_ticks("every", 1, (1000.0, 1009.0), returned, rows)
+    assert any("completed without its row" in a for a in found), found
+    assert any("its row holds" in a for a in found), found

@@ -188,6 +188,15 @@ def probe(execution_id: str, pause: float) -> str:
 
     token = uuid.uuid4().hex
     Entry.objects.create(execution_id=execution_id, step="child", token=token)
+
+
+def write_tick(execution_id: str, pause: float) -> str:
+    """A schedule tick's work: one ``Entry`` row (a new token), then a pause (a step a
+    worker can die in, its transaction open); the token."""
+    from tests.shared.models import Entry
+
+    token = uuid.uuid4().hex
+    Entry.objects.create(execution_id=execution_id, step="0", token=token)
     if pause:
         time.sleep(pause)
     return token
@@ -206,3 +215,11 @@ def fan_out(step: Step, count: int, pause: float) -> Any:
     ids = yield from step.start_many(child, [[i, pause] for i in range(count)], key="children")
     results = yield from step.gather(ids, key="gather")
     return {"children": ids, "results": results}
+
+
+@workflow("faults.tick")
+def tick(step: Step, pause: float = 0.0) -> Any:
+    """What a schedule's tick starts: one atomic step writing its ``Entry`` row; the token
+    it returned, in a list (``check_entries``'s shape)."""
+    token = yield from step.atomic(write_tick, step.execution_id, pause, key="entry-0")
+    return [token]

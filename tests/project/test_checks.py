@@ -221,6 +221,8 @@ INVALID = [
     ("VERSION_HISTORY_KEEP_STATE", 1),
     ("RELAY_DELAY", -1),
     ("RELAY_INTERVAL", 0),
+    ("SCHEDULE_GRACE", -1),
+    ("SCHEDULE_GRACE", "60"),
     ("LEASE_SECONDS", 0),
     ("LEASE_SECONDS", None),
     ("API_REQUIRE_IF_MATCH", "yes"),
@@ -233,6 +235,7 @@ INVALID = [
     ("RETENTION_SECONDS", 1e12),
     ("RELAY_INTERVAL", 1e10),
     ("CAS_BACKOFF_MAX", 1e10),
+    ("SCHEDULE_GRACE", 1e12),
     # Integers past 64 bits ("no limit", written as a huge number): each passed the checks,
     # then every store commit on PostgreSQL failed ("bigint out of range") or every API
     # request with a body (OverflowError reading it).
@@ -262,6 +265,8 @@ VALID = [
     ("VERSION_HISTORY_KEEP_STATE", False),
     ("RELAY_DELAY", 0),
     ("RELAY_INTERVAL", 0.1),
+    ("SCHEDULE_GRACE", 0),
+    ("SCHEDULE_GRACE", 3600),
     ("LEASE_SECONDS", 5),
     ("API_REQUIRE_IF_MATCH", True),
     ("API_MAX_BODY_BYTES", None),

@@ -40,6 +40,7 @@ def test_defaults() -> None:
     assert yieldstar_settings.VERSION_HISTORY_KEEP_STATE is True
     assert yieldstar_settings.RELAY_DELAY == 5.0
     assert yieldstar_settings.RELAY_INTERVAL == 0.5
+    assert yieldstar_settings.SCHEDULE_GRACE == 60.0
     assert yieldstar_settings.LEASE_SECONDS == 4
     assert yieldstar_settings.API_REQUIRE_IF_MATCH is False
     assert yieldstar_settings.API_MAX_BODY_BYTES == 8 * 1024 * 1024 + 64 * 1024

@@ -29,6 +29,20 @@ def test_postgres_quoted_password_and_options() -> None:
     assert entry["OPTIONS"] == {"sslmode": "require"}
 
 
+def test_postgres_several_hosts_for_a_failover() -> None:
+    entry = parse_database_url(
+        "postgres://app:s%40cret@10.0.0.1:5433,db2,[::1]:5434/app"
+        "?target_session_attrs=read-write&connect_timeout=2"
+    )
+    assert entry["USER"] == "app"
+    assert entry["PASSWORD"] == "s@cret"
+    assert entry["HOST"] == "10.0.0.1,db2,::1"
+    assert entry["PORT"] == "5433,,5434"
+    assert entry["OPTIONS"] == {"target_session_attrs": "read-write", "connect_timeout": "2"}
+    same_port = parse_database_url("postgres://u@a,b/app")
+    assert (same_port["HOST"], same_port["PORT"]) == ("a,b", "")
+
+
 def test_sqlite_relative_and_absolute(tmp_path: Path) -> None:
     relative = parse_database_url("sqlite:///var/x.sqlite3", base_dir=tmp_path)
     assert relative["NAME"] == str(tmp_path / "var" / "x.sqlite3")
@@ -43,7 +57,9 @@ def test_sqlite_memory_and_options() -> None:
     assert entry["OPTIONS"] == {"transaction_mode": "EXCLUSIVE", "timeout": 3.0}
 
 
-@pytest.mark.parametrize("url", ["mysql://root@localhost/x", "postgres://localhost/"])
+@pytest.mark.parametrize(
+    "url", ["mysql://root@localhost/x", "postgres://localhost/", "postgres://a:x,b/app"]
+)
 def test_rejected(url: str) -> None:
     with pytest.raises(ValueError):
         parse_database_url(url)

@@ -30,6 +30,11 @@ PINNED = {
     "CrossDatabaseWriteError",
     "retry_execution",
     "fork_execution",
+    "define_schedule",
+    "ScheduleError",
+    "pause_schedule",
+    "resume_schedule",
+    "trigger_schedule",
 }
 
 

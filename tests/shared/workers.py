@@ -842,3 +842,17 @@ def run_paused_or_refused(alias: str, execution_id: str, barrier: Any) -> str:
         return run_paused_then_expired(alias, execution_id, barrier)
     except DatabaseError as exc:
         return type(exc).__name__
+
+
+# --- schedules -----------------------------------------------------------------------------
+
+
+def fire_schedule_rounds(alias: str, rounds: int) -> list[int]:
+    """``rounds`` relay rounds of schedule firing (``fire_due_schedules``) on ``alias``;
+    the number of ticks each round fired."""
+    from tests.shared import race_workflows  # noqa: F401  (registers the workflows)
+    from tests.shared.outside import runtime_on
+    from yieldstar_django.runtime.schedules import fire_due_schedules
+
+    with runtime_on(alias):
+        return [fire_due_schedules(alias) for _ in range(rounds)]

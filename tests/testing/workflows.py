@@ -219,3 +219,18 @@ def order(step: Any, order: str) -> Any:
     reserved = yield from step.run(_reserve, order, key="reserve")
     charged = yield from step.run(_charge, order, key="charge")
     return [reserved, charged]
+
+
+@workflow("ys-testing-timeout-then-sleep")
+def timeout_then_sleep(step: Any, box: str) -> Any:
+    """Waits an hour for an answer nobody gives, then sleeps a day, then answers."""
+    pair = yield from step.take_any([(relay_box, box, _answer)], timeout=3600)
+    yield from step.sleep(86_400)
+    return ["slept", *pair]
+
+
+@workflow("ys-testing-sleep-forever")
+def sleep_forever(step: Any) -> Any:
+    """Sleeps an hour, again and again (a timer is always set)."""
+    while True:
+        yield from step.sleep(3600)

@@ -448,3 +448,45 @@ def test_the_count_line_says_how_long_it_counted(
     assert counts.maybe_report()
     (line,) = [r.getMessage() for r in caplog.records if "delivered=" in r.getMessage()]
     assert "delivered=600 failed=0" in line and "last 300s" in line, line
+
+
+def test_a_streak_of_failed_rounds_logs_one_traceback(
+    alias: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While there is no database (a restart, a failover), every round fails: the relay
+    logs the first failure with its traceback, a short line every
+    ``FAILING_REPORT_SECONDS`` after, and a line when a round succeeds again, not a
+    traceback per round (one every ``RELAY_INTERVAL``)."""
+    from django.db import OperationalError
+
+    from yieldstar_django.wakes import relay
+
+    rounds = iter([*[OperationalError("no primary")] * 6, 0, OperationalError("again"), 0])
+    stop = threading.Event()
+    clock = [100.0]
+
+    def fake_round(**kwargs: object) -> int:
+        clock[0] += 3.0  # each round 3 s later: a report after the 10 s
+        outcome = next(rounds, None)
+        if outcome is None:
+            stop.set()
+            return 0
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(relay, "relay_once", fake_round)
+    monkeypatch.setattr(relay, "_clock", lambda: clock[0])
+    errors: list[BaseException] = []
+    with caplog.at_level(logging.INFO, logger="yieldstar_django.wakes"):
+        relay.run_relay(using=alias, stop=stop, interval=0, on_error=errors.append)
+    lines = [(r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    assert len(errors) == 7  # every failure still reaches on_error
+    assert [m for m, tb in lines if tb] == ["relay round failed", "relay round failed"]
+    assert "relay rounds still failing: 5 in a row over 12.0s; the last: no primary" in [
+        m for m, _ in lines
+    ]
+    assert [m for m, _ in lines if "succeed again" in m] == [
+        "relay rounds succeed again after 6 failed round(s) over 18.0s",
+        "relay rounds succeed again after 1 failed round(s) over 3.0s",
+    ]

@@ -73,6 +73,14 @@ class IdempotencyKeyAdmin(
         store = target_store(obj.target)
         return store is None or hook_allows(request, store[0], "view", store[1])
 
+    def may_hide_rows(self, request: HttpRequest) -> bool:
+        """Whether a definition the user may view has a hook: it is asked about each key
+        of a store write to it (the database cannot apply its answer to ``target``)."""
+        return any(
+            d.permission is not None and hook_allows(request, d.name, "view", None)
+            for d in registered_definitions()
+        )
+
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         allowed = super().has_view_permission(request, obj)
         return allowed and (obj is None or self.row_visible(request, obj))

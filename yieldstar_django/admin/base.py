@@ -163,34 +163,55 @@ class SearchLookupMixin:
         return queryset, False
 
 
+#: How many rows of a list a permission hook is asked about to leave the ones it hides out
+#: of the list's count, its pages and its actions (``DeferringChangeList``).
+HOOK_SCAN_ROWS: Final = 10_000
+
+
+def shown_rows(model_admin: Any, request: HttpRequest, rows: list[Any]) -> list[Any] | None:
+    """The rows of ``rows`` the model admin's ``visible_rows(request, rows)`` returns or,
+    without it, its ``row_visible(request, obj)`` allows (``None``: it has neither)."""
+    many = getattr(model_admin, "visible_rows", None)
+    if many is not None:
+        return list(many(request, rows))
+    one = getattr(model_admin, "row_visible", None)
+    if one is not None:
+        return [obj for obj in rows if one(request, obj)]
+    return None
+
+
 class DeferringChangeList(ChangeList):
     """A list that does not fetch its model admin's ``list_deferred`` columns
-    (``get_list_deferred``), and shows of a page only the rows its ``visible_rows(request,
-    rows)`` returns or, without it, its ``row_visible(request, obj)`` (if it has one)
-    allows: the rows a permission hook hides are left out, so a page may show fewer rows
-    than ``list_per_page`` (the hook is asked about each row of a page, never about the
-    whole table)."""
+    (``get_list_deferred``), and leaves out the rows a permission hook hides: when the
+    model admin's ``may_hide_rows(request)`` says a hook may hide some, the first
+    ``HOOK_SCAN_ROWS`` rows the list selects are asked about (``shown_rows``) and the
+    hidden ones excluded, so the count, the pages and "select all" know only the rows the
+    user may see; each row of a page is asked about again, beyond that bound too."""
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
         queryset: QuerySet[Any] = super().get_queryset(request, exclude_parameters)
         deferred: tuple[str, ...] = self.model_admin.get_list_deferred(request)  # type: ignore[attr-defined]
-        return queryset.defer(*deferred) if deferred else queryset
+        if deferred:
+            queryset = queryset.defer(*deferred)
+        hides = getattr(self.model_admin, "may_hide_rows", None)
+        if hides is None or not hides(request):
+            return queryset
+        scanned = list(queryset[:HOOK_SCAN_ROWS])
+        shown = shown_rows(self.model_admin, request, scanned)
+        if shown is None:
+            return queryset
+        kept = {obj.pk for obj in shown}
+        hidden = [obj.pk for obj in scanned if obj.pk not in kept]
+        return queryset.exclude(pk__in=hidden) if hidden else queryset
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
         # A list action's post (its own queryset) renders no rows: none is fetched.
         if request.method not in ("GET", "HEAD"):
             return
-        rows = getattr(self.model_admin, "visible_rows", None)
-        visible = getattr(self.model_admin, "row_visible", None)
-        if rows is not None:
-            shown = rows(request, list(self.result_list))
-        elif visible is not None:
-            shown = [obj for obj in self.result_list if visible(request, obj)]
-        else:
-            return
-        if len(shown) < len(self.result_list):  # else the page's own queryset stays
-            self.result_list = shown
+        shown = shown_rows(self.model_admin, request, list(self.result_list))
+        if shown is not None and len(shown) < len(self.result_list):
+            self.result_list = shown  # else the page's own queryset stays
 
 
 class LargeTableListMixin:
@@ -235,6 +256,16 @@ def hidden_store_names(request: HttpRequest) -> list[str]:
     return [
         d.name for d in registered_definitions() if not hook_allows(request, d.name, "view", None)
     ]
+
+
+def per_store_hooks(request: HttpRequest) -> bool:
+    """Whether the hook of some registered definition lets the user view it as a whole
+    and answers each store on its own (a plain yes: no ``Q`` the database can apply)."""
+    for definition in registered_definitions():
+        scope = permissions.store_scope(request, definition)
+        if scope.visible and not scope.countable:
+            return True
+    return False
 
 
 def store_rows_filter(request: HttpRequest, name_field: str, id_field: str) -> Q | None:
@@ -284,6 +315,11 @@ class StoreHookMixin:
         """Whether a list may show ``obj``: the hook lets the user view its store."""
         return self.store_hook_allows(request, obj, "view")
 
+    def may_hide_rows(self, request: HttpRequest) -> bool:
+        """Whether a hook is asked about each store (one that answered the definition as
+        a whole with a plain yes): the list's rows are then asked about too."""
+        return per_store_hooks(request)
+
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         allowed = bool(super().has_view_permission(request, obj))  # type: ignore[misc]
         if allowed and obj is not None:
@@ -306,6 +342,7 @@ class ReadOnlyAdminMixin(LargeTableListMixin):
 
 __all__ = [
     "CONFIRM_SHOWN",
+    "HOOK_SCAN_ROWS",
     "DeferringChangeList",
     "LargeTableListMixin",
     "ObjectOncePerRequestMixin",
@@ -318,6 +355,8 @@ __all__ = [
     "hidden_store_names",
     "holds_nul",
     "hook_allows",
+    "per_store_hooks",
     "selects_across",
+    "shown_rows",
     "store_rows_filter",
 ]

@@ -11,7 +11,9 @@ through the store's ``requeue`` callback, a compare-and-swap store update
 A definition's ``permission`` hook narrows it as it narrows the store admin: the leases of
 a store name it hides are not listed, a lease's page needs the hook to let the user view
 its store (the list shows its value only then), and "release now", a write to the
-leases' stores, needs it to let the user change each of them."""
+leases' stores, needs it to let the user change each of them. A lease names its holder:
+the list and a lease's page need the view permission on executions too, and a
+workflow's hook hides the leases of the executions it hides."""
 
 from __future__ import annotations
 
@@ -29,7 +31,9 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from ..api.permissions import any_execution_hook, execution_hook_allows, execution_permission
 from ..models.claim_leases import ClaimLeaseRecord, ClaimLeaseState
+from ..models.runtime import Execution
 from ..runtime.claim_leases import release_now, requeue
 from .base import (
     CONFIRM_SHOWN,
@@ -39,6 +43,7 @@ from .base import (
     StoreHookMixin,
     confirm_action,
     hook_allows,
+    per_store_hooks,
 )
 from .display import decoded, short_json
 
@@ -113,6 +118,35 @@ class ClaimLeaseAdmin(
     def holder(self, obj: ClaimLeaseRecord) -> SafeString:
         url = reverse("admin:yieldstar_execution_change", args=[quote(obj.execution_id)])
         return format_html('<a href="{}">{}</a> · {}', url, obj.execution_id, obj.step_key)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """A lease names its holder: it needs the view permission on executions too, and
+        the leave of the holder's workflow hook (and of its store's)."""
+        allowed = bool(super().has_view_permission(request, obj)) and bool(
+            request.user.has_perm(execution_permission("view"))
+        )
+        if allowed and obj is not None:
+            return len(self.visible_rows(request, [obj])) == 1
+        return allowed
+
+    def may_hide_rows(self, request: HttpRequest) -> bool:
+        return per_store_hooks(request) or any_execution_hook()
+
+    def visible_rows(
+        self, request: HttpRequest, rows: list[ClaimLeaseRecord]
+    ) -> list[ClaimLeaseRecord]:
+        """The leases of ``rows`` whose store the store hook and whose holder the
+        workflow hook let the user view (the hooked holders read at once)."""
+        rows = [r for r in rows if self.row_visible(request, r)]
+        if not any_execution_hook():
+            return rows
+        holders = Execution.objects.in_bulk({r.execution_id for r in rows})
+        return [
+            r
+            for r in rows
+            if r.execution_id in holders
+            and execution_hook_allows(request, "view", holders[r.execution_id])
+        ]
 
     def value_column(self, request: HttpRequest) -> Callable[[ClaimLeaseRecord], str]:
         """The value column: a lease's value, when the hook lets the user view its store."""

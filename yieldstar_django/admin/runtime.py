@@ -45,6 +45,7 @@ from .base import (
 from .display import Undecodable, decoded, pretty_block, short_json
 from .pagination import paginate
 from .patches import PatchDecisionFilter
+from .schedules import ScheduleFilter
 
 STEPS_PER_PAGE: Final = 50
 #: How many ids a message of the bulk retry names per outcome (it counts the rest).
@@ -166,6 +167,7 @@ class ExecutionAdmin(
         FinishedFilter,
         WorkflowNameFilter,
         ParentFilter,
+        ScheduleFilter,
         PatchDecisionFilter,
     ]
     search_fields = ["id"]
@@ -235,6 +237,10 @@ class ExecutionAdmin(
         """Nothing is deferred when a hook is asked about each row (it may read the
         input)."""
         return () if any_execution_hook() else self.list_deferred
+
+    def may_hide_rows(self, request: HttpRequest) -> bool:
+        """Whether a workflow's hook may hide rows of the list (it is asked about each)."""
+        return any_execution_hook()
 
     def row_visible(self, request: HttpRequest, obj: Execution) -> bool:
         """Whether a list may show ``obj``: its workflow's hook allows ``"list"``."""

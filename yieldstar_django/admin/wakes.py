@@ -110,6 +110,10 @@ class WakeIntentAdmin(
             return len(self.visible_rows(request, [obj], "view")) == 1
         return allowed
 
+    def may_hide_rows(self, request: HttpRequest) -> bool:
+        """Whether a workflow's hook may hide rows of the list (it is asked about each)."""
+        return any_execution_hook()
+
     def visible_rows(
         self, request: HttpRequest, rows: list[WakeIntent], action: str = "list"
     ) -> list[WakeIntent]:

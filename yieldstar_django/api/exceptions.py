@@ -62,6 +62,7 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "invalid_arguments": (400, "The arguments do not match the workflow's signature."),
     "execution_conflict": (409, "The execution cannot be changed that way."),
     "invalid_fork_point": (400, "The execution has fewer recorded steps than from_step."),
+    "invalid_schedule": (400, "The schedule cannot be kept (see detail); nothing was stored."),
     "corrupt_row": (
         500,
         "Stored data of this resource does not decode (the server's data, not the request, "

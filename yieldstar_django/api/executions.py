@@ -307,15 +307,21 @@ class ExecutionPagination(CursorPagination):
 
 
 def list_filters(request: Request) -> dict[str, str] | None:
-    """``workflow``, ``parent`` and ``status`` query filters (``None``: a workflow name or
-    parent id no execution can have); ``400`` for an unknown status."""
+    """``workflow``, ``schedule``, ``parent`` and ``status`` query filters (``None``: a
+    workflow or schedule name, or a parent id, no execution can have); ``400`` for an
+    unknown status."""
     filters: dict[str, str] = {}
-    for param, column_name in (("workflow", "workflow_id"), ("parent", "parent")):
+    workflow = request.query_params.get("workflow")
+    if workflow is not None:
+        if len(workflow) > MAX_KEY_LENGTH or "\x00" in workflow:
+            return None
+        filters["workflow_id"] = workflow
+    for param in ("schedule", "parent"):
         value = request.query_params.get(param)
         if value is not None:
             if not value or len(value) > MAX_KEY_LENGTH or "\x00" in value:
                 return None
-            filters[column_name] = value
+            filters[param] = value
     wanted = request.query_params.get("status")
     if wanted is not None:
         if wanted not in ExecutionStatus.values:
@@ -343,10 +349,17 @@ class ExecutionStartView(YieldstarAPIView):
         "executions_list",
         "List executions",
         "Executions, newest first, one page at a time (`next` and `previous` "
-        "links), optionally of one `workflow`, in one `status`, or the children of one "
-        "`parent` (the execution that started them with `step.start`).",
+        "links), optionally of one `workflow`, started by one `schedule`, in one "
+        "`status`, or the children of one `parent` (the execution that started them with "
+        "`step.start`).",
         parameters=[
             OpenApiParameter("workflow", OpenApiTypes.STR, OpenApiParameter.QUERY),
+            OpenApiParameter(
+                "schedule",
+                OpenApiTypes.STR,
+                OpenApiParameter.QUERY,
+                description="The schedule whose ticks (or triggers) started them.",
+            ),
             OpenApiParameter(
                 "parent",
                 OpenApiTypes.STR,

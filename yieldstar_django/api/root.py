@@ -34,7 +34,7 @@ class ApiRootView(YieldstarAPIView):
         "api_root",
         "API root",
         "The store definitions the user may view, and links to the stores, "
-        "the executions and this schema.",
+        "the executions, the schedules and this schema.",
         responses={200: ApiRootSerializer, **errors(401, 403)},
         tags=["root"],
     )
@@ -49,6 +49,7 @@ class ApiRootView(YieldstarAPIView):
         links = {
             "stores": stores_url,
             "executions": _url(request, "execution-list"),
+            "schedules": _url(request, "schedule-list"),
             "schema": _url(request, "schema"),
         }
         return Response({"stores": stores, "links": links})

@@ -2,16 +2,18 @@
 
 Names (namespace ``yieldstar``): ``root``, ``schema``, ``store-list``, ``store-ids``,
 ``store-detail``, ``execution-list``, ``execution-detail``, ``execution-cancel``,
-``execution-retry``, ``execution-fork``; ``not-found`` answers a JSON ``404`` for any other
-URL under the prefix. A store id may hold ``/`` (``stores/<name>/tenant/7/``); an execution
-id started through the API may not.
+``execution-retry``, ``execution-fork``, ``schedule-list``, ``schedule-detail``,
+``schedule-pause``, ``schedule-resume``, ``schedule-trigger``; ``not-found`` answers a JSON
+``404`` for any other URL under the prefix. A store id may hold ``/``
+(``stores/<name>/tenant/7/``); an execution id started through the API may not, nor may a
+schedule's name.
 """
 
 from __future__ import annotations
 
 from django.urls import URLPattern, path, re_path, register_converter
 
-from . import executions, root, store_lists, views
+from . import executions, root, schedules, store_lists, views
 from .openapi import YieldstarSchemaView
 
 app_name = "yieldstar"
@@ -61,6 +63,23 @@ urlpatterns: list[URLPattern] = [
         "executions/<str:execution_id>/fork/",
         executions.ExecutionForkView.as_view(),
         name="execution-fork",
+    ),
+    path("schedules/", schedules.ScheduleListView.as_view(), name="schedule-list"),
+    path("schedules/<str:name>/", schedules.ScheduleDetailView.as_view(), name="schedule-detail"),
+    path(
+        "schedules/<str:name>/pause/",
+        schedules.SchedulePauseView.as_view(),
+        name="schedule-pause",
+    ),
+    path(
+        "schedules/<str:name>/resume/",
+        schedules.ScheduleResumeView.as_view(),
+        name="schedule-resume",
+    ),
+    path(
+        "schedules/<str:name>/trigger/",
+        schedules.ScheduleTriggerView.as_view(),
+        name="schedule-trigger",
     ),
     re_path(r"^(?P<path>[\s\S]*)$", root.NotFoundView.as_view(), name="not-found"),
 ]

@@ -40,6 +40,7 @@ from ..core.results import (
     StoreUpdateConflict,
     StoreUpdateResult,
 )
+from ..core.store import Replacement
 from . import idempotency
 from .base import (
     EncodedJSON,
@@ -111,6 +112,17 @@ def not_null(updater: Updater) -> Updater:
     """Refuse a write that would make the state ``null`` (an updater returning ``None``
     means "keep the draft", so a store cannot be set to ``null``)."""
 
+    if isinstance(updater, Replacement):
+        make = updater.make
+
+        def value() -> Any:
+            result = make()
+            if result is None:
+                raise NullState()
+            return result
+
+        return Replacement(value)
+
     def guarded(draft: Any) -> Any:
         result = updater(draft)
         if result is None and draft is not None:
@@ -121,22 +133,23 @@ def not_null(updater: Updater) -> Updater:
 
 
 def replacement(request: Request, definition: StoreDefinition, body: Any) -> Updater:
-    """PUT's updater: the body replaces the state. Without a schema the parsed body itself
+    """PUT's updater, a ``Replacement`` (the old state is never decoded for a draft): the
+    body replaces the state. Without a schema the parsed body itself
     every attempt (the core only reads it: no copy of a large body is held). With one, the
     body itself the first attempt, a fresh copy each later one, decoded from its JSON text
     (the C codec copies a large body many times faster than a walk), in case the schema
     changed it."""
     if definition.schema is None:
-        return lambda draft: body
+        return Replacement(lambda: body)
     text = json.dumps(body)
     attempts = 0
 
-    def updater(draft: Any) -> Any:
+    def value() -> Any:
         nonlocal attempts
         attempts += 1
         return body if attempts == 1 else decode_durable(text)
 
-    return updater
+    return Replacement(value)
 
 
 def patcher(request: Request, definition: StoreDefinition, body: Any) -> Updater:

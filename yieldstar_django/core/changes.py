@@ -33,9 +33,9 @@ __all__ = ["ChangedPaths", "PathLink", "collapse_paths"]
 class PathLink:
     """One segment of a path, linked to its parent (``root()`` is ``()``).
 
-    ``anchor`` is the link itself, or its ancestor at depth ``MAX_CHANGED_PATH_DEPTH``
-    when it is deeper. ``counted``, ``end`` and ``seq`` belong to the one ``ChangedPaths``
-    the link is recorded into."""
+    ``anchor`` is its ancestor at depth ``MAX_CHANGED_PATH_DEPTH`` when it is deeper,
+    else ``None`` (the link itself). ``counted``, ``end`` and ``seq`` belong to the one
+    ``ChangedPaths`` the link is recorded into."""
 
     __slots__ = ("anchor", "counted", "depth", "end", "parent", "segment", "seq")
 
@@ -43,8 +43,12 @@ class PathLink:
         self.segment = segment
         self.parent = parent
         self.depth: int = 0 if parent is None else parent.depth + 1
-        self.anchor: PathLink = (
-            self if parent is None or self.depth <= MAX_CHANGED_PATH_DEPTH else parent.anchor
+        # ``None`` stands for the link itself: a reference to itself would be a cycle, which
+        # only the cyclic collector frees (paused during a diff: a walk's links would pile up).
+        self.anchor: PathLink | None = (
+            None
+            if parent is None or self.depth <= MAX_CHANGED_PATH_DEPTH
+            else (parent.anchor or parent)
         )
         self.counted = False
         self.end = False
@@ -120,7 +124,7 @@ class ChangedPaths:
         return self._at_cut(link).end
 
     def _at_cut(self, link: PathLink) -> PathLink:
-        link = link.anchor
+        link = link.anchor or link
         while link.depth > self.cut:
             link = link.parent  # type: ignore[assignment]
         return link

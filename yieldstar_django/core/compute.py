@@ -24,10 +24,10 @@ from .durable import (
     encode_placed,
 )
 from .errors import CorruptStateError, StoreValidationError
-from .paths import diff_paths
+from .paths import diff_stored
 from .results import LedgerOperation, StoreStepId, StoreTakeUnmatched, take_record, update_record
 from .selectors import track_selector, unwrap_selected
-from .store import Claim, Selector, Updater, is_selector_match
+from .store import Claim, Replacement, Selector, Updater, is_selector_match
 from .types import StorePath
 
 __all__ = [
@@ -111,14 +111,17 @@ def prepare_update(
     """Run ``updater`` on a draft of the state ``encoded`` (stored: of store ``id``):
     (new encoding, changed paths)."""
     log = WriteLog()
+    if isinstance(updater, Replacement):  # no draft: the old state is never decoded whole
+        returned = call_sync(updater.make, "updater")
+        return finalize(definition, encoded, returned, None, log, limits, step_key, id=id)
     draft = build_draft(decode_stored(definition, id, encoded), log)
     returned = call_sync(updater, "updater", draft)
     if returned is None or returned is draft:
-        return finalize(definition, encoded, draft, draft, log, limits, step_key)
-    # A replacement is diffed against the state decoded again: the draft goes first, so
-    # the old state is held once, not twice, beside the new one.
+        return finalize(definition, encoded, draft, draft, log, limits, step_key, id=id)
+    # A returned state is diffed against the stored text: the draft goes first, so the
+    # old state is not held decoded beside the new one.
     del draft
-    return finalize(definition, encoded, returned, None, log, limits, step_key)
+    return finalize(definition, encoded, returned, None, log, limits, step_key, id=id)
 
 
 def finalize(
@@ -129,9 +132,12 @@ def finalize(
     log: WriteLog,
     limits: DurableLimits,
     step_key: str,
+    *,
+    id: str,
 ) -> tuple[str, list[StorePath]]:
     """Validate ``candidate`` (the draft of the state ``encoded``, or a replacement) and
-    encode it: (new encoding, paths changed from ``encoded``)."""
+    encode it: (new encoding, paths changed from ``encoded``). ``CorruptStateError`` when
+    ``encoded`` (of store ``id``) does not decode."""
     state = run_schema(definition, candidate, limits, step_key)
     label = state_label(definition)
     if state is draft and candidate is draft and isinstance(draft, (dict, list)):
@@ -142,9 +148,13 @@ def finalize(
         return placed, log.paths()
     plain = detach(state)
     check_durable(plain, limits=limits, step_key=step_key, label=label)
-    # Diffed before it is encoded: the old state, decoded for the diff, is gone before the
-    # new text exists (the largest write holds one of them, not both, beside the new state).
-    paths = diff_paths(decode_durable(encoded), state)
+    # The old state is read from its text as the diff goes (never decoded whole), before
+    # the new text exists.
+    try:
+        paths = diff_stored(encoded, state)
+    except (ValueError, RecursionError) as exc:
+        reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        raise CorruptStateError(definition.name, id, reason) from None
     return encode_checked(plain, limits=limits, step_key=step_key, label=label), paths
 
 
@@ -203,7 +213,9 @@ def plan_take(
     selected = unwrap_selected(found, max_depth=limits.max_depth)
     if claim is not None:
         call_sync(claim, "claim", draft, selected)
-    encoded, paths = finalize(a.definition, stored.encoded, draft, draft, log, limits, a.step_key)
+    encoded, paths = finalize(
+        a.definition, stored.encoded, draft, draft, log, limits, a.step_key, id=a.id
+    )
     selected_encoded = encode_durable(
         detach(selected),
         limits=limits,

@@ -2,7 +2,8 @@
 
 * ``diff_paths`` is the O(state) structural fallback for replacements and transformed states
   (a draft records its writes itself, :mod:`.drafts`); both record into a bounded
-  ``ChangedPaths`` (:mod:`.changes`).
+  ``ChangedPaths`` (:mod:`.changes`). ``diff_stored`` is the same diff with the old state
+  read from its stored text a member at a time (:mod:`.stored_text`).
 * ``paths_intersect`` is prefix intersection: extra paths cost a spurious wake, missing ones
   would lose a wake, so every rule here errs towards recording more. ``wakes_waiter`` is the
   wake rule every client applies: intersection, or a change at the root ``()``.
@@ -16,9 +17,17 @@ from typing import Any
 
 from .changes import ChangedPaths, PathLink, collapse_paths
 from .durable import collector_paused
+from .stored_text import StoredContainer, read_to_end, stored_root
 from .types import StorePath
 
-__all__ = ["changes_root", "collapse_paths", "diff_paths", "paths_intersect", "wakes_waiter"]
+__all__ = [
+    "changes_root",
+    "collapse_paths",
+    "diff_paths",
+    "diff_stored",
+    "paths_intersect",
+    "wakes_waiter",
+]
 
 
 def _same_scalar(left: Any, right: Any) -> bool:
@@ -46,7 +55,27 @@ def diff_paths(previous: Any, current: Any, changes: ChangedPaths | None = None)
     return changes.paths()
 
 
+def diff_stored(previous: str, current: Any) -> list[StorePath]:
+    """``diff_paths`` of the state stored as the text ``previous`` and ``current``, the
+    old state read from its text a member at a time (``StoredContainer``): it is never
+    held decoded whole beside the new one. ``ValueError`` (or ``RecursionError``) when
+    ``previous`` does not decode, as ``decode_durable`` would raise."""
+    changes = ChangedPaths()
+    with collector_paused():
+        old = stored_root(previous)
+        root = PathLink.root()
+        if _containers_of_one_kind(old, current):
+            _diff_into(changes, old, current, root)
+        elif _differ(old, current):
+            changes.add(root, own=True)
+        if type(old) is StoredContainer:
+            read_to_end(old)  # a text that does not decode raises, wherever
+    return changes.paths()
+
+
 def _containers_of_one_kind(left: Any, right: Any) -> bool:
+    if type(left) is StoredContainer:
+        return isinstance(right, dict) if left.is_dict else isinstance(right, list)
     return (isinstance(left, dict) and isinstance(right, dict)) or (
         isinstance(left, list) and isinstance(right, list)
     )
@@ -55,7 +84,7 @@ def _containers_of_one_kind(left: Any, right: Any) -> bool:
 def _differ(left: Any, right: Any) -> bool:
     """Whether two values that are not both dicts or both lists differ."""
     return (
-        isinstance(left, (dict, list))
+        isinstance(left, (dict, list, StoredContainer))
         or isinstance(right, (dict, list))
         or not _same_scalar(left, right)
     )
@@ -64,18 +93,32 @@ def _differ(left: Any, right: Any) -> bool:
 def _differ_whole(left: Any, right: Any) -> bool:
     """Whether two containers differ, in C: equal JSON text means equal values of equal
     types (``1`` and ``1.0``, ``0.0`` and ``-0.0`` encode apart); texts that differ only in
-    key order answer "differ", which over-reports (safe)."""
-    if left != right:
-        return True
+    key order answer "differ", which over-reports (safe). A ``StoredContainer`` is
+    compared by its text against ``right`` encoded as storage encodes."""
     try:
+        if type(left) is StoredContainer:
+            return left.source() != _stored_encoding(right)
+        if left != right:
+            return True
         return json.dumps(left) != json.dumps(right)
     except (TypeError, ValueError, RecursionError):
         return True
 
 
+def _stored_encoding(value: Any) -> str:
+    """``value`` as ``encode_durable`` writes it (no checks: a value it would refuse only
+    answers "differ")."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
 def _members(changes: ChangedPaths, left: Any, right: Any, link: PathLink) -> Iterator[Any]:
     """The ``(left, right, key)`` members both containers hold, recording the keys (or
     indices) only one of them holds; stops once ``changes`` records ``link`` itself."""
+    if type(left) is StoredContainer:
+        yield from _stored_members(changes, left, right, link)
+        return
     if isinstance(left, dict):
         for key in dict.keys(left):
             if dict.__contains__(right, key):
@@ -90,6 +133,36 @@ def _members(changes: ChangedPaths, left: Any, right: Any, link: PathLink) -> It
     for index in range(common):
         yield list.__getitem__(left, index), list.__getitem__(right, index), index
     for index in range(common, max(len(left), len(right))):
+        if changes.add(link, index):
+            return
+
+
+def _stored_members(
+    changes: ChangedPaths, left: StoredContainer, right: Any, link: PathLink
+) -> Iterator[Any]:
+    """``_members`` of a ``StoredContainer`` and a container of its kind: the stored
+    members are read as they are compared."""
+    if left.is_dict:
+        seen: set[Any] = set()
+        for key, value in left.members():
+            seen.add(key)
+            if dict.__contains__(right, key):
+                yield value, dict.__getitem__(right, key), key
+            elif changes.add(link, key):
+                return
+        for key in dict.keys(right):
+            if key not in seen and changes.add(link, key):
+                return
+        return
+    count, read = len(right), 0
+    for segment, value in left.members():
+        index = int(segment)
+        read = index + 1
+        if index < count:
+            yield value, list.__getitem__(right, index), index
+        elif changes.add(link, index):
+            return
+    for index in range(read, count):
         if changes.add(link, index):
             return
 

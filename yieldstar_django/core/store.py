@@ -26,6 +26,7 @@ from .results import (
 
 __all__ = [
     "Claim",
+    "Replacement",
     "Selector",
     "StoreCall",
     "StoreClient",
@@ -37,6 +38,21 @@ __all__ = [
 Updater = Callable[[Any], Any]
 Selector = Callable[[Any], Any]
 Claim = Callable[[Any, Any], Any]
+
+
+class Replacement:
+    """An updater that replaces the state whatever it is: ``Replacement(make)`` returns
+    ``make()``. The core knows it needs no draft, so it never decodes the old state for
+    one (the changed paths are diffed against the stored text, a member at a time): a
+    large replacement holds the new state, not the old one beside it."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+    def __call__(self, draft: Any) -> Any:
+        return self.make()
 
 
 def is_selector_match(value: Any) -> bool:

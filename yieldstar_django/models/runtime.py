@@ -159,6 +159,13 @@ class Execution(models.Model):
         db_default=0,
         help_text="Executions its waiting ``step.wait``/``step.gather`` still waits for.",
     )
+    schedule = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The schedule whose tick (or trigger) started it; empty otherwise.",
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -170,6 +177,12 @@ class Execution(models.Model):
             models.Index(fields=["status", "created_at"], name="yieldstar_exec_status_idx"),
             # Retention finds finished executions oldest first.
             models.Index(fields=["status", "finished_at"], name="yieldstar_exec_finished_idx"),
+            # The list filtered by schedule, newest first (only scheduled executions).
+            models.Index(
+                fields=["schedule", "created_at"],
+                condition=~Q(schedule=""),
+                name="yieldstar_exec_schedule_idx",
+            ),
         ]
         permissions = [
             ("retry_execution", "Can retry a failed or cancelled execution"),

@@ -61,12 +61,14 @@ def create_execution(
     *,
     started_by: str = "",
     timeout: float | None = None,
+    schedule: str = "",
 ) -> tuple[str, bool]:
     """Start the registered ``workflow``; return the execution's id and whether this call
     created it (see ``executions.start_execution``). ``started_by`` is recorded on a new
-    execution (the HTTP API's principal of the user, ``http:<pk>``; ``""`` from Python).
-    ``timeout`` (seconds; ``None``: the workflow's own) sets its deadline, with a durable
-    timer that cancels it then."""
+    execution (the HTTP API's principal of the user, ``http:<pk>``; ``""`` from Python),
+    and ``schedule``, the name of the schedule whose tick started it. ``timeout``
+    (seconds; ``None``: the workflow's own) sets its deadline, with a durable timer that
+    cancels it then."""
     bind_arguments(workflow, args, kwargs)
     seconds = timeout_seconds(timeout, "timeout")
     if seconds is None:
@@ -87,6 +89,7 @@ def create_execution(
         "input_json": input_json,
         "started_by": started_by,
         "deadline": deadline,
+        "schedule": schedule,
     }
     with transaction.atomic(using=alias):
         if execution_id is None:

@@ -8,7 +8,8 @@ from django.conf import settings
 from django.test.utils import override_settings
 
 from .. import clock
-from .runner import advance_time, run_until_idle
+from ..models.runtime import Execution
+from .runner import advance_time, run_until_complete, run_until_idle
 
 __all__ = ["INLINE", "YieldstarTestMixin", "inline_settings"]
 
@@ -39,9 +40,28 @@ class YieldstarTestMixin:
         self.addCleanup(overridden.disable)  # type: ignore[attr-defined]
         self.addCleanup(clock.reset)  # type: ignore[attr-defined]
 
-    def run_until_idle(self, timeout: float = 10.0) -> int:
+    def run_until_idle(
+        self,
+        timeout: float = 10.0,
+        *,
+        skip_timers: bool = False,
+        max_time: float | timedelta | None = None,
+    ) -> int:
         """See :func:`yieldstar_django.testing.run_until_idle`."""
-        return run_until_idle(timeout)
+        return run_until_idle(timeout, skip_timers=skip_timers, max_time=max_time)
+
+    def run_until_complete(
+        self,
+        execution_id: str,
+        *,
+        skip_timers: bool = True,
+        max_time: float | timedelta | None = None,
+        timeout: float = 10.0,
+    ) -> Execution:
+        """See :func:`yieldstar_django.testing.run_until_complete`."""
+        return run_until_complete(
+            execution_id, skip_timers=skip_timers, max_time=max_time, timeout=timeout
+        )
 
     def advance_time(self, seconds: float | timedelta) -> None:
         """See :func:`yieldstar_django.testing.advance_time`."""

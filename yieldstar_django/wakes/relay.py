@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 
@@ -49,10 +50,13 @@ def relay_once(
     next round rather than costing a refusal (a publish timeout, with a hung broker) per
     batch. A relay that dies after its claim leaves the batch to be delivered again at the
     time the claim set. Call it outside a transaction (as the command and the beat task
-    do): inside one, the claim's locks last until that transaction ends.
+    do): inside one, the claim's locks last until that transaction ends. It first records
+    the relay's heartbeat (``relay_log.heartbeat``, at most every ``HEARTBEAT_EVERY``
+    seconds), which ``yieldstar_health`` reads.
     """
     require_batch_size(batch_size)
     using = database_alias(using)
+    relay_log.heartbeat.beat(using)
     delivered = 0
     while True:
         batch = claim_due(using, batch_size)
@@ -83,6 +87,46 @@ def run_round_tasks(using: str) -> None:
         task(using)
 
 
+#: While rounds keep failing (no database: a restart, a failover), how often the relay
+#: says so again, in seconds. Only the first failure of a streak is logged with its
+#: traceback; the first round that succeeds after it says how long the streak lasted.
+FAILING_REPORT_SECONDS = 10.0
+_clock = time.monotonic
+
+
+class _FailedRounds:
+    """The relay's streak of failed rounds, and what it logs of it."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.since = 0.0
+        self.reported = 0.0
+
+    def failed(self, exc: BaseException) -> None:
+        now = _clock()
+        self.count += 1
+        if self.count == 1:
+            self.since = self.reported = now
+            logger.exception("relay round failed")
+        elif now - self.reported >= FAILING_REPORT_SECONDS:
+            self.reported = now
+            logger.warning(
+                "relay rounds still failing: %d in a row over %.1fs; the last: %s",
+                self.count,
+                now - self.since,
+                exc,
+            )
+
+    def succeeded(self) -> None:
+        if self.count:
+            logger.warning(
+                "relay rounds succeed again after %d failed round(s) over %.1fs",
+                self.count,
+                _clock() - self.since,
+            )
+            self.count = 0
+
+
 def run_relay(
     *,
     using: str | None = None,
@@ -98,13 +142,16 @@ def run_relay(
     the start and the counts once a minute (:mod:`.relay_log`).
 
     A database error in one round is logged (and passed to ``on_error``), the connection
-    closed, and the loop goes on; the next round reconnects.
+    closed, and the loop goes on; the next round reconnects. A streak of failed rounds (no
+    primary during a failover, say) logs its first failure with the traceback, a line
+    every ``FAILING_REPORT_SECONDS`` while it lasts, and a line when a round succeeds again.
     """
     using = database_alias(using)
     stop = stop or threading.Event()
     total = 0
     relay_log.log_startup(using)
     relay_log.counts.using = using
+    failed_rounds = _FailedRounds()
     while True:
         try:
             delivered = relay_once(using=using, stop=stop)
@@ -113,8 +160,9 @@ def run_relay(
             relay_log.counts.maybe_report()
             if not stop.is_set():
                 run_round_tasks(using)
+            failed_rounds.succeeded()
         except Exception as exc:
-            logger.exception("relay round failed")
+            failed_rounds.failed(exc)
             if on_error is not None:
                 on_error(exc)
             connections[using].close()

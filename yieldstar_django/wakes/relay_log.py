@@ -1,16 +1,25 @@
 """What the relay says about itself: one INFO line at startup (database alias, Celery app,
 broker URL with the password masked) and, at most once a minute, a one-line count of the
 wake intents delivered and failed since the last line (and how many seconds ago that was)
-and those overdue now (undelivered, deliverable for more than a minute)."""
+and those overdue now (undelivered, deliverable for more than a minute); and, at most every
+:data:`HEARTBEAT_EVERY` seconds, a heartbeat row (``RelayHeartbeat``) that the health check
+reads to tell whether a relay runs at all."""
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
+from datetime import timedelta
+
+from django.db import DatabaseError, transaction
+from django.utils import timezone
 
 from ..celery_app import HINT, current_app, describe_app, is_default_app
 from ..conf import database_alias, yieldstar_settings
+from ..models.relay import RelayHeartbeat
 from .backends import celery_backend
 from .outbox import count_overdue
 
@@ -18,6 +27,11 @@ logger = logging.getLogger("yieldstar_django.relay")
 
 #: Seconds between two count lines.
 REPORT_EVERY = 60.0
+#: Seconds between two heartbeats of one relay process (``HEALTH_RELAY_SECONDS`` must
+#: exceed it).
+HEARTBEAT_EVERY = 10.0
+#: Heartbeats of processes not seen for this long are deleted.
+HEARTBEAT_FORGET = timedelta(days=1)
 
 
 def log_startup(using: str) -> None:
@@ -80,7 +94,60 @@ class RelayCounts:
         return True
 
 
+class Heartbeat:
+    """The heartbeat of this process: :meth:`beat` writes ``RelayHeartbeat`` (this host
+    and pid) at most every :data:`HEARTBEAT_EVERY` seconds."""
+
+    def __init__(self) -> None:
+        self._last: float | None = None
+        self._started = timezone.now()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def name() -> str:
+        return f"{socket.gethostname()}:{os.getpid()}"[:255]
+
+    def beat(self, using: str, *, force: bool = False) -> bool:
+        """Record that this relay ran a round now, unless it did less than
+        ``HEARTBEAT_EVERY`` seconds ago (``force`` writes anyway); whether it wrote. A
+        database error is logged and swallowed: a heartbeat never fails a round."""
+        now = time.monotonic()
+        with self._lock:
+            if not force and self._last is not None and now - self._last < HEARTBEAT_EVERY:
+                return False
+            self._last = now
+        seen = timezone.now()
+        rows = RelayHeartbeat.objects.using(using)
+        try:
+            with transaction.atomic(using=using):
+                rows.update_or_create(
+                    name=self.name(),
+                    defaults={"seen_at": seen, "database": using},
+                    create_defaults={
+                        "seen_at": seen,
+                        "database": using,
+                        "started_at": self._started,
+                    },
+                )
+                rows.filter(seen_at__lt=seen - HEARTBEAT_FORGET).delete()
+        except DatabaseError:
+            logger.warning("relay: could not record its heartbeat", exc_info=True)
+            return False
+        return True
+
+
+#: The heartbeat of this process (written by ``relay_once``).
+heartbeat = Heartbeat()
+
 #: The counts of this process (the relay loop adds deliveries, failed batches add failures).
 counts = RelayCounts()
 
-__all__ = ["REPORT_EVERY", "RelayCounts", "counts", "log_startup"]
+__all__ = [
+    "HEARTBEAT_EVERY",
+    "REPORT_EVERY",
+    "Heartbeat",
+    "RelayCounts",
+    "counts",
+    "heartbeat",
+    "log_startup",
+]

@@ -10,7 +10,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("yieldstar", "0007_lease_backend"),
+        ("yieldstar", "0009_schedules"),
     ]
 
     operations = [
