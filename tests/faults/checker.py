@@ -508,6 +508,7 @@ def check_children(
             anomalies.append(f"the parent gathered {gathered!r} for child {index} ({child})")
     for execution in sorted(set(tokens) - set(ids)):
         anomalies.append(f"a probe row of {execution}, not a child of the parent")
+    return anomalies
 
 
 def tick_time(execution_id: str, name: str) -> float | None:

@@ -7,8 +7,8 @@ one ``step.gather``; each ``faults.child`` writes one probe row (``Entry``, no u
 step committed twice leaves two rows) in a ``step.atomic`` step, pausing inside its
 transaction so that faults land there. Meanwhile a pool process of a worker is SIGKILLed
 every 0.7 s (every fifth kill a whole worker, replaced), the PostgreSQL cluster is stopped
-with ``-m immediate`` and started again in the third round, and the relay is SIGKILLed in
-the fifth and started again three rounds later. The checker (``check_children``) reads the
+with ``-m immediate`` and started again in the second round, and the relay is SIGKILLed in
+the third and started again three rounds later. The checker (``check_children``) reads the
 executions and the probe rows afterwards.
 
 ``YIELDSTAR_FAULTS_CHILDREN`` sets the number of children (default 200).
@@ -30,7 +30,7 @@ pytestmark = FAULT_MARKS
 
 CHILDREN = int(os.environ.get("YIELDSTAR_FAULTS_CHILDREN") or 200)
 #: Seconds each child's atomic step pauses inside its transaction.
-PAUSE = 0.05
+PAUSE = 0.3
 MAX_ROUNDS = 200
 
 
@@ -47,13 +47,13 @@ def test_a_parent_gathers_its_children_once_under_kills_and_restarts(faults: Fau
         time.sleep(0.7)
         if faults.finished():
             break
-        if n == 2:
+        if n == 1:
             faults.cluster.crash()
             time.sleep(1)
             faults.cluster.start()
             restarts += 1
             continue
-        if n == 4:
+        if n == 2:
             relay.kill()
             relay_kills += 1
             relay_back_at = n + 3
@@ -76,7 +76,7 @@ def test_a_parent_gathers_its_children_once_under_kills_and_restarts(faults: Fau
             kills += 1
     if relay_back_at >= 0 and relay.popen.poll() is not None:
         faults.start_relay()  # the parent finished before the relay came back
-    assert restarts >= 1 and kills >= 3 and relay_kills == 1, (
+    assert restarts >= 1 and kills >= 2 and relay_kills == 1, (
         f"the parent finished before the faults did ({kills} kills, {restarts} restarts)"
     )
     try:

@@ -188,6 +188,9 @@ def probe(execution_id: str, pause: float) -> str:
 
     token = uuid.uuid4().hex
     Entry.objects.create(execution_id=execution_id, step="child", token=token)
+    if pause:
+        time.sleep(pause)
+    return token
 
 
 def write_tick(execution_id: str, pause: float) -> str:
