@@ -12,7 +12,17 @@ from datetime import date
 from .table import Row, format_markdown, format_table
 
 #: Suites in run order; a suite whose module does not exist yet is listed as missing.
-SUITES = ["core", "connector", "runtime", "bounds", "atomic", "capacity", "queues", "observability"]
+SUITES = [
+    "core",
+    "connector",
+    "runtime",
+    "bounds",
+    "atomic",
+    "capacity",
+    "queues",
+    "observability",
+    "children",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

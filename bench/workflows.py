@@ -73,3 +73,17 @@ debounce_queue = define_queue("bench.debounce")
 def short(step: Step, i: int) -> Generator[Any, Any, int]:
     """A short execution: one durable ``run`` step."""
     return (yield from step.run(noop, i))
+
+
+@workflow("bench.child")
+def child(step: Step, i: int) -> Generator[Any, Any, int]:
+    """One durable ``run`` step: a child of ``bench.fan_out``."""
+    return (yield from step.run(noop, i))
+
+
+@workflow("bench.fan_out")
+def fan_out(step: Step, n: int) -> Generator[Any, Any, int]:
+    """Start ``n`` children of ``bench.child`` in one step and gather them."""
+    ids = yield from step.start_many(child, [[i] for i in range(n)])
+    results = yield from step.gather(ids)
+    return sum(results)

@@ -55,6 +55,9 @@ _EXPORTS: dict[str, str] = {
     "RetryableError": "yieldstar_django.runtime",
     "ExecutionConflictError": "yieldstar_django.runtime",
     "CrossDatabaseWriteError": "yieldstar_django.runtime",
+    "ChildFailedError": "yieldstar_django.runtime",
+    "ChildCancelledError": "yieldstar_django.runtime",
+    "DeadlineExceededError": "yieldstar_django.runtime",
     # schedules
     "define_schedule": "yieldstar_django.runtime.schedule_specs",
     "ScheduleDefinition": "yieldstar_django.runtime.schedule_specs",
@@ -113,7 +116,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from .core.store import StoreClient as StoreClient
     from .definitions import define_store as define_store
     from .runtime import (
+        ChildCancelledError as ChildCancelledError,
+        ChildFailedError as ChildFailedError,
         CrossDatabaseWriteError as CrossDatabaseWriteError,
+        DeadlineExceededError as DeadlineExceededError,
         ExecutionConflictError as ExecutionConflictError,
         ExecutionStateError as ExecutionStateError,
         ForkPointError as ForkPointError,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, Final, Generic, TypeVar, cast, overload
 
@@ -50,6 +51,7 @@ __all__ = [
     "is_duration",
     "is_finite",
     "reload_settings",
+    "timeout_seconds",
     "yieldstar_settings",
 ]
 
@@ -118,6 +120,21 @@ def int_at_least(minimum: int, unit: str = "") -> Rule:
 def bytes_at_least(minimum: int) -> Rule:
     """An ``int`` number of bytes >= ``minimum``."""
     return int_at_least(minimum, "bytes")
+
+
+def timeout_seconds(timeout: Any, what: str) -> float | None:
+    """A timeout given as seconds or a ``timedelta`` (``None`` stays ``None``), as a
+    ``float``; ``TypeError`` for what is not a number, ``ValueError`` for one that is not
+    positive or is over ``MAX_SECONDS``."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, timedelta):
+        timeout = timeout.total_seconds()
+    if not _is_number(timeout):
+        raise TypeError(f"{what} is a number of seconds, not {timeout!r}")
+    if not is_duration(timeout, 0, inclusive=False):
+        raise ValueError(f"{what} must be a positive number of seconds up to {MAX_SECONDS}")
+    return float(timeout)
 
 
 def is_duration(value: object, minimum: float, *, inclusive: bool = True) -> bool:

@@ -83,6 +83,9 @@ def _prune_batch(using: str, cutoff: Any, batch_size: int, counts: PruneCounts) 
         counts.waiters += cursor.rowcount
         cursor.execute(queries.of().prune_claim_leases.format(ids=of), ids)
         counts.claim_leases += cursor.rowcount
+        # A finished execution waits for nothing: its wait rows went at its end (a
+        # cancel's, or the wait step's); any left would hold its row.
+        cursor.execute(queries.of().prune_child_waits.format(ids=of), ids)
         # Re-checks the status: the selected rows are locked (PostgreSQL) or the write lock
         # is held (SQLite), so a row deleted here is finished now, with its ledger.
         cursor.execute(queries.of().prune_executions.format(ids=of), [*ids, *statuses])

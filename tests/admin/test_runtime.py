@@ -53,6 +53,29 @@ def make_execution(execution_id: str, steps: int = 0, **fields: Any) -> Executio
 
 
 class TestExecutions:
+    def test_a_page_lists_its_children_and_links_its_parent(self, admin_client: Client) -> None:
+        make_execution("family")
+        make_execution("family:0", parent="family", status="completed")
+        make_execution("family:1", parent="family", status="failed")
+        page = admin_client.get(execution_url("family")).content.decode()
+        assert "Children (started with step.start)" in page
+        for child in ("family:0", "family:1"):
+            assert f'href="{execution_url(child)}"' in page
+        assert "failed" in page
+        assert f"{EXECUTIONS}?parent=family" in page
+        child_page = admin_client.get(execution_url("family:0")).content.decode()
+        assert f'<a href="{execution_url("family")}">family</a>' in child_page
+        assert "It started no child." in child_page
+
+    def test_the_list_filters_by_parent(self, admin_client: Client) -> None:
+        make_execution("kin")
+        make_execution("kin:0", parent="kin")
+        make_execution("stranger")
+        listed = admin_client.get(EXECUTIONS, {"parent": "kin"}).context["cl"].result_list
+        assert [e.id for e in listed] == ["kin:0"]
+        top = admin_client.get(EXECUTIONS, {"parent": "-"}).context["cl"].result_list
+        assert sorted(e.id for e in top) == ["kin", "stranger"]
+
     def test_list_has_no_n_plus_one(
         self, admin_client: Client, django_assert_max_num_queries: Any
     ) -> None:

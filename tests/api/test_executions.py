@@ -441,3 +441,25 @@ def test_read_gives_a_sleeping_executions_wake_time(api: Client) -> None:
     assert body["wake_at"] == execution.wake_at.isoformat().replace("+00:00", "Z")
     assert body["steps"][0]["target"] is None  # a sleep names nothing
     conforms(api, body, "Execution")
+
+
+def test_list_filters_by_parent_and_bodies_show_it(api: Client) -> None:
+    start_workflow("api-test-greet", "p", execution_id="tree-parent")
+    for name in ("a", "b"):
+        start_workflow("api-test-greet", name, execution_id=f"tree-parent:{name}")
+    start_workflow("api-test-greet", "x", execution_id="not-a-child")
+    Execution.objects.filter(pk__startswith="tree-parent:").update(parent="tree-parent")
+    response = api.get(START + "?" + urlencode({"parent": "tree-parent"}))
+    assert response.status_code == 200, response.content
+    listed = response.json()["results"]
+    assert sorted(e["id"] for e in listed) == ["tree-parent:a", "tree-parent:b"]
+    body = api.get(reverse("yieldstar:execution-detail", args=["tree-parent:a"])).json()
+    assert (body["parent"], body["deadline"]) == ("tree-parent", None)
+    assert (
+        api.get(reverse("yieldstar:execution-detail", args=["tree-parent"])).json()["parent"]
+        is None
+    )
+    for nothing in ("", "no-such-parent", "x" * 300):
+        response = api.get(START + "?" + urlencode({"parent": nothing}))
+        assert response.status_code == 200
+        assert response.json()["results"] == []

@@ -468,6 +468,49 @@ def check_entries(
     return anomalies
 
 
+def check_children(
+    count: int,
+    result: Mapping[str, Any] | None,
+    children: Iterable[tuple[str, str]],
+    rows: Iterable[tuple[str, str]],
+) -> list[str]:
+    """Anomalies of a parent that started ``count`` children and gathered them.
+
+    ``result`` is the parent's result (``{"children": ids, "results": [[index, token],
+    ...]}``), ``None`` if it did not complete; ``children`` the ``(id, status)`` of the
+    executions whose parent it is; ``rows`` the probe rows ``(execution id, token)`` the
+    children's one atomic step wrote. Every child exists once, completed, and committed
+    its probe exactly once, with the token the parent gathered for it, at its index.
+    """
+    anomalies: list[str] = []
+    if result is None:
+        return ["the parent did not complete"]
+    ids = list(result.get("children", []))
+    results = list(result.get("results", []))
+    if len(ids) != count or len(set(ids)) != count:
+        anomalies.append(f"the parent started {len(set(ids))} distinct children of {count}")
+    if len(results) != len(ids):
+        anomalies.append(f"the parent gathered {len(results)} results for {len(ids)} children")
+    statuses = dict(children)
+    extra = sorted(set(statuses) - set(ids))
+    if extra:
+        anomalies.append(f"children the parent does not name: {extra[:5]}")
+    tokens: dict[str, list[str]] = defaultdict(list)
+    for execution, token in rows:
+        tokens[execution].append(token)
+    for index, (child, gathered) in enumerate(zip(ids, results, strict=False)):
+        if statuses.get(child) != "completed":
+            anomalies.append(f"child {child} is {statuses.get(child, 'missing')}")
+        written = tokens.get(child, [])
+        if len(written) != 1:
+            anomalies.append(f"child {child} committed its probe {len(written)} times")
+        if list(gathered) != [index, written[0] if written else None]:
+            anomalies.append(f"the parent gathered {gathered!r} for child {index} ({child})")
+    for execution in sorted(set(tokens) - set(ids)):
+        anomalies.append(f"a probe row of {execution}, not a child of the parent")
+    return anomalies
+
+
 def tick_time(execution_id: str, name: str) -> float | None:
     """The tick (epoch seconds) a schedule's execution id names, ``None`` for another id
     (a trigger's, or not the schedule's)."""

@@ -173,6 +173,8 @@ class Faults:
     executions: list[str] = field(default_factory=list)
     #: The executions of ``faults.ledger`` (atomic steps), with the id of their tally.
     ledgers: dict[str, str] = field(default_factory=dict)
+    #: Executions that gather children (``faults.fan_out``): their results are no takes.
+    parents: set[str] = field(default_factory=set)
     recoveries: list[float] = field(default_factory=list)
 
     @property
@@ -326,7 +328,11 @@ class Faults:
                         target.setdefault(store, []).extend(op.args["values"])
         results = self.results()
         found += self.entry_anomalies(results)
-        taken = {eid: r for eid, r in results.items() if r is not None and eid not in self.ledgers}
+        taken = {
+            eid: r
+            for eid, r in results.items()
+            if r is not None and eid not in self.ledgers and eid not in self.parents
+        }
         certain = [v for vs in pushed.values() for v in vs]
         uncertain = [v for vs in maybe.values() for v in vs]
         if drained:

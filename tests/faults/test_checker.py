@@ -292,6 +292,31 @@ def test_entries_a_tally_that_differs_from_the_rows_is_flagged() -> None:
     ]
 
 
+def test_check_children_passes_a_clean_gather_and_flags_each_anomaly() -> None:
+    from .checker import check_children
+
+    ids = ["p:c:0", "p:c:1"]
+    result = {"children": ids, "results": [[0, "t0"], [1, "t1"]]}
+    children = [(ids[0], "completed"), (ids[1], "completed")]
+    rows = [(ids[0], "t0"), (ids[1], "t1")]
+    assert check_children(2, result, children, rows) == []
+    assert check_children(2, None, children, rows) == ["the parent did not complete"]
+    twice = check_children(2, result, children, [*rows, (ids[1], "t1b")])
+    assert twice == [f"child {ids[1]} committed its probe 2 times"]
+    stray = check_children(2, result, [*children, ("p:c:9", "completed")], rows)
+    assert stray == ["children the parent does not name: ['p:c:9']"]
+    wrong = {"children": ids, "results": [[0, "t0"], [1, "other"]]}
+    assert check_children(2, wrong, children, rows) == [
+        f"the parent gathered [1, 'other'] for child 1 ({ids[1]})"
+    ]
+    lost = check_children(2, result, children[:1], rows[:1])
+    assert lost == [
+        f"child {ids[1]} is missing",
+        f"child {ids[1]} committed its probe 0 times",
+        f"the parent gathered [1, 't1'] for child 1 ({ids[1]})",
+    ]
+
+
 # --- check_ticks -----------------------------------------------------------------------
 
 TICK = "schedule:every:{}Z"

@@ -181,6 +181,18 @@ def freeze_holding(step: Step, tally_id: str, marker: str) -> Any:
     return []
 
 
+def child_probe(execution_id: str, pause: float) -> str:
+    """A child's atomic step: one ``Entry`` row (the probe: a child whose step committed
+    twice leaves two), then a pause with its transaction open; the row's token."""
+    from tests.shared.models import Entry
+
+    token = uuid.uuid4().hex
+    Entry.objects.create(execution_id=execution_id, step="child", token=token)
+    if pause:
+        time.sleep(pause)
+    return token
+
+
 def write_tick(execution_id: str, pause: float) -> str:
     """A schedule tick's work: one ``Entry`` row (a new token), then a pause (a step a
     worker can die in, its transaction open); the token."""
@@ -191,6 +203,21 @@ def write_tick(execution_id: str, pause: float) -> str:
     if pause:
         time.sleep(pause)
     return token
+
+
+@workflow("faults.child")
+def child(step: Step, index: int, pause: float) -> Any:
+    """One atomic step writing the child's probe row; ``[index, token]``."""
+    token = yield from step.atomic(child_probe, step.execution_id, pause, key="probe")
+    return [index, token]
+
+
+@workflow("faults.fan_out")
+def fan_out(step: Step, count: int, pause: float) -> Any:
+    """Start ``count`` children of ``faults.child`` in one step and gather them."""
+    ids = yield from step.start_many(child, [[i, pause] for i in range(count)], key="children")
+    results = yield from step.gather(ids, key="gather")
+    return {"children": ids, "results": results}
 
 
 @workflow("faults.tick")

@@ -153,3 +153,33 @@ def test_cancels_and_a_wake_racing_during_a_run_cancel_once_and_record_nothing_m
         assert not Waiter.objects.filter(execution_id=execution_id).exists()
         pending = WakeIntent.objects.filter(execution_id=execution_id, delivered_at=None)
         assert list(pending.values_list("reason", flat=True)) == []
+
+
+def test_a_paused_run_and_its_successor_starting_children_together_start_them_once(
+    alias: str, spawn: Spawn, wakes: WakeCollector
+) -> None:
+    """A run pauses just before its ``step.start_many`` until its lease expired; another
+    process's run takes the lease over and reaches the same step; then both start the
+    children at once. Each child exists once, with one request of its first run, and the
+    step has one heap row: the paused run's children and row commit together, fenced by
+    the lease it lost, so they roll back together (``lost``), or its insert of a child its
+    successor committed first is refused (``IntegrityError``)."""
+    execution_id = unique("children")
+    with runtime_on(alias):
+        start_workflow("race-start-children", 3, execution_id=execution_id)
+    paused, successor = spawn(
+        ["run_paused_or_refused", "run_after_the_expiry"],
+        [(alias, execution_id, SHARED_BARRIER)] * 2,
+        yieldstar={"LEASE_SECONDS": 60},
+    )
+    assert paused in ("lost", "IntegrityError"), paused
+    assert successor == "finished", successor
+    with runtime_on(alias):
+        children = [f"{execution_id}:kids:{i}" for i in range(3)]
+        assert get_execution(execution_id).result == children
+        rows = Execution.objects.filter(parent=execution_id).order_by("pk")
+        assert list(rows.values_list("id", flat=True)) == children
+        intents = WakeIntent.objects.filter(execution_id__in=children, reason="start")
+        assert intents.count() == 3
+        steps = ExecutionStep.objects.filter(execution_id=execution_id, step_key="kids")
+        assert steps.count() == 1

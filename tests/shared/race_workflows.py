@@ -156,3 +156,18 @@ def queued(step: Step, path: str, key: str) -> Generator[Any, Any, str]:
     """Run the probe once: what the queue bounds is the time between its lines."""
     result: str = yield from step.run(_probe, path, step.execution_id, key)
     return result
+
+
+@workflow("race-child")
+def race_child(step: Step, n: int) -> Generator[Any, Any, int]:
+    """A child of ``race-start-children``: returns its argument."""
+    yield from step.sleep(0)
+    return n
+
+
+@workflow("race-start-children")
+def start_children(step: Step, n: int) -> Generator[Any, Any, list[str]]:
+    """Meet ``PAUSE``, then start ``n`` children of ``race-child`` in one step."""
+    PAUSE()
+    ids: list[str] = yield from step.start_many("race-child", [[i] for i in range(n)], key="kids")
+    return ids

@@ -833,6 +833,17 @@ def fork_at_once(alias: str, source_id: str, from_step: int, fork_id: str) -> st
             return type(exc).__name__
 
 
+def run_paused_or_refused(alias: str, execution_id: str, barrier: Any) -> str:
+    """``run_paused_then_expired``, whose run may also end with the database refusing its
+    insert of a row its successor committed first: then the error's class name."""
+    from django.db import DatabaseError
+
+    try:
+        return run_paused_then_expired(alias, execution_id, barrier)
+    except DatabaseError as exc:
+        return type(exc).__name__
+
+
 # --- schedules -----------------------------------------------------------------------------
 
 

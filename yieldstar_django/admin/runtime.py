@@ -106,6 +106,27 @@ class FinishedFilter(admin.SimpleListFilter):
         return queryset
 
 
+class ParentFilter(admin.SimpleListFilter):
+    """The children of one execution (``?parent=<id>``, linked from its page), or the
+    executions no other started (``?parent=-``)."""
+
+    title = "parent"
+    parameter_name = "parent"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        choices = [("-", "none (not a child)")]
+        value = self.value()
+        if value and value != "-":
+            choices.append((value, f"children of {value}"))
+        return choices
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if not value:
+            return queryset
+        return queryset.filter(parent="" if value == "-" else value)
+
+
 #: The fields of the (read-only) change page.
 FIELDS: tuple[str, ...] = (
     "id",
@@ -123,6 +144,8 @@ FIELDS: tuple[str, ...] = (
     "queue_key",
     "priority",
     "queue_position",
+    "pretty_parent",
+    "deadline",
     "wake_pending",
     "lease_owner",
     "pretty_lease_expires_at",
@@ -157,6 +180,7 @@ class ExecutionAdmin(
         "status",
         FinishedFilter,
         WorkflowNameFilter,
+        ParentFilter,
         ScheduleFilter,
         PatchDecisionFilter,
     ]
@@ -197,6 +221,13 @@ class ExecutionAdmin(
     def queue_position(self, obj: Execution) -> str:
         position = queue_position(obj.id) if obj.status == ExecutionStatus.QUEUED else None
         return "-" if position is None else str(position)
+
+    @admin.display(description="parent")
+    def pretty_parent(self, obj: Execution) -> SafeString | str:
+        if not obj.parent:
+            return "—"
+        url = reverse("admin:yieldstar_execution_change", args=[quote(obj.parent)])
+        return format_html('<a href="{}">{}</a>', url, obj.parent)
 
     @admin.display(description="status", ordering="status")
     def pretty_status(self, obj: Execution) -> SafeString:
@@ -516,9 +547,31 @@ class ExecutionAdmin(
         runs = list(
             ExecutionRun.objects.filter(execution_id=obj.id).order_by("-number", "-pk")[:MAX_RUNS]
         )[::-1]
+        children = paginate(
+            request,
+            Execution.objects.filter(parent=obj.pk)
+            .order_by("created_at", "pk")
+            .only("id", "workflow_id", "status", "created_at", "finished_at"),
+            "children",
+            STEPS_PER_PAGE,
+        )
         return {
             "execution": obj,
             "timeline": build_timeline(obj, runs, steps, waited_stores(obj), runs_total=runs_total),
+            "children": [
+                {
+                    "id": child.id,
+                    "url": reverse("admin:yieldstar_execution_change", args=[quote(child.id)]),
+                    "workflow_id": child.workflow_id,
+                    "status": child.status,
+                    "color": STATUS_COLORS.get(child.status, "inherit"),
+                    "created_at": child.created_at,
+                    "finished_at": child.finished_at,
+                }
+                for child in children.object_list
+            ],
+            "children_page": children,
+            "children_range": children.paginator.get_elided_page_range(children.number),
             "steps": [step_row(step) for step in steps],
             "steps_page": page,
             "steps_range": page.paginator.get_elided_page_range(page.number),

@@ -160,6 +160,8 @@ def execution_body(execution: Execution) -> dict[str, Any]:
         "position": queue_position(execution.id)
         if execution.status == ExecutionStatus.QUEUED
         else None,
+        "parent": execution.parent or None,
+        "deadline": execution.deadline,
         "created_at": execution.created_at,
         "updated_at": execution.updated_at,
         "finished_at": execution.finished_at,
@@ -332,19 +334,21 @@ class ExecutionPagination(CursorPagination):
 
 
 def list_filters(request: Request) -> dict[str, str] | None:
-    """``workflow``, ``schedule`` and ``status`` query filters (``None``: a workflow or
-    schedule name no execution can have); ``400`` for an unknown status."""
+    """``workflow``, ``schedule``, ``parent`` and ``status`` query filters (``None``: a
+    workflow or schedule name, or a parent id, no execution can have); ``400`` for an
+    unknown status."""
     filters: dict[str, str] = {}
     workflow = request.query_params.get("workflow")
     if workflow is not None:
         if len(workflow) > MAX_KEY_LENGTH or "\x00" in workflow:
             return None
         filters["workflow_id"] = workflow
-    schedule = request.query_params.get("schedule")
-    if schedule is not None:
-        if not schedule or len(schedule) > MAX_KEY_LENGTH or "\x00" in schedule:
-            return None
-        filters["schedule"] = schedule
+    for param in ("schedule", "parent"):
+        value = request.query_params.get(param)
+        if value is not None:
+            if not value or len(value) > MAX_KEY_LENGTH or "\x00" in value:
+                return None
+            filters[param] = value
     wanted = request.query_params.get("status")
     if wanted is not None:
         if wanted not in ExecutionStatus.values:
@@ -372,8 +376,9 @@ class ExecutionStartView(YieldstarAPIView):
         "executions_list",
         "List executions",
         "Executions, newest first, one page at a time (`next` and `previous` "
-        "links), optionally of one `workflow`, started by one `schedule`, or in one "
-        "`status`.",
+        "links), optionally of one `workflow`, started by one `schedule`, in one "
+        "`status`, or the children of one `parent` (the execution that started them with "
+        "`step.start`).",
         parameters=[
             OpenApiParameter("workflow", OpenApiTypes.STR, OpenApiParameter.QUERY),
             OpenApiParameter(
@@ -381,6 +386,12 @@ class ExecutionStartView(YieldstarAPIView):
                 OpenApiTypes.STR,
                 OpenApiParameter.QUERY,
                 description="The schedule whose ticks (or triggers) started them.",
+            ),
+            OpenApiParameter(
+                "parent",
+                OpenApiTypes.STR,
+                OpenApiParameter.QUERY,
+                description="Id of the execution whose children to list.",
             ),
             OpenApiParameter(
                 "status", OpenApiTypes.STR, OpenApiParameter.QUERY, enum=ExecutionStatus.values

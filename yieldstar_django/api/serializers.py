@@ -309,6 +309,16 @@ class ExecutionSerializer(ExecutionFieldsSerializer):
         allow_null=True,
         help_text="While `queued`: 1 for the next its queue admits, 2 after...; else `null`.",
     )
+    # (DRF's metaclass takes declared fields off the class: no clash with ``Field.parent``)
+    parent = serializers.CharField(  # type: ignore[assignment]
+        allow_null=True,
+        help_text="The execution that started it (`step.start`), or `null`; "
+        "`GET executions/?parent=<id>` lists an execution's children.",
+    )
+    deadline = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When it is cancelled with `DeadlineExceededError` if not finished, or `null`.",
+    )
     steps = ExecutionStepSerializer(many=True)
 
 
@@ -332,6 +342,8 @@ class ExecutionCancelledSerializer(serializers.Serializer[Any]):
     retries = serializers.IntegerField(required=False)
     forked_from = serializers.CharField(allow_null=True, required=False)
     fork_step = serializers.IntegerField(allow_null=True, required=False)
+    parent = serializers.CharField(allow_null=True, required=False)  # type: ignore[assignment]
+    deadline = serializers.DateTimeField(allow_null=True, required=False)
     steps = ExecutionStepSerializer(many=True, required=False)
 
 

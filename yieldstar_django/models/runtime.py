@@ -20,6 +20,7 @@ from .decoded import Decoded
 from .keys import natural_key
 
 __all__ = [
+    "ChildWait",
     "Execution",
     "ExecutionRun",
     "ExecutionStatus",
@@ -68,6 +69,8 @@ class StepKind(models.TextChoices):
     END_LEASE = "end_lease", "end_lease"
     ATOMIC = "atomic", "atomic"
     DELETE = "delete", "delete"
+    START = "start", "start"
+    WAIT = "wait", "wait"
 
 
 class StepStatus(models.TextChoices):
@@ -134,6 +137,30 @@ class Execution(models.Model):
         null=True,
         blank=True,
         help_text="How many recorded steps of ``forked_from`` its heap began with.",
+    )
+    parent = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        db_index=True,
+        help_text="Id of the execution that started this one with ``step.start`` (empty: none).",
+    )
+    deadline = models.DateTimeField(
+        null=True,
+        blank=True,
+        db_default=None,
+        help_text="When it is cancelled with ``DeadlineExceededError`` if not finished.",
+    )
+    awaited = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="Another execution waits for it (``step.wait``): its end wakes that one.",
+    )
+    awaiting = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Executions its waiting ``step.wait``/``step.gather`` still waits for.",
     )
     schedule = models.CharField(
         max_length=200,
@@ -379,3 +406,25 @@ class ExecutionRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.execution_id} run {self.number}"
+
+
+class ChildWait(models.Model):
+    """One execution a waiting ``step.wait``/``step.gather`` waits for: written by the
+    waiting step, deleted by the awaited execution's end (which counts its waiter's
+    ``awaiting`` down and wakes it at zero), see ``runtime/children.py``."""
+
+    execution = models.ForeignKey(
+        Execution, on_delete=models.CASCADE, related_name="child_waits", db_index=False
+    )
+    step_key = models.CharField(max_length=255)
+    awaited_id = models.CharField(max_length=255, db_index=True)
+
+    class Meta:
+        db_table = "yieldstar_child_wait"
+        constraints = natural_key(
+            "yieldstar_child_wait_unique", "execution", "step_key", "awaited_id"
+        )
+        verbose_name = "awaited execution"
+
+    def __str__(self) -> str:
+        return f"{self.execution_id}/{self.step_key} waits for {self.awaited_id}"

@@ -9,9 +9,9 @@ are imported on first access (PEP 562).
 Layout: ``registry`` (``@workflow``), ``steps`` (the primitives), ``engine`` (replay of one
 run), ``context`` (the step contract every step kind is written against), ``kinds`` (the
 step kinds: ``plain_steps``, ``atomic_steps``, ``store_steps``, ``take_any``, ``claim_leases``,
-``patches``), ``leases`` (one run at a time), ``starts`` and ``executions`` (start, cancel,
-resume), ``repairs`` (retry, fork), ``queues`` (flow control over starts), ``timers``
-(the calls into the wake outbox), ``errors``.
+``patches``, ``children``), ``leases`` (one run at a time), ``starts`` and ``executions``
+(start, cancel, resume), ``repairs`` (retry, fork), ``queues`` (flow control over starts),
+``timers`` (the calls into the wake outbox), ``errors``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING
 
 from ..lazy import lazy_exports
 from .errors import (
+    ChildCancelledError,
+    ChildFailedError,
     CrossDatabaseWriteError,
+    DeadlineExceededError,
     ExecutionConflictError,
     NonDeterminismError,
     RetryableError,
@@ -61,8 +64,11 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "ChildCancelledError",
+    "ChildFailedError",
     "ClaimLease",
     "CrossDatabaseWriteError",
+    "DeadlineExceededError",
     "Execution",
     "ExecutionConflictError",
     "ExecutionStateError",

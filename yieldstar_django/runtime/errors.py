@@ -30,7 +30,10 @@ from ..core.errors import (
 )
 
 __all__ = [
+    "ChildCancelledError",
+    "ChildFailedError",
     "CrossDatabaseWriteError",
+    "DeadlineExceededError",
     "ExecutionConflictError",
     "NonDeterminismError",
     "RetryableError",
@@ -222,6 +225,53 @@ class ExecutionConflictError(YieldstarError, ValueError):
         )
 
 
+@dataclass(eq=False, repr=False)
+class ChildFailedError(YieldstarError):
+    """An execution that ``step.wait`` or ``step.gather`` waited for failed.
+
+    ``execution_id`` is that execution, ``error_type`` and ``error_message`` the type and
+    message of the error it failed with (its ``error``). Recorded as the waiting step's
+    error: every replay raises it again.
+    """
+
+    execution_id: str
+    error_type: str
+    error_message: str
+
+    def __post_init__(self) -> None:
+        super().__init__(
+            f"execution {self.execution_id!r} failed: {self.error_type}: {self.error_message}"
+        )
+
+
+@dataclass(eq=False, repr=False)
+class ChildCancelledError(YieldstarError):
+    """An execution that ``step.wait`` or ``step.gather`` waited for was cancelled (by
+    ``cancel_execution``, or its deadline: ``reason`` is then ``"DeadlineExceededError"``)."""
+
+    execution_id: str
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        why = f" ({self.reason})" if self.reason else ""
+        super().__init__(f"execution {self.execution_id!r} was cancelled{why}")
+
+
+@dataclass(eq=False, repr=False)
+class DeadlineExceededError(YieldstarError):
+    """What a cancelled execution records as its ``error`` when its deadline
+    (``@workflow(..., timeout=)``, ``start_workflow(..., timeout=)``, or its parent's)
+    passed before it finished. ``deadline`` is that time (ISO 8601)."""
+
+    execution_id: str
+    deadline: str
+
+    def __post_init__(self) -> None:
+        super().__init__(
+            f"execution {self.execution_id!r} passed its deadline {self.deadline} and was cancelled"
+        )
+
+
 class WorkflowStepError(YieldstarError):
     """Revives a recorded error whose class can no longer be found.
 
@@ -239,6 +289,9 @@ for _cls in (
     StepKeyError,
     WorkflowStepError,
     ExecutionConflictError,
+    ChildFailedError,
+    ChildCancelledError,
+    DeadlineExceededError,
 ):
     register_error_class(_cls.__name__, _cls)
 

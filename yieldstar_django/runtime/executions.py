@@ -25,13 +25,14 @@ from ..connector import get_store_client
 from ..core.keys import check_text
 from ..core.store import StoreClient
 from ..manual_transaction import open_manual_transaction
-from ..models.runtime import Execution, ExecutionRun, ExecutionStatus
+from ..models.runtime import ChildWait, Execution, ExecutionRun, ExecutionStatus
 from ..models.stores import Waiter
 from ..observability import metrics, tracing
-from . import queues, timers
+from . import children, queues, timers
 from .engine import Engine, RunCutOff, RunSliceEnded
+from .errors import DeadlineExceededError
 from .leases import Lease, LeaseLost, acquire_lease, live, mark_wake_pending
-from .outcomes import RunOutcome
+from .outcomes import RunOutcome, encode_error
 from .registry import Workflow, get_workflow, resolve_workflow
 from .starts import create_execution
 
@@ -40,6 +41,7 @@ logger = logging.getLogger("yieldstar_django.runtime")
 __all__ = [
     "ResumeResult",
     "cancel_execution",
+    "cancel_tree",
     "get_execution",
     "run_execution",
     "start_workflow",
@@ -72,9 +74,14 @@ def start_workflow(
     fn_or_name: Workflow[Any, Any] | Callable[..., Any] | str,
     *args: Any,
     execution_id: str | None = None,
+    timeout: float | None = None,
     **kwargs: Any,
 ) -> str:
     """Create an execution of a workflow and return its id.
+
+    With ``timeout`` (seconds; default: the workflow's ``@workflow(..., timeout=)``) it
+    gets a deadline that many seconds from now, after which it is cancelled with
+    ``DeadlineExceededError`` recorded as its ``error``, its children with it.
 
     Before anything is stored, the arguments are bound against the workflow's signature
     (``TypeError`` naming the problem: a missing argument, one too many, an unknown
@@ -90,7 +97,7 @@ def start_workflow(
     non-empty ``str`` of at most 255 characters without NUL or lone surrogates
     (``StoreKeyError`` otherwise).
     """
-    return start_execution(fn_or_name, args, kwargs, execution_id=execution_id)[0]
+    return start_execution(fn_or_name, args, kwargs, execution_id=execution_id, timeout=timeout)[0]
 
 
 def start_execution(
@@ -100,13 +107,14 @@ def start_execution(
     *,
     execution_id: str | None = None,
     started_by: str = "",
+    timeout: float | None = None,
 ) -> tuple[str, bool]:
     """``start_workflow`` with the arguments as a sequence and a dict (so no keyword of the
     workflow's can be taken for one of this function's); return the id and whether this
     call created the execution. ``started_by`` is recorded on a new execution: the HTTP
     API's principal of the user who started it (``http:<pk>``), ``""`` from Python."""
     wf = _resolve(fn_or_name)
-    return create_execution(wf, args, kwargs, execution_id, started_by=started_by)
+    return create_execution(wf, args, kwargs, execution_id, started_by=started_by, timeout=timeout)
 
 
 def get_execution(execution_id: str) -> Execution:
@@ -123,34 +131,94 @@ def cancel_execution(execution_id: str) -> bool:
     """Cancel an execution that has not finished; ``True`` if this call cancelled it.
 
     It stops at its next step: a run in progress records nothing more and its waiters
-    are removed. Steps already recorded (store changes included) are not undone.
+    are removed. Steps already recorded (store changes included) are not undone. Its
+    unfinished children (``step.start``), and theirs, are cancelled in the same
+    transaction; an execution waiting for one of them (``step.wait``) is woken.
     """
     if not _nameable(execution_id):
         return False
-    open_manual_transaction(connections[_alias()])
-    queue = Execution.objects.filter(pk=execution_id).values_list("queue", flat=True).first()
-    with transaction.atomic(using=_alias()):
-        # A queue's row before its executions' rows (runtime/queues.py).
-        was_queued = False
-        if queue and queues.lock_for(queue) is not None:
-            was_queued = Execution.objects.filter(
-                pk=execution_id, admitted_at__isnull=True
-            ).exists()
-        cancelled = Execution.objects.filter(live(), pk=execution_id).update(
-            status=ExecutionStatus.CANCELLED,
-            finished_at=timezone.now(),
-            lease_owner="",
-            lease_expires_at=None,
-            wake_pending=False,
-            wake_at=None,
-            waiting_on="",
-        )
-        if cancelled:
-            _store_client().remove_waiters(execution_id)
-            wakes.acknowledge(execution_id, everything=True, using=_alias())
-            if queue:
+    return cancel_tree(execution_id)
+
+
+def cancel_tree(execution_id: str, error_json: str = "") -> bool:
+    """Cancel the execution and its unfinished descendants in one transaction, recording
+    ``error_json`` as the error of each (``""``: none; a deadline's
+    ``DeadlineExceededError``); wake the executions waiting for any of them. Rows are
+    locked deepest level first: a child's end holds its own row, then its parent's."""
+    alias = _alias()
+    open_manual_transaction(connections[alias])
+    with transaction.atomic(using=alias):
+        if not Execution.objects.filter(live(), pk=execution_id).exists():
+            return False
+        levels = children.tree(execution_id)
+        in_queues = _lock_queues([id for level in levels for id in level])
+        cancelled: list[str] = []
+        for level in reversed(levels):
+            for chunk in children.chunks(level):
+                ids = list(
+                    Execution.objects.select_for_update(no_key=True)
+                    .filter(live(), pk__in=chunk)
+                    .order_by("pk")
+                    .values_list("id", flat=True)
+                )
+                if not ids:
+                    continue
+                Execution.objects.filter(live(), pk__in=ids).update(
+                    status=ExecutionStatus.CANCELLED,
+                    error_json=error_json,
+                    finished_at=timezone.now(),
+                    lease_owner="",
+                    lease_expires_at=None,
+                    wake_pending=False,
+                    wake_at=None,
+                    waiting_on="",
+                    awaiting=0,
+                )
+                cancelled.extend(ids)
+        if execution_id not in cancelled:
+            return False
+        client = _store_client()
+        for id in cancelled:
+            client.remove_waiters(id)
+            wakes.acknowledge(id, everything=True, using=alias)
+        for chunk in children.chunks(cancelled):
+            ChildWait.objects.filter(execution_id__in=chunk).delete()
+        for id in cancelled:
+            if id in in_queues:
+                queue, was_queued = in_queues[id]
                 queues.cancelled(queue, was_queued=was_queued)
-    return bool(cancelled)
+        children.wake_waiters(cancelled)
+    return True
+
+
+def _lock_queues(ids: list[str]) -> dict[str, tuple[str, bool]]:
+    """Lock the rows of the queues the live executions of ``ids`` were started into (by
+    name: a queue's row before its executions' rows, ``runtime/queues.py``); of each of
+    those executions, its queue and whether it still waited for a slot."""
+    named: list[str] = []
+    for chunk in children.chunks(ids):
+        named += (
+            Execution.objects.filter(live(), pk__in=chunk)
+            .exclude(queue="")
+            .values_list("id", flat=True)
+        )
+    if not named:
+        return {}
+    rows: list[tuple[str, str, Any]] = []
+    for chunk in children.chunks(named):
+        rows += Execution.objects.filter(pk__in=chunk).values_list("id", "queue", "admitted_at")
+    held = {name for name in sorted({queue for _, queue, _ in rows}) if queues.lock_for(name)}
+    return {id: (queue, admitted is None) for id, queue, admitted in rows if queue in held}
+
+
+def _past_deadline(execution: Execution) -> bool:
+    return execution.deadline is not None and clock.now() >= execution.deadline
+
+
+def _cancel_at_deadline(execution_id: str, deadline: Any) -> bool:
+    """Cancel an execution whose deadline passed, with ``DeadlineExceededError``."""
+    error = DeadlineExceededError(execution_id, deadline.isoformat())
+    return cancel_tree(execution_id, encode_error(error))
 
 
 def waited_stores(execution: Execution) -> list[dict[str, str]]:
@@ -213,6 +281,11 @@ def run_execution(execution_id: str) -> ResumeResult:
         if lease is not None:
             break
         if mark_wake_pending(execution_id):
+            overdue = Execution.objects.filter(
+                live(), pk=execution_id, deadline__lte=clock.now()
+            ).values_list("deadline", flat=True)
+            for deadline in overdue:  # the run under way stops at its next step
+                _cancel_at_deadline(execution_id, deadline)
             return ResumeResult.BUSY
         if queues.tick(execution_id):
             return ResumeResult.QUEUED
@@ -221,6 +294,9 @@ def run_execution(execution_id: str) -> ResumeResult:
             return ResumeResult.GONE
     if lease is None:
         return ResumeResult.BUSY
+    if _past_deadline(lease.execution):
+        _cancel_at_deadline(execution_id, lease.execution.deadline)
+        return ResumeResult.FINISHED
     try:
         wf = get_workflow(lease.execution.workflow_id)
     except LookupError:
@@ -262,6 +338,9 @@ def _run_loop(lease: Lease, wf: Workflow[Any, Any]) -> ResumeResult:
         else time.monotonic() + float(slice_seconds)
     )
     for _ in range(MAX_RUNS_PER_RESUME):
+        if _past_deadline(lease.execution):
+            _cancel_at_deadline(lease.execution_id, lease.execution.deadline)
+            return ResumeResult.FINISHED
         engine = Engine(wf, lease, client, slice_end=slice_end)
         with tracing.span(
             "yieldstar.run", _run_attributes(lease), links=_start_link(lease), quiet=QUIET
@@ -335,17 +414,34 @@ def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: 
         "waiting_on": "",
         "wake_at": None,
     }
+    # An execution another one waits for (``awaited``) ends in a transaction that wakes
+    # that one (``children.wake_waiters``); one that was not when its lease was taken is
+    # released unless it became so meanwhile (then again, in such a transaction). One of a
+    # queue frees its slot in the same transaction.
+    awaited = lease.execution.awaited
     queue = lease.execution.queue
-    with transaction.atomic(using=_alias()) if waiters or queue else nullcontext():
+    with transaction.atomic(using=_alias()) if waiters or awaited or queue else nullcontext():
         # A finished execution needs no more wakes: the release acknowledges them all (one
         # delivered meanwhile finds it GONE).
-        if not lease.release(changes, acknowledge_all=True):
-            raise LeaseLost(lease.execution_id)
-        if waiters:
+        released = lease.release(changes, acknowledge_all=True, unless_awaited=not awaited)
+        if released and waiters:
             client.remove_waiters(lease.execution_id)
-        if queue:
+        if released and queue:
             # Its slot frees with its finish, and the next waiting one is admitted.
             queues.release_slot(queue)
+        if released and awaited:
+            children.wake_waiters([lease.execution_id])
+    if not released:
+        if awaited or not Execution.objects.filter(lease.owned(), awaited=True).exists():
+            raise LeaseLost(lease.execution_id)
+        with transaction.atomic(using=_alias()):
+            if not lease.release(changes, acknowledge_all=True):
+                raise LeaseLost(lease.execution_id)
+            if waiters:
+                client.remove_waiters(lease.execution_id)
+            if queue:
+                queues.release_slot(queue)
+            children.wake_waiters([lease.execution_id])
     if outcome.status == ExecutionStatus.FAILED:
         logger.info("execution %s failed: %s", lease.execution_id, outcome.error_json)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import atomic_steps, claim_leases, patches, plain_steps, store_steps, take_any
+from . import atomic_steps, children, claim_leases, patches, plain_steps, store_steps, take_any
 from .context import Kind
 
 __all__ = ["KINDS"]
@@ -28,5 +28,7 @@ KINDS: Final[dict[str, Kind]] = {
         claim_leases.END_LEASE,
         take_any.TAKE_ANY,
         patches.PATCH,
+        children.START,
+        children.WAIT,
     )
 }

@@ -227,13 +227,16 @@ class Lease:
         *,
         unless_wake_pending: bool = False,
         acknowledge_all: bool = False,
+        unless_awaited: bool = False,
     ) -> bool:
         """Apply ``changes`` and let the lease go (with its takeover timer), if still held.
 
         With ``unless_wake_pending`` nothing happens while a wake is flagged (the caller
         runs again instead). With ``acknowledge_all`` (the execution finished) every wake
         intent of the execution is marked delivered once it released. Returns whether it
-        released. One statement on PostgreSQL.
+        released. With ``unless_awaited`` nothing happens while another execution waits
+        for this one (``awaited``; the caller releases it in a transaction that wakes that
+        one). One statement on PostgreSQL.
         """
         outcome = str(changes.get("status", ""))
         changes = {**changes, "lease_owner": "", "lease_expires_at": None}
@@ -243,6 +246,8 @@ class Lease:
             rows = Execution.objects.filter(self.owned())
             if unless_wake_pending:
                 rows = rows.filter(wake_pending=False)
+            if unless_awaited:
+                rows = rows.filter(awaited=False)
             released = bool(rows.update(**changes))
             if released:  # (informational: the release holds without it)
                 ExecutionRun.objects.using(alias).filter(
@@ -268,6 +273,7 @@ class Lease:
             assignments,
             unless_wake_pending=unless_wake_pending,
             acknowledge_all=acknowledge_all,
+            unless_awaited=unless_awaited,
         )
         row = fetchone(connection, statement, params)
         return bool(row and row[0])

@@ -10,10 +10,12 @@ import functools
 import inspect
 import threading
 from collections.abc import Callable, Generator
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ..conf import timeout_seconds
 from ..core.keys import check_text
 
 if TYPE_CHECKING:
@@ -63,10 +65,14 @@ class Workflow(Generic[P, R]):
         name: str,
         fn: Callable[..., Generator[StepCall, Any, R]],
         permission: ExecutionPermissionHook | None = None,
+        timeout: float | None = None,
     ) -> None:
         self.name = name
         self.fn = fn
         self.permission = permission
+        #: Seconds an execution may take before it is cancelled with
+        #: ``DeadlineExceededError`` (``None``: no deadline).
+        self.timeout = timeout
         functools.update_wrapper(self, fn)
 
     def __call__(self, step: Step, *args: Any, **kwargs: Any) -> Generator[StepCall, Any, R]:
@@ -87,7 +93,10 @@ _lock = threading.Lock()
 
 
 def _register(
-    name: str, fn: Callable[..., Any], permission: ExecutionPermissionHook | None = None
+    name: str,
+    fn: Callable[..., Any],
+    permission: ExecutionPermissionHook | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Workflow[Any, Any]:
     # The name is every execution's ``workflow_id``: what the tables cannot hold is
     # refused here, not by the database at the first start.
@@ -101,7 +110,7 @@ def _register(
             f"step.X(...)`); {fn!r} is not one"
         )
     origin = (target.__module__, target.__qualname__)
-    wf: Workflow[Any, Any] = Workflow(name, fn, permission)
+    wf: Workflow[Any, Any] = Workflow(name, fn, permission, timeout_seconds(timeout, "timeout"))
     with _lock:
         existing = _registry.get(name)
         if existing is not None and existing[1] != origin:
@@ -119,11 +128,21 @@ def workflow(name: Callable[..., Generator[Any, Any, R]], /) -> Workflow[..., R]
 
 @overload
 def workflow(
-    name: str | None = None, /, *, permission: ExecutionPermissionHook | None = None
+    name: str | None = None,
+    /,
+    *,
+    permission: ExecutionPermissionHook | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Callable[[Callable[..., Generator[Any, Any, R]]], Workflow[..., R]]: ...
 
 
-def workflow(name: Any = None, /, *, permission: ExecutionPermissionHook | None = None) -> Any:
+def workflow(
+    name: Any = None,
+    /,
+    *,
+    permission: ExecutionPermissionHook | None = None,
+    timeout: float | timedelta | None = None,
+) -> Any:
     """Register a generator function as the workflow ``name``.
 
     Used as ``@workflow("name")``; a bare ``@workflow`` names it ``module.qualname``. The
@@ -135,13 +154,16 @@ def workflow(name: Any = None, /, *, permission: ExecutionPermissionHook | None 
     characters, ``"\\x00"``, a lone surrogate, not a ``str``) raises ``StoreKeyError``.
     ``permission=fn`` narrows who may start, list, read, cancel, retry and fork its
     executions through the HTTP API and the admin (see ``ExecutionPermissionHook``).
+    ``timeout=seconds`` gives each execution a deadline that many seconds after its start,
+    after which it is cancelled with ``DeadlineExceededError`` recorded, its children
+    with it (see ``docs/concepts/child-workflows.md``).
     """
     if callable(name):
         fn = name
         return _register(f"{fn.__module__}.{fn.__qualname__}", fn)
 
     def decorator(fn: Callable[..., Generator[Any, Any, R]]) -> Workflow[..., R]:
-        return _register(name or f"{fn.__module__}.{fn.__qualname__}", fn, permission)
+        return _register(name or f"{fn.__module__}.{fn.__qualname__}", fn, permission, timeout)
 
     return decorator
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import inspect
 import uuid
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
 
-from ..conf import yieldstar_settings
+from .. import clock
+from ..conf import timeout_seconds, yieldstar_settings
 from ..core.durable import encode_durable
 from ..core.keys import check_text
 from ..models.runtime import Execution
@@ -59,13 +61,19 @@ def create_execution(
     execution_id: str | None,
     *,
     started_by: str = "",
+    timeout: float | None = None,
     schedule: str = "",
 ) -> tuple[str, bool]:
     """Start the registered ``workflow``; return the execution's id and whether this call
     created it (see ``executions.start_execution``). ``started_by`` is recorded on a new
     execution (the HTTP API's principal of the user, ``http:<pk>``; ``""`` from Python),
-    and ``schedule``, the name of the schedule whose tick started it."""
+    and ``schedule``, the name of the schedule whose tick started it. ``timeout``
+    (seconds; ``None``: the workflow's own) sets its deadline, with a durable timer that
+    cancels it then."""
     bind_arguments(workflow, args, kwargs)
+    seconds = timeout_seconds(timeout, "timeout")
+    if seconds is None:
+        seconds = workflow.timeout
     workflow_id = workflow.name
     input_json = encode_durable(
         {"args": list(args), "kwargs": kwargs},
@@ -78,7 +86,9 @@ def create_execution(
     with tracing.span(
         "yieldstar.start", _start_attributes(workflow_id, new_id, started_by)
     ) as span:
-        created = _create(new_id, execution_id, workflow_id, input_json, started_by, schedule)
+        created = _create(
+            new_id, execution_id, workflow_id, input_json, started_by, schedule, seconds
+        )
         span.set("yieldstar.created", created)
     if created:
         metrics.execution_started(workflow_id)
@@ -104,14 +114,18 @@ def _create(
     input_json: str,
     started_by: str,
     schedule: str,
+    seconds: float | None,
 ) -> bool:
-    """Create the execution (with the trace context of the current span) and request its
-    first run; whether it was created (``False``: it exists, with these arguments)."""
+    """Create the execution (with the trace context of the current span; a deadline
+    ``seconds`` from now, and its timer) and request its first run; whether it was
+    created (``False``: it exists, with these arguments)."""
     alias = yieldstar_settings.DATABASE_ALIAS
+    deadline = None if seconds is None else clock.now() + timedelta(seconds=seconds)
     fields = {
         "workflow_id": workflow_id,
         "input_json": input_json,
         "started_by": started_by,
+        "deadline": deadline,
         "schedule": schedule,
         "trace_context": tracing.current_traceparent(),
     }
@@ -138,4 +152,6 @@ def _create(
                     raise ExecutionConflictError(new_id, existing[0], "arguments") from None
                 return False
         timers.request_run(new_id, workflow_id, reason="start")
+        if deadline is not None:
+            timers.schedule_timer(new_id, workflow_id, deadline, reason="deadline")
     return True

@@ -100,15 +100,22 @@ def release_lease_sql(
     *,
     unless_wake_pending: bool,
     acknowledge_all: bool = False,
+    unless_awaited: bool = False,
 ) -> str:
     """Apply ``assignments`` and let the lease go (the fence's parameters follow the
     assignments'), deleting the takeover timer (one more ``%s``: its id, ``None`` for a
     lease without one), and with ``acknowledge_all`` (a finished execution) marking every
     intent of the execution delivered (two more: the time and the execution id) if it
-    released; returns one row: how many leases were released (0 or 1). Not both flags."""
+    released; returns one row: how many leases were released (0 or 1). Not both flags.
+    With ``unless_awaited`` (and ``acknowledge_all``) nothing happens while another
+    execution waits for this one (``awaited``)."""
     if acknowledge_all:
         assert not unless_wake_pending, "a finished execution releases unconditionally"
-        statement = queries.of(connection).release_lease_finished
+        statement = (
+            queries.of(connection).release_lease_finished_unawaited
+            if unless_awaited
+            else queries.of(connection).release_lease_finished
+        )
     elif unless_wake_pending:
         statement = queries.of(connection).release_lease_unless_wake_pending
     else:

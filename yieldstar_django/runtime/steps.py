@@ -23,8 +23,9 @@ from ..core.definition import StoreDefinition, get_definition
 from ..core.keys import check_text
 from ..core.results import StoreSnapshot, StoreUpdateResult
 from ..core.store import Claim, Selector, Updater
+from .registry import Workflow
 
-__all__ = ["ClaimLease", "Step", "StepCall", "StepGenerator", "step_target"]
+__all__ = ["ChildStarts", "ClaimLease", "Step", "StepCall", "StepGenerator", "step_target"]
 
 R = TypeVar("R")
 P = ParamSpec("P")
@@ -125,6 +126,34 @@ class ClaimLease:
     seconds: float
 
 
+@dataclass(frozen=True)
+class ChildStarts:
+    """What a ``step.start``/``step.start_many`` asks for: the workflow's name, and per
+    child its arguments and the id given (``None``: derived from the parent's id and the
+    step key). ``single``: ``step.start`` (returns one id, not a list)."""
+
+    workflow: str
+    children: tuple[tuple[tuple[Any, ...], dict[str, Any], str | None], ...]
+    single: bool
+
+
+def _workflow_name(workflow: Any, what: str) -> str:
+    if isinstance(workflow, Workflow):
+        return workflow.name
+    if isinstance(workflow, str) and workflow:
+        check_text("workflow name", workflow, empty=False)
+        return workflow
+    raise TypeError(f"{what} needs a workflow (a @workflow function or its name), not {workflow!r}")
+
+
+def _execution_ids(ids: Any, what: str) -> tuple[str, ...]:
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise TypeError(f"{what} needs a list of execution ids, not {ids!r}")
+    for id in ids:
+        check_text("execution id", id, empty=False)
+    return tuple(ids)
+
+
 @dataclass(frozen=True, eq=False)
 class StepCall:
     """One step request from a workflow to the engine. Not for use outside the runtime."""
@@ -143,6 +172,9 @@ class StepCall:
     updater: Updater | None = None
     choices: tuple[tuple[StoreDefinition, str, Selector, Claim | None], ...] = ()
     timeout: float | None = None
+    #: What a kind needs besides the above (a child start's workflow and arguments, the
+    #: ids a wait waits for).
+    payload: Any = None
 
     def matches(self, fingerprint: str) -> bool:
         """Whether a heap row recorded with ``fingerprint`` is this step's."""
@@ -500,6 +532,104 @@ class Step:
             store_id=id,
         )
         return deleted
+
+    @_primitive
+    def start(
+        self,
+        workflow: Workflow[Any, Any] | str,
+        /,
+        *args: Any,
+        execution_id: str | None = None,
+        key: str | None = None,
+        **kwargs: Any,
+    ) -> Generator[StepCall, Any, str]:
+        """Start a child execution of ``workflow`` with ``args`` and ``kwargs``, exactly
+        once; return its id.
+
+        The child's row (its ``parent`` is this execution) and this step's record commit
+        in one transaction, written only while this run holds the lease, so however often
+        the step runs (a worker killed, two workers racing) one child exists. Its id is
+        ``execution_id`` if given, else derived from this execution's id and the step key
+        (``"<parent>:<key>"``). A child's deadline is never later than its parent's; a
+        cancel of this execution cancels it too. Wait for it with ``step.wait``.
+        """
+        name = _workflow_name(workflow, "start()")
+        if execution_id is not None:
+            check_text("execution id", execution_id, empty=False)
+        child_id: str = yield StepCall(
+            "start",
+            _check_key(key),
+            name,
+            payload=ChildStarts(name, ((args, dict(kwargs), execution_id),), single=True),
+        )
+        return child_id
+
+    @_primitive
+    def start_many(
+        self,
+        workflow: Workflow[Any, Any] | str,
+        arguments: Sequence[Any],
+        /,
+        *,
+        key: str | None = None,
+    ) -> Generator[StepCall, Any, list[str]]:
+        """Start one child execution of ``workflow`` per item of ``arguments``, in one step
+        and one transaction (the rows inserted in bulk); return their ids in order.
+
+        An item is a list or tuple of positional arguments, or a dict of keyword
+        arguments. The ids are ``"<parent>:<key>:<index>"``. Exactly once, as ``start``.
+        """
+        name = _workflow_name(workflow, "start_many()")
+        if isinstance(arguments, (str, bytes)) or not isinstance(arguments, Sequence):
+            raise TypeError(f"start_many() needs a list of arguments, not {arguments!r}")
+        children: list[tuple[tuple[Any, ...], dict[str, Any], str | None]] = []
+        for item in arguments:
+            if isinstance(item, dict):
+                children.append(((), dict(item), None))
+            elif isinstance(item, (list, tuple)):
+                children.append((tuple(item), {}, None))
+            else:
+                raise TypeError(
+                    "a start_many() item is a list of arguments or a dict of keyword "
+                    f"arguments, not {item!r}"
+                )
+        ids: list[str] = yield StepCall(
+            "start",
+            _check_key(key),
+            f"{name} *",
+            payload=ChildStarts(name, tuple(children), single=False),
+        )
+        return ids
+
+    @_primitive
+    def wait(
+        self, execution_id: str, /, *, key: str | None = None
+    ) -> Generator[StepCall, Any, Any]:
+        """Suspend until the execution ``execution_id`` finishes; return its result.
+
+        Any execution may be waited for, not only a child of this one. Its end wakes this
+        one (no polling). Raises ``ChildFailedError`` (its error's type and message) if it
+        failed, ``ChildCancelledError`` if it was cancelled, ``LookupError`` if there is
+        no such execution. The outcome is recorded: every replay returns (or raises) it.
+        """
+        ids = _execution_ids([execution_id], "wait()")
+        results: list[Any] = yield StepCall("wait", _check_key(key), ids[0], payload=ids)
+        return results[0]
+
+    @_primitive
+    def gather(
+        self, execution_ids: Sequence[str], /, *, key: str | None = None
+    ) -> Generator[StepCall, Any, list[Any]]:
+        """``wait`` for every execution of ``execution_ids``; return their results in that
+        order. The first one (in that order) that failed or was cancelled raises, once
+        all have finished. However many they are, this execution is woken once, when the
+        last one finishes."""
+        ids = _execution_ids(execution_ids, "gather()")
+        text = json.dumps(list(ids))
+        results: list[Any] = yield StepCall(
+            "wait", _check_key(key), fingerprint(f"gather {len(ids)}", text), payload=ids
+        )
+        return results
 
     @_primitive
     def patched(self, change_id: str) -> Generator[StepCall, Any, bool]:

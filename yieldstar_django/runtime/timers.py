@@ -22,6 +22,7 @@ __all__ = [
     "ensure_timer",
     "rearm_timer",
     "request_run",
+    "request_runs",
     "schedule_timer",
 ]
 
@@ -40,6 +41,14 @@ def request_run(execution_id: str, workflow_id: str, *, reason: str) -> int:
     pending = write_intents([Wake(execution_id, workflow_id)], reason=reason, using=alias)
     deliver_on_commit(pending, using=alias)
     return pending[0].intent_id
+
+
+def request_runs(wakes: list[Wake], *, reason: str) -> None:
+    """``request_run`` of each of ``wakes``, handed over together on commit."""
+    if not wakes:
+        return
+    alias = _alias()
+    deliver_on_commit(write_intents(wakes, reason=reason, using=alias), using=alias)
 
 
 def schedule_timer(execution_id: str, workflow_id: str, at: datetime, *, reason: str) -> int:

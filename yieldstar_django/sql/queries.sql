@@ -302,9 +302,17 @@ WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} AND N
 -- release_lease of a finished execution: also acknowledge (at %s) every intent of the execution (%s) if it released.
 WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE execution_id = %s AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM released) RETURNING 1), ended AS ({end_run}) SELECT count(*) FROM released
 
+-- release_lease_finished_unawaited(assignments) --
+-- release_lease_finished, unless another execution waits for this one (awaited): then its end and the wake of its waiters commit in one transaction instead.
+WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} AND NOT awaited RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE execution_id = %s AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM released) RETURNING 1) SELECT count(*) FROM released
+
 -- acquire_lease(columns, heap, max_read_ahead, relaxed) --
 -- Take a free or expired lease of a live execution not queued, acknowledge its due intents, write its takeover timer and its run's row (the worker, the start: two %s after the timer's), and read its heap and the stores it waits on (their state up to {max_read_ahead} bytes), in one statement; {columns}: the execution's returned, {heap}: s.<column> of each heap field, {relaxed}: "" or synchronous_commit_off.
 WITH acquired AS (UPDATE {execution} SET lease_owner = %s, lease_expires_at = %s, lease_backend = pg_backend_pid(), wake_pending = false, status = %s, runs = runs + 1, updated_at = %s WHERE id = %s AND status NOT IN ({terminal_statuses}) AND status <> 'queued' AND (lease_owner = '' OR lease_expires_at < %s) RETURNING {columns}), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND EXISTS (SELECT 1 FROM acquired)), timer AS (INSERT INTO {wakeintent} ({intent_columns}) SELECT id, workflow_id, %s, %s, %s, NULL, 0, '', %s FROM acquired RETURNING id), run AS (INSERT INTO {executionrun} (execution_id, number, lease_owner, worker, started_at, ended_at, outcome) SELECT id, runs, lease_owner, %s, %s, NULL, '' FROM acquired) SELECT acquired.*, timer.id, (SELECT COALESCE(json_agg(json_build_array({heap}) ORDER BY s.position), '[]'::json) FROM {executionstep} s WHERE s.execution_id = acquired.id), (SELECT COALESCE(json_agg(json_build_array(w.step_key, i.name, i.store_id, i.instance_id, i.version, i.state, a.result)), '[]'::json) FROM {waiter} w JOIN {storeinstance} i ON i.id = w.store_pk LEFT JOIN {appliedstep} a ON a.store_name = i.name AND a.store_id = i.store_id AND a.execution_id = w.execution_id AND a.step_key = w.step_key WHERE w.execution_id = acquired.id AND octet_length(i.state) <= {max_read_ahead}) FROM acquired, timer{relaxed}
+
+-- wake_waiters(ids) --
+-- The end of the executions {ids} (one %s each) as their waiters see it (PostgreSQL): delete the wait rows on them, count each live waiter's awaiting down (terminal_statuses follow), and return the waiters that wait for nothing more (id, workflow id).
+WITH gone AS (DELETE FROM {childwait} WHERE awaited_id IN ({ids}) RETURNING execution_id), counts AS (SELECT execution_id, count(*) AS n FROM gone GROUP BY execution_id), counted AS (UPDATE {execution} e SET awaiting = GREATEST(e.awaiting - counts.n, 0) FROM counts WHERE e.id = counts.execution_id AND e.status NOT IN ({terminal_statuses}) RETURNING e.id, e.workflow_id, e.awaiting) SELECT id, workflow_id FROM counted WHERE awaiting = 0 ORDER BY id
 
 -- lock_blockers --
 -- The backends (PostgreSQL) that hold a lock another backend of this database waits for: the relay's first look for frozen lease holders, cheap (pg_stat_activity only).
@@ -391,6 +399,10 @@ DELETE FROM {waiter} WHERE execution_id IN ({ids})
 -- prune_claim_leases(ids) --
 -- Delete the claim leases of the executions {ids}.
 DELETE FROM {claimleaserecord} WHERE execution_id IN ({ids})
+
+-- prune_child_waits(ids) --
+-- Delete what the executions {ids} wait for (step.wait rows).
+DELETE FROM {childwait} WHERE execution_id IN ({ids})
 
 -- prune_executions(ids) --
 -- Delete the executions {ids} that are finished (terminal_statuses), checked again under the lock.
