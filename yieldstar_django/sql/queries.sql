@@ -304,7 +304,7 @@ WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} RETUR
 
 -- release_lease_finished_unawaited(assignments) --
 -- release_lease_finished, unless another execution waits for this one (awaited): then its end and the wake of its waiters commit in one transaction instead.
-WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} AND NOT awaited RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE execution_id = %s AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM released) RETURNING 1) SELECT count(*) FROM released
+WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} AND NOT awaited RETURNING 1), dropped AS ({cancel_timer} AND EXISTS (SELECT 1 FROM released) RETURNING 1), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE execution_id = %s AND delivered_at IS NULL AND EXISTS (SELECT 1 FROM released) RETURNING 1), ended AS ({end_run}) SELECT count(*) FROM released
 
 -- acquire_lease(columns, heap, max_read_ahead, relaxed) --
 -- Take a free or expired lease of a live execution not queued, acknowledge its due intents, write its takeover timer and its run's row (the worker, the start: two %s after the timer's), and read its heap and the stores it waits on (their state up to {max_read_ahead} bytes), in one statement; {columns}: the execution's returned, {heap}: s.<column> of each heap field, {relaxed}: "" or synchronous_commit_off.
