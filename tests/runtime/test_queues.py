@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from yieldstar_django import clock
 from yieldstar_django.models import Execution, QueueState, WakeIntent
 from yieldstar_django.runtime import Step, cancel_execution, get_execution, retry_execution
-from yieldstar_django.runtime.executions import start_workflow
+from yieldstar_django.runtime.executions import run_execution, start_workflow
 from yieldstar_django.runtime.queues import (
     Queue,
     define_queue,
@@ -305,3 +305,75 @@ def test_a_finish_wakes_exactly_the_next_one_not_every_waiter(
     intents = WakeIntent.objects.filter(execution_id__in=ids[1:])
     assert list(intents.values_list("execution_id", flat=True)) == [ids[1]]
     assert statuses(ids) == ["completed", "pending"] + ["queued"] * 9
+
+
+def test_children_start_through_a_queue_and_the_parent_gathers_them(
+    rt: Runtime, queues: list[str]
+) -> None:
+    """``step.start(..., queue=)``: the children wait for the queue's slots (two at a
+    time), start in order, and the parent gathers every result."""
+    RAN.clear()
+    child = recorder(rt)
+    q = make_queue(queues, concurrency=2)
+
+    @rt.workflow
+    def parent(step: Step, n: int) -> Any:
+        ids = []
+        for i in range(n):
+            ids.append((yield from step.start(child, i, queue=q, queue_key="k", priority=i)))
+        return (yield from step.gather(ids))
+
+    eid = start_workflow(parent, 5)
+    run_execution(eid)  # the parent's first run starts the five children into the queue
+    children = [f"{eid}:{i}" for i in range(5)]
+    assert statuses(children) == ["pending", "pending", "queued", "queued", "queued"]
+    assert set(Execution.objects.filter(pk__in=children).values_list("parent", flat=True)) == {eid}
+    assert queue_stats(q.name).running == 2
+    rt.settle()
+    assert get_execution(eid).result == [0, 1, 2, 3, 4]
+    assert sorted(RAN) == [0, 1, 2, 3, 4]
+    assert QueueState.objects.values_list("running", "waiting").get(pk=q.name) == (0, 0)
+
+
+def test_cancelling_a_parent_counts_its_queued_and_running_children_out(
+    rt: Runtime, queues: list[str]
+) -> None:
+    """The tree's cancel reaches children in a queue: their slots and places are freed,
+    and the queue admits what else waits."""
+    RAN.clear()
+    child = recorder(rt)
+    q = make_queue(queues, concurrency=1)
+
+    @rt.workflow
+    def parent(step: Step) -> Any:
+        ids = []
+        for i in range(3):
+            ids.append((yield from step.start(child, i, queue=q)))
+        return (yield from step.gather(ids))
+
+    eid = start_workflow(parent)
+    run_execution(eid)
+    outsider = q.start(child, "outsider")
+    assert QueueState.objects.values_list("running", "waiting").get(pk=q.name) == (1, 3)
+    assert cancel_execution(eid)
+    assert statuses([f"{eid}:{i}" for i in range(3)]) == ["cancelled"] * 3
+    assert statuses([outsider]) == ["pending"]  # admitted by the cancel
+    assert QueueState.objects.values_list("running", "waiting").get(pk=q.name) == (1, 0)
+    rt.settle()
+    assert statuses([outsider]) == ["completed"]
+    assert QueueState.objects.values_list("running", "waiting").get(pk=q.name) == (0, 0)
+
+
+def test_a_child_start_names_a_queue_or_is_refused(rt: Runtime, queues: list[str]) -> None:
+    child = recorder(rt)
+
+    @rt.workflow
+    def parent(step: Step) -> Any:
+        return (yield from step.start(child, 1, queue=3.5))
+
+    eid = start_workflow(parent)
+    rt.settle()
+    execution = get_execution(eid)
+    assert execution.status == "failed"
+    assert "queue" in str(execution.error)
+    assert not Execution.objects.filter(parent=eid).exists()

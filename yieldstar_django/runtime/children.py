@@ -154,8 +154,11 @@ def start(ctx: StepContext) -> StepResult:
                 raise ExecutionConflictError(row.id, found[0], "workflow")
             elif found[1] != row.input_json:
                 raise ExecutionConflictError(row.id, found[0], "arguments")
-        Execution.objects.bulk_create(new, batch_size=CHUNK)
-        timers.request_runs([Wake(row.id, row.workflow_id) for row in new], reason="start")
+        if starts.queue is not None:
+            _enqueue_children(starts, new, parent.id, deadline)
+        else:
+            Execution.objects.bulk_create(new, batch_size=CHUNK)
+            timers.request_runs([Wake(row.id, row.workflow_id) for row in new], reason="start")
         if deadline is not None and deadline != parent.deadline:
             # A deadline of the child's own (earlier than its parent's): a timer of its
             # own. One at the parent's is kept by the parent's cancel, which reaches it.
@@ -163,6 +166,30 @@ def start(ctx: StepContext) -> StepResult:
                 timers.schedule_timer(row.id, row.workflow_id, deadline, reason="deadline")
         ctx.record(encoded)
     return StepValue(_started(ctx, decode_durable(encoded)))
+
+
+def _enqueue_children(
+    starts: ChildStarts, rows: list[Execution], parent: str, deadline: datetime | None
+) -> None:
+    """Start ``rows`` (new children) through ``starts.queue`` in the current transaction:
+    each is admitted or waits for a slot as a ``Queue.start`` would."""
+    from . import queues  # the queues sit above the starts this module shares
+
+    queue = queues.get_queue(starts.queue or "")
+    workflow = get_workflow(starts.workflow)
+    for row in rows:
+        arguments = decode_durable(row.input_json)
+        queues.enqueue(
+            queue,
+            workflow,
+            arguments["args"],
+            arguments["kwargs"],
+            key=starts.queue_key,
+            priority=starts.priority,
+            execution_id=row.id,
+            parent=parent,
+            deadline=deadline,
+        )
 
 
 def _started(ctx: StepContext, ids: list[str]) -> Any:

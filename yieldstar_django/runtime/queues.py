@@ -269,10 +269,13 @@ def enqueue(
     dedupe: bool = False,
     execution_id: str | None = None,
     started_by: str = "",
+    parent: str = "",
+    deadline: datetime | None = None,
 ) -> tuple[str, bool]:
     """Start ``workflow`` through ``queue``: the queue's admission as one function, for
-    every start path (``Queue.start``, the HTTP API's start, a workflow's child start).
-    Returns the execution's id and whether this call created it.
+    every start path (``Queue.start``, the HTTP API's start, a workflow's child start:
+    ``parent`` and its ``deadline``). Returns the execution's id and whether this call
+    created it.
 
     Everything is checked before anything is written (``TypeError``, ``ValueError``,
     ``WorkflowValueError``, ``StoreKeyError``). It runs in the caller's transaction when
@@ -299,6 +302,8 @@ def enqueue(
         "queue": queue.name,
         "queue_key": key or "",
         "priority": priority,
+        "parent": parent,
+        "deadline": deadline,
     }
     try:
         with transaction.atomic(using=alias):

@@ -135,6 +135,11 @@ class ChildStarts:
     workflow: str
     children: tuple[tuple[tuple[Any, ...], dict[str, Any], str | None], ...]
     single: bool
+    #: The queue the children start through (``define_queue``; ``None``: started at
+    #: once), with the key and priority of each start.
+    queue: str | None = None
+    queue_key: str | None = None
+    priority: int = 0
 
 
 def _workflow_name(workflow: Any, what: str) -> str:
@@ -144,6 +149,16 @@ def _workflow_name(workflow: Any, what: str) -> str:
         check_text("workflow name", workflow, empty=False)
         return workflow
     raise TypeError(f"{what} needs a workflow (a @workflow function or its name), not {workflow!r}")
+
+
+def _queue_name(queue: Any) -> str | None:
+    """The name of ``queue`` (a ``Queue`` or its name; ``None``: no queue)."""
+    if queue is None:
+        return None
+    name = queue if isinstance(queue, str) else getattr(queue, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"start(queue=...) needs a queue (define_queue) or its name, not {queue!r}")
+    return name
 
 
 def _execution_ids(ids: Any, what: str) -> tuple[str, ...]:
@@ -541,6 +556,9 @@ class Step:
         *args: Any,
         execution_id: str | None = None,
         key: str | None = None,
+        queue: Any = None,
+        queue_key: str | None = None,
+        priority: int = 0,
         **kwargs: Any,
     ) -> Generator[StepCall, Any, str]:
         """Start a child execution of ``workflow`` with ``args`` and ``kwargs``, exactly
@@ -552,15 +570,27 @@ class Step:
         ``execution_id`` if given, else derived from this execution's id and the step key
         (``"<parent>:<key>"``). A child's deadline is never later than its parent's; a
         cancel of this execution cancels it too. Wait for it with ``step.wait``.
+
+        With ``queue`` (a ``define_queue`` queue or its name) the child starts through
+        that queue, as ``queue.start`` would (``queue_key``: its ``key``; ``priority``),
+        in the same transaction: it is ``queued`` until the queue admits it.
         """
         name = _workflow_name(workflow, "start()")
         if execution_id is not None:
             check_text("execution id", execution_id, empty=False)
+        queue_name = _queue_name(queue)
         child_id: str = yield StepCall(
             "start",
             _check_key(key),
-            name,
-            payload=ChildStarts(name, ((args, dict(kwargs), execution_id),), single=True),
+            name if queue_name is None else f"{name} @{queue_name}",
+            payload=ChildStarts(
+                name,
+                ((args, dict(kwargs), execution_id),),
+                single=True,
+                queue=queue_name,
+                queue_key=queue_key,
+                priority=priority,
+            ),
         )
         return child_id
 
