@@ -399,6 +399,15 @@ def _forget_waiters_if_finished(execution_id: str) -> None:
         _store_client().remove_waiters(execution_id)
 
 
+def _lock_queue_to_finish(queue: str, changes: dict[str, Any]) -> None:
+    """Lock the queue's row before the finishing execution's (the order of every queue
+    change, ``runtime/queues.py``), and stamp the finish under it: the queue's admissions
+    and finishes are recorded in the order they were made, so a finish stamped before an
+    admission committed before it."""
+    queues.lock_for(queue)
+    changes["finished_at"] = changes["updated_at"] = timezone.now()
+
+
 def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: bool) -> None:
     """Record the terminal outcome, release the lease and acknowledge every wake intent of
     the execution; remove leftover waiters (of takes the workflow registered but never
@@ -421,6 +430,8 @@ def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: 
     awaited = lease.execution.awaited
     queue = lease.execution.queue
     with transaction.atomic(using=_alias()) if waiters or awaited or queue else nullcontext():
+        if queue:
+            _lock_queue_to_finish(queue, changes)
         # A finished execution needs no more wakes: the release acknowledges them all (one
         # delivered meanwhile finds it GONE).
         released = lease.release(changes, acknowledge_all=True, unless_awaited=not awaited)
@@ -435,6 +446,8 @@ def _finish(lease: Lease, outcome: RunOutcome, client: StoreClient, *, waiters: 
         if awaited or not Execution.objects.filter(lease.owned(), awaited=True).exists():
             raise LeaseLost(lease.execution_id)
         with transaction.atomic(using=_alias()):
+            if queue:
+                _lock_queue_to_finish(queue, changes)
             if not lease.release(changes, acknowledge_all=True):
                 raise LeaseLost(lease.execution_id)
             if waiters:

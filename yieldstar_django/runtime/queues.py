@@ -23,8 +23,8 @@ requested for it, and ``acquire_lease`` refuses it. It is admitted (``pending``,
 A worker killed mid-run does not free its slot: the execution is still running (its lease
 expires and another worker takes it over), so its slot stays held until it finishes.
 
-Lock order: the queue's row before the rows of the executions it admits or cancels; a
-finish holds its own (admitted, never ``queued``) execution's row and then the queue's.
+Lock order: the queue's row before the rows of the executions it admits, cancels or
+finishes (a finish stamps its time under the queue's lock).
 """
 
 from __future__ import annotations
