@@ -8,8 +8,8 @@ unacknowledged wake intent the relay will deliver, or waiters. A check fails whe
   ``HEALTH_LEASE_GRACE_SECONDS`` ago (wall-clock time, as leases keep) and no
   unacknowledged wake intent left to resume it (its takeover timer is gone);
 - ``stranded``: an execution is waiting (``pending``, ``waiting``, ``sleeping`` or
-  ``retrying``) with no waiter and no unacknowledged wake intent: nothing will ever resume
-  it;
+  ``retrying``) with no waiter, no wait for another execution's end (``ChildWait``) and
+  no unacknowledged wake intent: nothing will ever resume it;
 - ``overdue_timers``: a durable timer is unacknowledged more than
   ``HEALTH_OVERDUE_SECONDS`` after it was due (by the timers' clock);
 - ``overdue_wakes``: an immediate wake intent is unacknowledged more than
@@ -37,7 +37,7 @@ from django.utils import timezone
 from . import clock
 from .conf import database_alias, yieldstar_settings
 from .models.relay import RelayHeartbeat
-from .models.runtime import Execution, ExecutionStatus
+from .models.runtime import ChildWait, Execution, ExecutionStatus
 from .models.stores import Waiter, WakeIntent
 
 __all__ = [
@@ -160,6 +160,7 @@ def _stranded(using: str) -> Finding:
         Execution.objects.using(using)
         .filter(status__in=WAITING)
         .filter(~Exists(Waiter.objects.filter(execution_id=OuterRef("pk"))))
+        .filter(~Exists(ChildWait.objects.filter(execution_id=OuterRef("pk"))))
         .filter(~Exists(_open_intents(OuterRef("pk"))))
         .order_by()
     )

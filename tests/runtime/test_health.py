@@ -19,7 +19,8 @@ from django.utils import timezone
 from tests.testing.workflows import consumer, flaky_hour
 from yieldstar_django import clock, get_execution, start_workflow
 from yieldstar_django.health import CHECKS, check_health, require_checks
-from yieldstar_django.models import Execution, RelayHeartbeat, Waiter, WakeIntent
+from yieldstar_django.models import ChildWait, Execution, RelayHeartbeat, Waiter, WakeIntent
+from yieldstar_django.runtime import workflow
 from yieldstar_django.runtime.leases import acquire_lease
 from yieldstar_django.testing import advance_time, run_until_idle
 from yieldstar_django.testing.cases import inline_settings
@@ -83,6 +84,27 @@ def test_a_waiting_execution_with_no_waiter(relay_seen: None) -> None:
     assert Waiter.objects.filter(execution_id=execution_id).exists()
     assert _failing() == {}
     Waiter.objects.filter(execution_id=execution_id).delete()
+    failing = _failing()
+    assert set(failing) == {"stranded"}
+    assert failing["stranded"].examples == [execution_id]
+
+
+@workflow("health.parent")
+def parent_of_a_consumer(step: Any, box: str) -> Any:
+    child = yield from step.start(consumer, box)
+    return (yield from step.wait(child))
+
+
+def test_a_parent_waiting_for_its_child_is_healthy(relay_seen: None) -> None:
+    """A parent waits on its child's end (``ChildWait``), with no waiter and no timer:
+    that is not stranded; with its wait gone, it is."""
+    execution_id = start_workflow(parent_of_a_consumer, "box-child")
+    run_until_idle()
+    assert get_execution(execution_id).status == "waiting"
+    assert not Waiter.objects.filter(execution_id=execution_id).exists()
+    assert ChildWait.objects.filter(execution_id=execution_id).exists()
+    assert _failing() == {}
+    ChildWait.objects.filter(execution_id=execution_id).delete()
     failing = _failing()
     assert set(failing) == {"stranded"}
     assert failing["stranded"].examples == [execution_id]
