@@ -17,6 +17,7 @@ import os
 import statistics
 import time
 
+from .databases import configure_dbos, start_dbos
 from .runtime import DEFAULT_BROKER, WORKER_CONCURRENCY, Worker, _setup_django, _wait, _yieldstar
 from .table import Row
 
@@ -46,25 +47,7 @@ class DbosFanOut:
     results."""
 
     def __init__(self) -> None:
-        from dbos import DBOS, DBOSConfig
-
-        from demo_project.dburl import parse_database_url
-
-        from .databases import create_database
-
-        url = os.environ["BENCH_DATABASE_URL"] + "_dbos"
-        create_database(url)
-        entry = parse_database_url(url)
-        credentials = entry["USER"] + (f":{entry['PASSWORD']}" if entry["PASSWORD"] else "")
-        config: DBOSConfig = {
-            "name": "yieldstar-bench-children",
-            "system_database_url": (
-                f"postgresql://{credentials}@{entry['HOST']}:{entry['PORT'] or 5432}/"
-                f"{entry['NAME']}"
-            ),
-            "log_level": "WARNING",
-        }
-        DBOS(config=config)
+        DBOS = configure_dbos("yieldstar-bench-children")
         self.DBOS = DBOS
 
         @DBOS.step()
@@ -92,13 +75,6 @@ class DbosFanOut:
         self.DBOS.destroy()
 
 
-def _start_dbos() -> tuple[DbosFanOut | None, str]:
-    try:
-        return DbosFanOut(), ""
-    except Exception as exc:  # the bench extra is missing, or DBOS cannot start here
-        return None, f"DBOS unavailable: {type(exc).__name__}: {exc}"[:200]
-
-
 def run(quick: bool = False) -> list[Row]:
     _setup_django()
     rounds = 2 if quick else 3
@@ -111,7 +87,7 @@ def run(quick: bool = False) -> list[Row]:
         worker = Worker(broker)
         try:
             fan_out(20)  # warm up
-            dbos, unavailable = _start_dbos()
+            dbos, unavailable = start_dbos(DbosFanOut)
             try:
                 if dbos is not None:
                     dbos.fan_out(20)

@@ -20,6 +20,7 @@ import statistics
 import time
 from typing import Any
 
+from .databases import configure_dbos, start_dbos
 from .runtime import DEFAULT_BROKER, WORKER_CONCURRENCY, Worker, _setup_django, _wait, _yieldstar
 from .table import Row
 
@@ -56,25 +57,7 @@ class DbosQueue:
     system database)."""
 
     def __init__(self) -> None:
-        from dbos import DBOS, DBOSConfig
-
-        from demo_project.dburl import parse_database_url
-
-        from .databases import create_database
-
-        url = os.environ["BENCH_DATABASE_URL"] + "_dbos"
-        create_database(url)
-        entry = parse_database_url(url)
-        credentials = entry["USER"] + (f":{entry['PASSWORD']}" if entry["PASSWORD"] else "")
-        config: DBOSConfig = {
-            "name": "yieldstar-bench-queues",
-            "system_database_url": (
-                f"postgresql://{credentials}@{entry['HOST']}:{entry['PORT'] or 5432}/"
-                f"{entry['NAME']}"
-            ),
-            "log_level": "WARNING",
-        }
-        DBOS(config=config)
+        DBOS = configure_dbos("yieldstar-bench-queues")
 
         @DBOS.step()
         def noop(i: int) -> int:
@@ -121,13 +104,6 @@ def debounce(n: int) -> tuple[float, list[str], Any]:
     return rate, sorted(set(ids)), get_execution(ids[-1]).result
 
 
-def _start_dbos() -> tuple[DbosQueue | None, str]:
-    try:
-        return DbosQueue(), ""
-    except Exception as exc:  # the bench extra is missing, or DBOS cannot start here
-        return None, f"DBOS unavailable: {type(exc).__name__}: {exc}"[:200]
-
-
 def run(quick: bool = False) -> list[Row]:
     """Rounds interleave ours, plain starts and DBOS; each figure is the median."""
     _setup_django()
@@ -142,7 +118,7 @@ def run(quick: bool = False) -> list[Row]:
         try:
             plain(50)  # warm up every path
             queued(50)
-            dbos, unavailable = _start_dbos()
+            dbos, unavailable = start_dbos(DbosQueue)
             try:
                 for _ in range(rounds):
                     ours.append(queued(n))

@@ -58,7 +58,7 @@ from typing import Any
 
 from tests.polling import wait_until
 
-from .databases import create_database
+from .databases import configure_dbos, create_database, start_dbos
 from .table import Row, Series
 
 SUITE = "runtime"
@@ -489,23 +489,7 @@ class Dbos:
     """DBOS on its own system database of the same PostgreSQL server, in this process."""
 
     def __init__(self) -> None:
-        from dbos import DBOS, DBOSConfig
-
-        from demo_project.dburl import parse_database_url
-
-        url = os.environ["BENCH_DATABASE_URL"] + "_dbos"
-        create_database(url)
-        entry = parse_database_url(url)
-        credentials = entry["USER"] + (f":{entry['PASSWORD']}" if entry["PASSWORD"] else "")
-        system_url = (
-            f"postgresql://{credentials}@{entry['HOST']}:{entry['PORT'] or 5432}/{entry['NAME']}"
-        )
-        config: DBOSConfig = {
-            "name": "yieldstar-bench",
-            "system_database_url": system_url,
-            "log_level": "WARNING",
-        }
-        DBOS(config=config)
+        DBOS = configure_dbos("yieldstar-bench")
 
         @DBOS.step()
         def noop(i: int) -> int:
@@ -584,13 +568,6 @@ def _ms(seconds: float) -> float:
     return seconds * 1e3
 
 
-def _start_dbos() -> tuple[Dbos | None, str]:
-    try:
-        return Dbos(), ""
-    except Exception as exc:  # the bench extra is missing, or DBOS cannot start here
-        return None, f"DBOS unavailable: {type(exc).__name__}: {exc}"[:200]
-
-
 def run(quick: bool = False) -> list[Row]:
     """Rounds interleave ours and the baselines, so a noisy machine slows both alike;
     throughputs are the median of the rounds, latencies pooled over them. Wake latencies
@@ -636,7 +613,7 @@ def run(quick: bool = False) -> list[Row]:
                 resumes[takers] = drain_queue(takers)
             for takers in at_once_sweep:
                 herd[takers] = drain_queue(takers, timeout=900, at_once=True)
-            dbos, unavailable = _start_dbos()
+            dbos, unavailable = start_dbos(Dbos)
             try:
                 if dbos is not None:
                     dbos.notify_latencies(10, 0.01)  # warm up
