@@ -595,7 +595,7 @@ def test_an_uncontended_write_is_one_statement_on_postgres(
     with CaptureQueriesContext(connections[alias]) as queries:
         client.update_store(d, "q", updater=lambda s: s.update(other=1))
     assert len(queries) == 1
-    assert "yieldstar_commit_mutation_v3" in queries[0]["sql"]
+    assert "yieldstar_commit_mutation_v4" in queries[0]["sql"]
 
     seen: list[str] = []
 
@@ -616,11 +616,11 @@ def test_an_uncontended_write_is_one_statement_on_postgres(
     assert taken.matched
     assert [_which(sql) for sql in seen] == [
         "ledger and row",
-        "commit_mutation_v3",
-        "commit_mutation_v3",
-        "commit_mutation_v3",
+        "commit_mutation_v4",
+        "commit_mutation_v4",
+        "commit_mutation_v4",
         "storeinstance",
-        "commit_mutation_v3",
+        "commit_mutation_v4",
     ]
 
 
@@ -744,7 +744,7 @@ def _pop_first(draft: Any, selected: Any) -> None:
 def _which(sql: str) -> str:
     if "yieldstar_appliedstep" in sql and "yieldstar_storeinstance" in sql:
         return "ledger and row"
-    for name in ("commit_mutation_v3", "storeinstance"):
+    for name in ("commit_mutation_v4", "storeinstance"):
         if name in sql:
             return name
     return sql
@@ -768,7 +768,7 @@ def test_without_the_snapshot_cache_an_update_reads_first(
     assert len(queries) == 4
     assert "yieldstar_appliedstep" in queries[2]["sql"]
     assert "yieldstar_storeinstance" in queries[2]["sql"]
-    assert "yieldstar_commit_mutation_v3" in queries[3]["sql"]
+    assert "yieldstar_commit_mutation_v4" in queries[3]["sql"]
 
 
 def test_waiters_join_the_callers_transaction_without_a_savepoint(

@@ -384,10 +384,12 @@ class DatabaseStoreClient(CasStoreClient):
 
     def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
         """Delete the waiters of an execution, or of one of its steps
-        (:func:`.waiters.remove_waiters`)."""
+        (:func:`.waiters.remove_waiters`); a woken waiter of a cohort hands its wake to the
+        next of its cohort, delivered on commit."""
         check_removal(execution_id, step_key)
         open_manual_transaction(self.connection)
-        waiter_rows.remove_waiters(self.connection, self.using, execution_id, step_key)
+        pending = waiter_rows.remove_waiters(self.connection, self.using, execution_id, step_key)
+        self._finish(pending)
 
     def waiters(self, definition: StoreDefinition, id: str) -> list[StoreWaiter]:
         """The waiters registered on a store, in registration order."""

@@ -114,6 +114,7 @@ def register_waiter(
                 paths_json(read_paths),
                 registered,
                 registered if stale else None,  # woken now, by its registration
+                w.cohort,
             ],
         )
         fetched = cursor.fetchone()
@@ -159,15 +160,19 @@ def checked_paths(w: StoreWaiter) -> list[tuple[Any, ...]]:
 
 def remove_waiters(
     connection: BaseDatabaseWrapper, using: str, execution_id: str, step_key: str | None
-) -> None:
-    """Delete the waiters (and their path rows) of an execution, or of one of its steps.
+) -> list[PendingWake]:
+    """Delete the waiters (and their path rows) of an execution, or of one of its steps;
+    return the wake intents written for the waiters woken in their place (a removed woken
+    waiter of a cohort hands its wake on: :func:`.portable.delete_waiters`), to deliver on
+    commit.
 
     Joins a caller's ``transaction.atomic()`` without a savepoint, as ``register_waiter``
     does."""
     check_removal(execution_id, step_key)
     keys = None if step_key is None else [step_key]
     with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
-        delete_waiters(cursor, execution_id, keys)
+        handed = delete_waiters(cursor, connection, execution_id, keys)
+        return write_intents(handed, reason="cohort", using=using) if handed else []
 
 
 def list_waiters(connection: BaseDatabaseWrapper, name: str, id: str) -> list[StoreWaiter]:
@@ -177,7 +182,15 @@ def list_waiters(connection: BaseDatabaseWrapper, name: str, id: str) -> list[St
         cursor.execute(queries.of(connection).list_waiters, [name, id])
         return [
             StoreWaiter(
-                wf, ex, key, name, id, inst, int(since), tuple(tuple(p) for p in json.loads(paths))
+                wf,
+                ex,
+                key,
+                name,
+                id,
+                inst,
+                int(since),
+                tuple(tuple(p) for p in json.loads(paths)),
+                cohort,
             )
-            for wf, ex, key, inst, since, paths in cursor.fetchall()
+            for wf, ex, key, inst, since, paths, cohort in cursor.fetchall()
         ]

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import clock
+from ..core.cohorts import selector_cohort
 from ..core.commits import StoreDeletion, StoreMutation, VersionCondition
 from ..core.definition import StoreDefinition
 from ..core.durable import decode_durable, encode_durable
@@ -124,14 +125,17 @@ def take(
             ctx.drop_waiters()
             complete(encoded, result.instance_id)
     else:
+        # Takers with the same selector are woken one at a time (a take waits on one
+        # store; take_any's choices are woken alone: one may be woken for another's match).
+        cohort = selector_cohort(call.selector)
         if ctx.row is None:
             with ctx.atomic():
                 ctx.pend()
-                wait_for(ctx, key, definition, call.store_id, result)
+                wait_for(ctx, key, definition, call.store_id, result, cohort)
         else:
             # Registering again replaces the step's waiter: a take's step key names one
             # store (its fingerprint), and a waiter is keyed by execution, step and store.
-            wait_for(ctx, key, definition, call.store_id, result)
+            wait_for(ctx, key, definition, call.store_id, result, cohort)
         raise Suspend(ExecutionStatus.WAITING, key)
     return StepValue(decode_durable(encoded))
 
@@ -142,9 +146,11 @@ def wait_for(
     definition: StoreDefinition,
     store_id: str,
     missed: StoreTakeUnmatched,
+    cohort: str | None = None,
 ) -> None:
     """Register the waiter ``key`` of a take that ``missed`` on the store (fenced by the
-    lease: :meth:`~yieldstar_django.runtime.context.StepContext.register_waiter`)."""
+    lease: :meth:`~yieldstar_django.runtime.context.StepContext.register_waiter`), in
+    ``cohort`` (:mod:`yieldstar_django.core.cohorts`; ``None``: woken alone)."""
     ctx.register_waiter(
         StoreWaiter(
             workflow_id=ctx.execution.workflow_id,
@@ -155,6 +161,7 @@ def wait_for(
             instance_id=missed.instance_id,
             since_version=missed.version,
             read_paths=missed.read_paths,
+            cohort=cohort,
         )
     )
 
