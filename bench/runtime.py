@@ -278,7 +278,7 @@ def drain_queue(
         _wait(f"item {item} to be taken", completed(item + 1), timeout)
         # The herd this item woke settles before the next one arrives (at most 2 s: a wake
         # that landed on a held lease is run by the holder and may stay unacknowledged).
-        deadline = time.monotonic() + 2.0
+        deadline = time.monotonic() + 10.0
         while not settled() and time.monotonic() < deadline:
             time.sleep(0.01)
     time.sleep(0.2)  # wakes still queued find their execution finished (no run counted)

@@ -161,12 +161,13 @@ def _outcome(row: Sequence[Any]) -> Committed:
 
 
 def register_waiter(
-    connection: BaseDatabaseWrapper, waiter: StoreWaiter, fence: waiters.LeaseFence | None = None
-) -> list[PendingWake] | None:
+    connection: BaseDatabaseWrapper,
+    waiter: StoreWaiter,
+    fence: waiters.LeaseFence | None = None,
+    unless_stale: bool = False,
+) -> waiters.Registration:
     """:func:`.waiters.register_waiter` as one call of ``yieldstar_register_waiter_v3``:
-    one round trip, its own transaction outside ``transaction.atomic``; returns the wake
-    intents it wrote, to deliver on commit, or ``None`` when the run of ``fence`` does not
-    hold its lease (the function registered nothing)."""
+    one round trip, its own transaction outside ``transaction.atomic``; the same answer."""
     w = waiter
     read_paths = waiters.checked_paths(w)
     rows = waiter_path_rows(read_paths)
@@ -193,8 +194,11 @@ def register_waiter(
             None if fence is None else fence.owner,
             None if fence is None else list(fence.finished),
             w.cohort,
+            unless_stale,
         ],
     )
     assert row is not None
-    held, ids, executions, workflows = row
-    return _pending(ids, executions, workflows) if held else None
+    held, stale, ids, executions, workflows = row
+    if not held:
+        return None
+    return waiters.Registered(not (stale and unless_stale), _pending(ids, executions, workflows))

@@ -202,7 +202,7 @@ class MemoryStoreClient(CasStoreClient):
 
     # waiters and the rest of the client
 
-    def register_waiter(self, waiter: StoreWaiter) -> None:
+    def register_waiter(self, waiter: StoreWaiter) -> bool:
         check_waiter(waiter)
         key = (waiter.store_name, waiter.store_id)
         with self._lock:
@@ -222,6 +222,7 @@ class MemoryStoreClient(CasStoreClient):
                     self._woken.discard((key, owner))
                 wakes = [Wake(waiter.execution_id, waiter.workflow_id)] if stale else []
         self._deliver(wakes)
+        return True
 
     def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
         check_removal(execution_id, step_key)

@@ -73,6 +73,11 @@ def own_key(call: StepCall, key: str) -> tuple[str]:
     return (key,)
 
 
+#: How many times a woken take looks at its store in one run before it registers a stale
+#: observation to be woken again (through the broker).
+STALE_LOOKS = 3
+
+
 def take(
     ctx: StepContext, also: Callable[[str, datetime, str], datetime | None] | None = None
 ) -> StepResult:
@@ -108,14 +113,28 @@ def take(
         wake_at = also(encoded, now, instance_id) if also is not None else None
         ctx.record(encoded, wake_at=wake_at, now=now)
 
-    with ctx.commit_hook(prepare):
-        result = ctx.client.take_from_store(
-            definition,
-            call.store_id,
-            selector=call.selector,
-            claim=call.claim,
-            step_id=StoreStepId(ctx.execution_id, key),
-        )
+    # Takers with the same selector are woken one at a time (a take waits on one
+    # store; take_any's choices are woken alone: one may be woken for another's match).
+    cohort = selector_cohort(call.selector)
+    for looks in range(1, STALE_LOOKS + 1):
+        with ctx.commit_hook(prepare):
+            result = ctx.client.take_from_store(
+                definition,
+                call.store_id,
+                selector=call.selector,
+                claim=call.claim,
+                step_id=StoreStepId(ctx.execution_id, key),
+            )
+        if result.matched or ctx.row is None:
+            break
+        # Registering again replaces the step's waiter: a take's step key names one
+        # store (its fingerprint), and a waiter is keyed by execution, step and store.
+        # A store that moved since the selector read it (a woken run can read before
+        # the commit that woke it is visible) is looked at again in this run.
+        if wait_for(
+            ctx, key, definition, call.store_id, result, cohort, unless_stale=looks < STALE_LOOKS
+        ):
+            raise Suspend(ExecutionStatus.WAITING, key)
     if result.matched and hooked:
         encoded = hooked[-1]
     elif result.matched:
@@ -125,16 +144,8 @@ def take(
             ctx.drop_waiters()
             complete(encoded, result.instance_id)
     else:
-        # Takers with the same selector are woken one at a time (a take waits on one
-        # store; take_any's choices are woken alone: one may be woken for another's match).
-        cohort = selector_cohort(call.selector)
-        if ctx.row is None:
-            with ctx.atomic():
-                ctx.pend()
-                wait_for(ctx, key, definition, call.store_id, result, cohort)
-        else:
-            # Registering again replaces the step's waiter: a take's step key names one
-            # store (its fingerprint), and a waiter is keyed by execution, step and store.
+        with ctx.atomic():
+            ctx.pend()
             wait_for(ctx, key, definition, call.store_id, result, cohort)
         raise Suspend(ExecutionStatus.WAITING, key)
     return StepValue(decode_durable(encoded))
@@ -147,11 +158,14 @@ def wait_for(
     store_id: str,
     missed: StoreTakeUnmatched,
     cohort: str | None = None,
-) -> None:
+    *,
+    unless_stale: bool = False,
+) -> bool:
     """Register the waiter ``key`` of a take that ``missed`` on the store (fenced by the
     lease: :meth:`~yieldstar_django.runtime.context.StepContext.register_waiter`), in
-    ``cohort`` (:mod:`yieldstar_django.core.cohorts`; ``None``: woken alone)."""
-    ctx.register_waiter(
+    ``cohort`` (:mod:`yieldstar_django.core.cohorts`; ``None``: woken alone). ``False``:
+    made ``unless_stale`` and the store had moved, nothing registered."""
+    return ctx.register_waiter(
         StoreWaiter(
             workflow_id=ctx.execution.workflow_id,
             execution_id=ctx.execution_id,
@@ -162,7 +176,8 @@ def wait_for(
             since_version=missed.version,
             read_paths=missed.read_paths,
             cohort=cohort,
-        )
+        ),
+        unless_stale=unless_stale,
     )
 
 

@@ -88,8 +88,8 @@ INSERT INTO {appliedstep} (store_name, store_id, execution_id, step_key, result,
 SELECT * FROM yieldstar_commit_mutation_v4(%s::text, %s::text, %s::text, %s::bigint, %s::boolean, %s::text, %s::text, %s::text, %s::boolean, %s::text[], %s::text[], %s::text, %s::text, %s::text, %s::text, %s::boolean, %s::bigint, %s::double precision, %s::text[])
 
 -- register_waiter_call --
--- A waiter's registration in one call (its cohort last), fenced by a run's lease when the two arguments before it (owner token, finished statuses) are given.
-SELECT * FROM yieldstar_register_waiter_v3(%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::bigint, %s::text, %s::smallint[], %s::text[], %s::smallint[], %s::text[], %s::timestamptz, %s::double precision, %s::timestamptz, %s::text, %s::text[], %s::text)
+-- A waiter's registration in one call, fenced by a run's lease when the owner token and finished statuses are given; then its cohort, and whether a stale observation registers nothing (unless_stale).
+SELECT * FROM yieldstar_register_waiter_v3(%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::bigint, %s::text, %s::smallint[], %s::text[], %s::smallint[], %s::text[], %s::timestamptz, %s::double precision, %s::timestamptz, %s::text, %s::text[], %s::text, %s::boolean)
 
 
 -- ---------------------------------------------------------------------------------------

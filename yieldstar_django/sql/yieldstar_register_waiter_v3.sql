@@ -17,7 +17,9 @@ CREATE OR REPLACE FUNCTION yieldstar_register_waiter_v3(
     p_lease_owner text,
     p_finished text[],
     p_cohort text,
+    p_unless_stale boolean,
     OUT held boolean,
+    OUT stale boolean,
     OUT intent_ids bigint[],
     OUT wake_execution_ids text[],
     OUT wake_workflow_ids text[]
@@ -45,6 +47,9 @@ AS $$
 -- then writes a store it waits on (the other order deadlocks with it); a commit's heap
 -- row takes only FOR KEY SHARE on the execution's row, which a share lock does not block.
 -- Without a token (NULL), held is true and nothing more is checked.
+-- With p_unless_stale, a stale observation registers nothing and writes no intent: stale
+-- is true, and the caller (a run holding its lease) takes again at once instead of being
+-- woken through the broker.
 -- It runs with the settings of yieldstar_commit_mutation_v4 (no sequential scan, each
 -- statement planned once per connection).
 DECLARE
@@ -79,6 +84,10 @@ BEGIN
     ELSE
         v_same := v_instance = p_instance_id;
         v_stale := NOT v_same OR v_version <> p_since_version;
+        stale := v_stale;
+        IF v_stale AND p_unless_stale THEN
+            RETURN;
+        END IF;
         INSERT INTO yieldstar_waiter AS w
             (workflow_id, execution_id, step_key, store_pk, instance_id, since_version,
              read_paths, created_at, woken_at, cohort)
