@@ -298,6 +298,7 @@ def queue_producer(
             if cursor.fetchone()[0] >= takers:
                 break
         time.sleep(0.005)
+
     def settled(taken: int) -> bool:
         with connections[alias].cursor() as cursor:
             cursor.execute(

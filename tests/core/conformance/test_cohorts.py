@@ -108,9 +108,7 @@ def test_an_unwoken_waiter_removed_wakes_nobody(harness: Any, define: Any) -> No
     assert woken(harness) == ["t0"]
 
 
-def test_waiters_alone_and_of_other_cohorts_are_woken_as_before(
-    harness: Any, define: Any
-) -> None:
+def test_waiters_alone_and_of_other_cohorts_are_woken_as_before(harness: Any, define: Any) -> None:
     d = define(initial=lambda id: {"jobs": []})
     for execution, cohort in [("a0", "a"), ("n0", None), ("b0", "b"), ("a1", "a"), ("n1", None)]:
         wait_in(harness, d, execution, cohort)
