@@ -348,6 +348,30 @@ def test_stale_and_missing_registrations_are_woken_at_once(
     assert [(e, r) for e, r, _ in intents(alias)] == [("stale", "stale"), ("gone", "missing")]
 
 
+@pytest.mark.parametrize("use_functions", [True, False], ids=["function", "statements"])
+def test_a_registration_unless_stale_registers_nothing_behind_a_change(
+    alias: str, wakes: WakeCollector, use_functions: bool
+) -> None:
+    """A run that holds its lease registers ``unless_stale``: an observation the store
+    moved past writes no waiter and no intent (the run looks again), a current one
+    registers as always."""
+    d = jobs_store()
+    client = DatabaseStoreClient(alias, use_functions=use_functions)
+    result = client.take_from_store(d, "q", selector=first_job, claim=None)
+    client.update_store(d, "q", updater=lambda s: s.update(other=1))
+    behind = StoreWaiter("wf", "e", "k", d.name, "q", result.instance_id, 0, result.read_paths)
+    assert client.register_waiter(behind, unless_stale=True) is False
+    assert (client.waiters(d, "q"), wakes, intents(alias)) == ([], [], [])
+    current = client.take_from_store(d, "q", selector=first_job, claim=None)
+    waiter = StoreWaiter(
+        "wf", "e", "k", d.name, "q", current.instance_id, current.version, current.read_paths
+    )
+    assert client.register_waiter(waiter, unless_stale=True) is True
+    assert [w.execution_id for w in client.waiters(d, "q")] == ["e"]
+    assert client.register_waiter(behind) is True, "without it, registered and woken"
+    assert wakes == [Wake("e", "wf")]
+
+
 def test_reregistration_replaces_the_observation(alias: str, wakes: WakeCollector) -> None:
     d = StoreDefinition(f"rereg{next(_names)}", None, lambda id: {"a": 0, "b": 0})
     client = DatabaseStoreClient(alias)
@@ -595,7 +619,7 @@ def test_an_uncontended_write_is_one_statement_on_postgres(
     with CaptureQueriesContext(connections[alias]) as queries:
         client.update_store(d, "q", updater=lambda s: s.update(other=1))
     assert len(queries) == 1
-    assert "yieldstar_commit_mutation_v3" in queries[0]["sql"]
+    assert "yieldstar_commit_mutation_v4" in queries[0]["sql"]
 
     seen: list[str] = []
 
@@ -616,11 +640,11 @@ def test_an_uncontended_write_is_one_statement_on_postgres(
     assert taken.matched
     assert [_which(sql) for sql in seen] == [
         "ledger and row",
-        "commit_mutation_v3",
-        "commit_mutation_v3",
-        "commit_mutation_v3",
+        "commit_mutation_v4",
+        "commit_mutation_v4",
+        "commit_mutation_v4",
         "storeinstance",
-        "commit_mutation_v3",
+        "commit_mutation_v4",
     ]
 
 
@@ -744,7 +768,7 @@ def _pop_first(draft: Any, selected: Any) -> None:
 def _which(sql: str) -> str:
     if "yieldstar_appliedstep" in sql and "yieldstar_storeinstance" in sql:
         return "ledger and row"
-    for name in ("commit_mutation_v3", "storeinstance"):
+    for name in ("commit_mutation_v4", "storeinstance"):
         if name in sql:
             return name
     return sql
@@ -768,7 +792,7 @@ def test_without_the_snapshot_cache_an_update_reads_first(
     assert len(queries) == 4
     assert "yieldstar_appliedstep" in queries[2]["sql"]
     assert "yieldstar_storeinstance" in queries[2]["sql"]
-    assert "yieldstar_commit_mutation_v3" in queries[3]["sql"]
+    assert "yieldstar_commit_mutation_v4" in queries[3]["sql"]
 
 
 def test_waiters_join_the_callers_transaction_without_a_savepoint(

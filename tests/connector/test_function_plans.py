@@ -18,7 +18,7 @@ from .test_connector import intents, job_awaited, jobs_store, row
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
 #: The functions the connector calls.
-ENTRY_POINTS = ("yieldstar_commit_mutation_v3", "yieldstar_register_waiter_v2")
+ENTRY_POINTS = ("yieldstar_commit_mutation_v4", "yieldstar_register_waiter_v3")
 
 
 def settings_of(name: str) -> list[str]:

@@ -148,6 +148,38 @@ def test_woken_takers_resume_about_once_and_lose_no_wake(
         assert (wakes, sum(resumes.values())) == (24, 24), resumes
 
 
+@pytest.mark.parametrize(
+    ("batches", "settle"),
+    [([1] * 20, True), ([1] * 20, False), ([3, 1, 4, 1, 5, 2, 1, 3], False)],
+    ids=["one-by-one", "racing", "in-bursts"],
+)
+@pytest.mark.slow
+def test_takers_of_one_cohort_resume_twice_an_item_and_lose_no_wake(
+    alias: str, spawn: Spawn, batches: list[int], settle: bool
+) -> None:
+    """20 takers with one selector (a cohort) in 4 processes. Each job wakes the first
+    taker of the cohort, whose claim wakes the next (which finds nothing, or the next job):
+    jobs arriving one at a time (each once the last was taken and the takers registered
+    again) cost 2 resumes each, where every waiting taker was woken by each (about N/2 a
+    job). Arriving while takers still check (racing) or in bursts, no job is lost or
+    taken twice and no taker left asleep."""
+    name = unique("cohort")
+    executions = [f"c{k}" for k in range(20)]
+    groups = [(alias, name, executions[k::4], 60.0, True) for k in range(4)]
+    *taken, _ = spawn(
+        ["queue_takers"] * 4 + ["queue_producer"],
+        [*groups, (alias, name, batches, 0.01, settle)],
+        timeout=120,
+    )
+    items = {e: job for result in taken for e, job in result["items"].items()}
+    resumes = sum(n for result in taken for n in result["resumes"].values())
+    lost = [e for e, job in items.items() if job is None]
+    assert lost == [], f"{len(lost)} takers never woke up for their job"
+    assert sorted(items.values()) == list(range(20)), "each job taken exactly once"
+    if settle:
+        assert resumes <= 2 * 20, f"{resumes} resumes for 20 jobs"
+
+
 @pytest.mark.parametrize("alias", [POSTGRES], indirect=True)
 @pytest.mark.slow
 def test_writes_that_lost_several_races_take_turns(alias: str, spawn: Spawn) -> None:

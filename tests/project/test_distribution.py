@@ -86,7 +86,7 @@ def test_the_plan_is_read_from_the_page() -> None:
     )
     assert plan.tables["yieldstar_execution"] == TablePlan(DISTRIBUTED, "id")
     assert plan.tables["yieldstar_idempotencykey"] == TablePlan(LOCAL)
-    assert plan.functions["yieldstar_commit_mutation_v3"] == FunctionPlan(
+    assert plan.functions["yieldstar_commit_mutation_v4"] == FunctionPlan(
         "p_store_id", "yieldstar_storeinstance"
     )
     assert plan.functions["yieldstar_write_intents_v1"] == FunctionPlan("")

@@ -390,7 +390,7 @@ def test_a_commit_hook_runs_in_the_commit_transaction_and_user_code_outside(
     assert all(atomic for _, atomic in seen[1 : end + 1]), "one transaction from the commit"
     assert not any(atomic for _, atomic in seen[end + 1 :]), "wakes go out after the commit"
     if connection.vendor == "postgresql" and use_functions is None:
-        calls = [s for s, _ in seen if "yieldstar_commit_mutation_v3" in s]
+        calls = [s for s, _ in seen if "yieldstar_commit_mutation_v4" in s]
         assert len(calls) == 1, "still one function call for the commit"
         assert end == 2  # the read; then the call (which drops the waiter), the work
     assert [w.execution_id for w in wakes] == ["other"]

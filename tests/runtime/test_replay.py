@@ -376,9 +376,9 @@ def test_a_take_cancelled_while_it_registers_its_waiter_leaves_no_waiter(
 
     register = store_steps.wait_for
 
-    def cancel_then_register(engine: Any, *args: Any) -> None:
+    def cancel_then_register(engine: Any, *args: Any, **kwargs: Any) -> bool:
         cancel_from_another_thread(engine.execution.id)
-        register(engine, *args)
+        return register(engine, *args, **kwargs)
 
     monkeypatch.setattr(store_steps, "wait_for", cancel_then_register)
     eid = start_workflow(wf)
@@ -411,15 +411,54 @@ def test_a_woken_take_cancelled_before_it_waits_again_leaves_no_waiter(
     assert Waiter.objects.filter(execution_id=eid).count() == 1
     register = store_steps.wait_for
 
-    def cancel_then_register(engine: Any, *args: Any) -> None:
+    def cancel_then_register(engine: Any, *args: Any, **kwargs: Any) -> bool:
         cancel_from_another_thread(engine.execution.id)
-        register(engine, *args)
+        return register(engine, *args, **kwargs)
 
     monkeypatch.setattr(store_steps, "wait_for", cancel_then_register)
     rt.client.update_store(store, "q", updater=lambda d: d["items"].append("x"))  # wakes it
     rt.pump()
     assert get_execution(eid).status == "cancelled"
     assert list(Waiter.objects.filter(execution_id=eid).values_list("step_key", flat=True)) == []
+
+
+def test_a_woken_take_that_missed_a_commit_looks_again_in_the_same_run(
+    rt: Runtime, monkeypatch: Any
+) -> None:
+    """A woken run can read the store before the commit that woke it is visible (wakes go
+    out while the database commits). Its registration then finds the store moved: rather
+    than register a stale observation and be woken again through the broker, the take
+    looks again in the same run and claims."""
+    import pytest
+
+    from yieldstar_django.models import Execution, WakeIntent
+    from yieldstar_django.runtime import store_steps
+
+    if not hasattr(rt.client, "using"):
+        pytest.skip("the unless-stale registration of the database client")
+    store = rt.define()
+
+    @rt.workflow
+    def wf(step: Step) -> Any:
+        return (yield from step.take(store, "q", lambda s: "go" in s["items"] or None))
+
+    eid = start_workflow(wf)
+    rt.pump()
+    register = store_steps.wait_for
+    pushed: list[bool] = []
+
+    def commit_then_register(engine: Any, *args: Any, **kwargs: Any) -> bool:
+        if not pushed:  # the commit lands between the take's read and its registration
+            pushed.append(True)
+            rt.client.update_store(store, "q", updater=lambda d: d["items"].append("go"))
+        return register(engine, *args, **kwargs)
+
+    monkeypatch.setattr(store_steps, "wait_for", commit_then_register)
+    rt.client.update_store(store, "q", updater=lambda d: d["items"].append("x"))  # wakes it
+    rt.pump()
+    assert get_execution(eid).status == "completed"
+    assert Execution.objects.get(pk=eid).runs == 2, "its first run and the woken one"
+    assert not WakeIntent.objects.filter(execution_id=eid, reason="stale").exists()
 
 
 def test_an_id_no_execution_can_have_is_not_found(rt: Runtime) -> None:

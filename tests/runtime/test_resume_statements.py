@@ -77,7 +77,7 @@ def test_a_woken_take_reaches_its_heap_row_in_two_statements(pg: Runtime) -> Non
     acquire, commit = statements[:heap]
     assert "set_config('synchronous_commit', 'off', true)" in acquire
     assert "yieldstar_appliedstep" in acquire and "yieldstar_storeinstance" in acquire
-    assert "yieldstar_commit_mutation_v3" in commit
+    assert "yieldstar_commit_mutation_v4" in commit
     assert not [s for s in statements if s.startswith("DELETE") and "yieldstar_waiter" in s]
     assert get_execution(eid).result == "job"
     assert not Waiter.objects.filter(execution_id=eid).exists()
@@ -110,7 +110,7 @@ def test_a_woken_take_finding_nothing_registers_again_in_one_statement(pg: Runti
     pg.pump()
     pushed, sent = resumed_for_nothing(pg, inbox, winner, loser)
     assert len(sent) == 4, sent
-    assert "yieldstar_register_waiter_v2" in sent[2]
+    assert "yieldstar_register_waiter_v3" in sent[2]
     assert not [s for s in sent if s in ("BEGIN", "COMMIT") or s.startswith("DELETE")]
     waiter = Waiter.objects.get(execution_id=loser)
     assert (waiter.since_version, waiter.woken_at) == (pushed + 1, None)
@@ -136,7 +136,7 @@ def test_a_woken_take_any_finding_nothing_registers_each_choice_again(pg: Runtim
     begin = sent.index("BEGIN")
     assert sent[begin + 1] == f"SET LOCAL lock_timeout = '{GIVE_WAY_AFTER_MS}ms'", sent
     registrations = sent[begin + 2 : begin + 4]
-    assert all("yieldstar_register_waiter_v2" in s for s in registrations), sent
+    assert all("yieldstar_register_waiter_v3" in s for s in registrations), sent
     assert sent[begin + 4] == "COMMIT", sent
     assert not [s for s in sent if s.startswith("DELETE")], sent
     waiters = {w.step_key: w for w in Waiter.objects.filter(execution_id=loser)}
@@ -161,7 +161,7 @@ def test_a_woken_single_choice_take_any_registers_again_in_one_statement(pg: Run
     winner, loser = start_workflow(wf), start_workflow(wf)
     pg.pump()
     _, sent = resumed_for_nothing(pg, a, winner, loser)
-    assert len(sent) == 4 and "yieldstar_register_waiter_v2" in sent[2], sent
+    assert len(sent) == 4 and "yieldstar_register_waiter_v3" in sent[2], sent
     assert Waiter.objects.get(execution_id=loser).woken_at is None
 
 
@@ -355,5 +355,5 @@ def test_the_hot_statements_run_prepared_where_the_connection_asks(pg: Runtime) 
         raw.prepare_threshold = previous
     assert sorted(get_execution(e).result[1] for e in eids) == ["a", "b", "c"]
     assert all(get_execution(e).result[0] == 4 for e in eids)
-    for needle in ("WITH acquired", "INSERT INTO yieldstar_execution_step", "commit_mutation_v3"):
+    for needle in ("WITH acquired", "INSERT INTO yieldstar_execution_step", "commit_mutation_v4"):
         assert any(needle in statement for statement in prepared), needle

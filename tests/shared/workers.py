@@ -217,14 +217,18 @@ def race_mutator(alias: str, name: str, trials: int, barrier: Any, seed: int) ->
     return trials
 
 
-def queue_takers(alias: str, name: str, executions: list[str], seconds: float) -> dict[str, Any]:
+def queue_takers(
+    alias: str, name: str, executions: list[str], seconds: float, cohort: bool = False
+) -> dict[str, Any]:
     """Act as ``executions``, each waiting to pop one item of the ``jobs`` queue as the
-    runtime does: take; on a miss register a waiter (from what the take saw) and sleep
-    until a wake intent newer than the take arrives (a resume), then take again; on a
-    match remove the waiter. Returns each execution's item and resume count; one still
-    waiting after ``seconds`` has lost its wake (``None`` item)."""
+    runtime does: take; on a miss register a waiter (from what the take saw; in the
+    selector's cohort with ``cohort``, as a runtime take does) and sleep until a wake
+    intent newer than the take arrives (a resume), then take again; on a match remove the
+    waiter. Returns each execution's item and resume count; one still waiting after
+    ``seconds`` has lost its wake (``None`` item)."""
     from django.db import connections
 
+    from yieldstar_django.core.cohorts import selector_cohort
     from yieldstar_django.core.results import StoreStepId, StoreWaiter
 
     client = _client(alias)
@@ -232,6 +236,11 @@ def queue_takers(alias: str, name: str, executions: list[str], seconds: float) -
 
     def pop(draft: Any, job: Any) -> None:
         draft["jobs"].remove(job)
+
+    def first(state: Any) -> Any:
+        return state["jobs"][0] if state["jobs"] else None
+
+    in_cohort = selector_cohort(first) if cohort else None
 
     def last_intent(execution: str) -> int:
         with connections[alias].cursor() as cursor:
@@ -252,7 +261,7 @@ def queue_takers(alias: str, name: str, executions: list[str], seconds: float) -
             result = client.take_from_store(
                 definition,
                 "q",
-                selector=lambda s: s["jobs"][0] if s["jobs"] else None,
+                selector=first,
                 claim=pop,
                 step_id=StoreStepId(execution, "take"),
             )
@@ -261,7 +270,7 @@ def queue_takers(alias: str, name: str, executions: list[str], seconds: float) -
                 items[execution] = result.selected
                 continue
             waiter = ("wf", execution, "take", name, "q", result.instance_id, result.version)
-            client.register_waiter(StoreWaiter(*waiter, result.read_paths))
+            client.register_waiter(StoreWaiter(*waiter, result.read_paths, in_cohort))
             waiting[execution] = seen
         to_run = [e for e, seen in waiting.items() if last_intent(e) > seen]
         for execution in to_run:
@@ -271,8 +280,12 @@ def queue_takers(alias: str, name: str, executions: list[str], seconds: float) -
     return {"items": {e: items.get(e) for e in executions}, "resumes": resumes}
 
 
-def queue_producer(alias: str, name: str, batches: list[int], pause: float) -> int:
-    """Push ``batches`` of jobs (one commit each) once every taker waits, ``pause`` apart."""
+def queue_producer(
+    alias: str, name: str, batches: list[int], pause: float, settle: bool = False
+) -> int:
+    """Push ``batches`` of jobs (one commit each) once every taker waits, ``pause`` apart;
+    with ``settle``, each once the jobs before it are taken and every taker still waiting
+    has registered again (no waiter woken)."""
     from django.db import connections
 
     client = _client(alias)
@@ -285,8 +298,19 @@ def queue_producer(alias: str, name: str, batches: list[int], pause: float) -> i
             if cursor.fetchone()[0] >= takers:
                 break
         time.sleep(0.005)
+
+    def settled(taken: int) -> bool:
+        with connections[alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FILTER (WHERE woken_at IS NULL), count(*) FROM yieldstar_waiter"
+            )
+            unwoken, waiting = cursor.fetchone()
+        return unwoken == waiting == takers - taken
+
     pushed = 0
     for size in batches:
+        while settle and not settled(pushed) and time.monotonic() < deadline + 60:
+            time.sleep(0.005)
         jobs = list(range(pushed, pushed + size))
         client.update_store(definition, "q", updater=lambda s, jobs=jobs: s["jobs"].extend(jobs))
         pushed += size

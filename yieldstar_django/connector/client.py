@@ -362,7 +362,9 @@ class DatabaseStoreClient(CasStoreClient):
 
     # waiters
 
-    def register_waiter(self, waiter: StoreWaiter, *, fence: LeaseFence | None = None) -> None:
+    def register_waiter(
+        self, waiter: StoreWaiter, *, fence: LeaseFence | None = None, unless_stale: bool = False
+    ) -> bool:
         """Register ``waiter``, linearizably with every mutation of its store
         (:func:`.waiters.register_waiter`; in one call of a PL/pgSQL function where commits
         use them, :func:`.functions.register_waiter`); a stale or storeless waiter is woken
@@ -371,23 +373,32 @@ class DatabaseStoreClient(CasStoreClient):
         With ``fence`` (a run's hold on its execution's lease), only while the run holds
         it, checked in the registration's transaction before it writes anything (no
         statement more on PostgreSQL): otherwise nothing is registered and
-        ``LeaseNotHeld`` is raised."""
+        ``LeaseNotHeld`` is raised.
+
+        With ``unless_stale`` (a run that holds its lease), an observation the store moved
+        past registers nothing and ``False`` is returned: take again, rather than be woken
+        through the broker to do so. ``True``: registered."""
         waiter_rows.checked_paths(waiter)
         open_manual_transaction(self.connection)
         if self._functions():
-            pending = functions.register_waiter(self.connection, waiter, fence)
+            done = functions.register_waiter(self.connection, waiter, fence, unless_stale)
         else:
-            pending = waiter_rows.register_waiter(self.connection, self.using, waiter, fence)
-        if pending is None:
+            done = waiter_rows.register_waiter(
+                self.connection, self.using, waiter, fence, unless_stale
+            )
+        if done is None:
             raise LeaseNotHeld(waiter.execution_id)
-        self._finish(pending)
+        self._finish(done.pending)
+        return done.registered
 
     def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
         """Delete the waiters of an execution, or of one of its steps
-        (:func:`.waiters.remove_waiters`)."""
+        (:func:`.waiters.remove_waiters`); a woken waiter of a cohort hands its wake to the
+        next of its cohort, delivered on commit."""
         check_removal(execution_id, step_key)
         open_manual_transaction(self.connection)
-        waiter_rows.remove_waiters(self.connection, self.using, execution_id, step_key)
+        pending = waiter_rows.remove_waiters(self.connection, self.using, execution_id, step_key)
+        self._finish(pending)
 
     def waiters(self, definition: StoreDefinition, id: str) -> list[StoreWaiter]:
         """The waiters registered on a store, in registration order."""

@@ -1,12 +1,13 @@
 """The commit, and a waiter's registration, as one call of a PL/pgSQL function
 (PostgreSQL): one round trip.
 
-The function is ``yieldstar_django/sql/yieldstar_commit_mutation_v3.sql`` (deletions
+The function is ``yieldstar_django/sql/yieldstar_commit_mutation_v4.sql`` (deletions
 too); its steps are those of :mod:`.portable`. With a ``publish`` (outside
 ``transaction.atomic``), the call runs in its own transaction and its wakes are published
 while the database commits it (:mod:`.overlap`). The registration is
-``yieldstar_register_waiter_v2.sql`` (fenced by a run's lease when given one), the
-statements of :func:`.waiters.register_waiter`. Migration ``0002_postgres`` creates both.
+``yieldstar_register_waiter_v3.sql`` (fenced by a run's lease when given one), the
+statements of :func:`.waiters.register_waiter`. Migration ``0014_waiter_cohorts`` creates
+both versions (``0002_postgres`` the ones before, which the previous release calls).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def commit_mutation(
     unwait: Sequence[str] = (),
     publish: Publish | None = None,
 ) -> Committed:
-    """Commit ``m`` with ``yieldstar_commit_mutation_v3``, removing the waiters of the
+    """Commit ``m`` with ``yieldstar_commit_mutation_v4``, removing the waiters of the
     ``unwait`` step keys of its step's execution. With ``publish``, its wakes are
     published during the commit and none is returned."""
     match = path_match(m.changed_paths)
@@ -82,7 +83,7 @@ def commit_mutation(
 def commit_deletion(
     connection: BaseDatabaseWrapper, d: StoreDeletion, publish: Publish | None = None
 ) -> Committed:
-    """Delete a store with ``yieldstar_commit_mutation_v3`` (a ``'delete'`` operation:
+    """Delete a store with ``yieldstar_commit_mutation_v4`` (a ``'delete'`` operation:
     only the identifying, step and relay-delay arguments apply); ``publish`` as for
     :func:`commit_mutation`."""
     return _call(connection, d, d.expected, publish=publish)
@@ -160,12 +161,13 @@ def _outcome(row: Sequence[Any]) -> Committed:
 
 
 def register_waiter(
-    connection: BaseDatabaseWrapper, waiter: StoreWaiter, fence: waiters.LeaseFence | None = None
-) -> list[PendingWake] | None:
-    """:func:`.waiters.register_waiter` as one call of ``yieldstar_register_waiter_v2``:
-    one round trip, its own transaction outside ``transaction.atomic``; returns the wake
-    intents it wrote, to deliver on commit, or ``None`` when the run of ``fence`` does not
-    hold its lease (the function registered nothing)."""
+    connection: BaseDatabaseWrapper,
+    waiter: StoreWaiter,
+    fence: waiters.LeaseFence | None = None,
+    unless_stale: bool = False,
+) -> waiters.Registration:
+    """:func:`.waiters.register_waiter` as one call of ``yieldstar_register_waiter_v3``:
+    one round trip, its own transaction outside ``transaction.atomic``; the same answer."""
     w = waiter
     read_paths = waiters.checked_paths(w)
     rows = waiter_path_rows(read_paths)
@@ -191,8 +193,12 @@ def register_waiter(
             connection.ops.adapt_datetimefield_value(clock.now()),
             None if fence is None else fence.owner,
             None if fence is None else list(fence.finished),
+            w.cohort,
+            unless_stale,
         ],
     )
     assert row is not None
-    held, ids, executions, workflows = row
-    return _pending(ids, executions, workflows) if held else None
+    held, stale, ids, executions, workflows = row
+    if not held:
+        return None
+    return waiters.Registered(not (stale and unless_stale), _pending(ids, executions, workflows))

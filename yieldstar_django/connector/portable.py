@@ -17,6 +17,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from ..conf import yieldstar_settings
+from ..core.cohorts import cohort_wakes, first_of_each_cohort
 from ..core.commits import (
     COMMITTED,
     MISSING,
@@ -180,51 +181,88 @@ def lock_waiters(
         )
 
 
-def delete_waiters(cursor: Any, execution_id: str, step_keys: Sequence[str] | None) -> None:
+def delete_waiters(
+    cursor: Any, connection: BaseDatabaseWrapper, execution_id: str, step_keys: Sequence[str] | None
+) -> list[Wake]:
     """Delete the waiters (and their path rows) of an execution, or of those of its steps
-    whose keys are ``step_keys``."""
+    whose keys are ``step_keys``; return the wakes of the waiters woken in place of the
+    removed ones (:mod:`yieldstar_django.core.cohorts`: a woken waiter of a cohort that goes
+    without its step recorded hands its wake to the next of its cohort, marked woken)."""
     if step_keys is None:
-        cursor.execute(queries.of().delete_execution_waiter_paths, [execution_id])
-        cursor.execute(queries.of().delete_execution_waiters, [execution_id])
-        return
-    keys, params = placeholders(len(step_keys)), [execution_id, *step_keys]
-    cursor.execute(queries.of().delete_step_waiter_paths.format(keys=keys), params)
-    cursor.execute(queries.of().delete_step_waiters.format(keys=keys), params)
+        keys, params = "", [execution_id]
+        cursor.execute(queries.of().handed_off_execution_waiters, params)
+        handed = cursor.fetchall()
+        cursor.execute(queries.of().delete_execution_waiter_paths, params)
+        cursor.execute(queries.of().delete_execution_waiters, params)
+    else:
+        keys, params = placeholders(len(step_keys)), [execution_id, *step_keys]
+        cursor.execute(queries.of().handed_off_step_waiters.format(keys=keys), params)
+        handed = cursor.fetchall()
+        cursor.execute(queries.of().delete_step_waiter_paths.format(keys=keys), params)
+        cursor.execute(queries.of().delete_step_waiters.format(keys=keys), params)
+    wakes: list[Wake] = []
+    for store_pk, cohort in dict.fromkeys((int(pk), c) for pk, c in handed):
+        cursor.execute(queries.of().next_of_cohort, [store_pk, cohort, HAND_OFF_TRIES])
+        members = [(int(pk), Wake(e, w)) for pk, e, w in cursor.fetchall()]
+        wakes += [wake for _, wake in cohort_wakes(members, _marker(cursor, connection))]
+    return list(dict.fromkeys(wakes))
 
 
-def _matching(
-    cursor: Any, store_pk: int, changed_paths: Sequence[StorePath]
-) -> list[tuple[int, Wake, bool]]:
+#: How many waiters of a cohort a hand-off tries to mark, the first not held elsewhere.
+HAND_OFF_TRIES = 8
+
+
+def _marker(cursor: Any, connection: BaseDatabaseWrapper) -> Any:
+    """``mark(waiter)`` for :func:`~yieldstar_django.core.cohorts.cohort_wakes`: mark one
+    ``(pk, wake)`` woken unless another transaction holds its row (PostgreSQL)."""
+
+    def mark(member: tuple[int, Wake]) -> bool:
+        cursor.execute(
+            queries.of(connection).mark_woken.format(ids="%s"), [now(connection), member[0]]
+        )
+        return bool(cursor.rowcount)
+
+    return mark
+
+
+_Matched = tuple[int, Wake, bool, "str | None"]
+
+
+def _matching(cursor: Any, store_pk: int, changed_paths: Sequence[StorePath]) -> list[_Matched]:
     """The waiters the changed paths intersect, in registration order: (id, the wake of
-    its execution, whether it was woken since it registered). A change of many paths is
-    looked up in several statements (``PROBES_PER_STATEMENT`` index probes each)."""
-    found: dict[int, tuple[int, Wake, bool]] = {}
+    its execution, whether it was woken since it registered, its cohort). A change of many
+    paths is looked up in several statements (``PROBES_PER_STATEMENT`` index probes each)."""
+    found: dict[int, _Matched] = {}
     for query, params in matching_waiters_statements(store_pk, path_match(changed_paths)):
         cursor.execute(query, params)
-        for pk, e, w, woken in cursor.fetchall():
-            found.setdefault(int(pk), (int(pk), Wake(e, w), woken is not None))
+        for pk, e, w, woken, cohort in cursor.fetchall():
+            found.setdefault(int(pk), (int(pk), Wake(e, w), woken is not None, cohort))
     return [found[pk] for pk in sorted(found)]
 
 
-def _executions(waiters: Sequence[tuple[int, Wake, bool]]) -> list[Wake]:
+def _executions(waiters: Sequence[_Matched]) -> list[Wake]:
     """One wake per execution of ``waiters``, in the order of its first waiter."""
-    return list(dict.fromkeys(wake for _, wake, _ in waiters))
+    return list(dict.fromkeys(waiter[1] for waiter in waiters))
 
 
 def _waking(
     cursor: Any, connection: BaseDatabaseWrapper, store_pk: int, changed_paths: Sequence[StorePath]
 ) -> list[Wake]:
     """The executions with a waiter the changed paths intersect that was not woken since
-    it registered, in registration order; those waiters are marked woken (as
-    ``yieldstar_wake_waiters_v1`` does on PostgreSQL, rows locked elsewhere skipped)."""
+    it registered, in registration order, of each cohort only the first (as
+    ``yieldstar_wake_waiters_v2`` does on PostgreSQL): those waiters are marked woken, rows
+    locked elsewhere skipped (and of a cohort, the next one tried)."""
     unwoken = [w for w in _matching(cursor, store_pk, changed_paths) if not w[2]]
-    for start in range(0, len(unwoken), WAKES_PER_STATEMENT):
-        ids = [pk for pk, _, _ in unwoken[start : start + WAKES_PER_STATEMENT]]
+    alone, cohorts = first_of_each_cohort(unwoken, lambda waiter: waiter[3])
+    for start in range(0, len(alone), WAKES_PER_STATEMENT):
+        ids = [waiter[0] for waiter in alone[start : start + WAKES_PER_STATEMENT]]
         cursor.execute(
             queries.of(connection).mark_woken.format(ids=placeholders(len(ids))),
             [now(connection), *ids],
         )
-    return _executions(unwoken)
+    mark = _marker(cursor, connection)
+    woken = alone + [w for members in cohorts.values() for w in cohort_wakes(members, mark)]
+    return _executions(sorted(woken))
 
 
 def commit_mutation(
@@ -241,7 +279,7 @@ def commit_mutation(
                 recorded = ledger_result(cursor, name, id, m.step_id, m.operation)
                 if recorded is not None:
                     return recorded, []
-            if len(unwait) > 1:  # before the store's row, as yieldstar_commit_mutation_v3
+            if len(unwait) > 1:  # before the store's row, as yieldstar_commit_mutation_v4
                 assert m.step_id is not None, "unwait names steps of the mutation's execution"
                 lock_waiters(cursor, connection, m.step_id.execution_id, unwait)
             if m.created:
@@ -285,10 +323,11 @@ def commit_mutation(
                     state,
                 )  # fmt: skip
             _prune_versions(cursor, expected.instance_id, version)
+            handed: list[Wake] = []
             if unwait:
                 assert m.step_id is not None, "unwait names steps of the mutation's execution"
-                delete_waiters(cursor, m.step_id.execution_id, unwait)
-            wakes = _waking(cursor, connection, pk, m.changed_paths)
+                handed = delete_waiters(cursor, connection, m.step_id.execution_id, unwait)
+            wakes = list(dict.fromkeys(handed + _waking(cursor, connection, pk, m.changed_paths)))
             return COMMITTED, write_intents(wakes, reason="store", using=using)
     except _StepRecordedMeanwhile:
         assert recorded is not None

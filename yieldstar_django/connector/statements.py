@@ -26,7 +26,7 @@ def matching_waiters_sql(
     store_pk: int, match: PathMatch, *, always: bool = True
 ) -> tuple[str, list[Any]]:
     """The portable query for the waiters a change intersects: ``(id, execution_id,
-    workflow_id, woken_at)`` rows in registration order.
+    workflow_id, woken_at, cohort)`` rows in registration order.
 
     Every lookup of a path row is an equality on all three columns of the
     ``(store_pk, kind, path)`` index, one key per ``UNION ALL`` branch (never ``IN (...)``,

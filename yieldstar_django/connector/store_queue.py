@@ -9,7 +9,7 @@ held); it is taken only outside ``transaction.atomic``, so the session holds no 
 
 A claim that removes several waiters of its execution (a ``take_any``'s, the commit hook's
 ``unwait``) locks them before the store row, in the order of its commit
-(``yieldstar_commit_mutation_v3``, :func:`.portable.commit_mutation`): a transaction that
+(``yieldstar_commit_mutation_v4``, :func:`.portable.commit_mutation`): a transaction that
 woke one of them holds its row and may next ask for this store's row. Taking the store row
 first, the queued claim deadlocked with it.
 """

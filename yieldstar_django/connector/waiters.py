@@ -22,6 +22,8 @@ from .portable import delete_waiters, now
 __all__ = [
     "LeaseFence",
     "LeaseNotHeld",
+    "Registered",
+    "Registration",
     "checked_paths",
     "list_waiters",
     "register_waiter",
@@ -51,15 +53,32 @@ class LeaseNotHeld(Exception):
     execution finished, cancelled or deleted): nothing was registered, no wake written."""
 
 
+@dataclass(frozen=True)
+class Registered:
+    """What a registration did: ``registered`` is false when it was made ``unless_stale``
+    and the store had moved since the observation (nothing written); ``pending``: the
+    wake intents it wrote, to deliver on commit."""
+
+    registered: bool
+    pending: list[PendingWake]
+
+
+#: A registration's answer; ``None``: the run of its fence does not hold its lease.
+Registration = Registered | None
+
+
 def register_waiter(
     connection: BaseDatabaseWrapper,
     using: str,
     waiter: StoreWaiter,
     fence: LeaseFence | None = None,
-) -> list[PendingWake] | None:
+    unless_stale: bool = False,
+) -> Registration:
     """Register ``waiter``, linearizably with every mutation of its store; return the wake
     intents written (the waiter is stale, or its store missing), to deliver on commit;
-    ``None`` when the run of ``fence`` does not hold its lease (nothing is written).
+    ``None`` when the run of ``fence`` does not hold its lease (nothing is written). With
+    ``unless_stale``, a stale observation registers nothing and writes no intent
+    (``registered`` false): the caller, whose run holds the lease, takes again at once.
 
     In one transaction: read the store row under a share lock (``FOR SHARE`` on
     PostgreSQL, which conflicts with the ``FOR NO KEY UPDATE`` a commit takes; SQLite's
@@ -97,10 +116,12 @@ def register_waiter(
         cursor.execute(queries.of(connection).read_store_for_waiter, [w.store_name, w.store_id])
         row = cursor.fetchone()
         if row is None:
-            return write_intents([wake], reason="missing", using=using)
+            return Registered(True, write_intents([wake], reason="missing", using=using))
         store_pk, instance_id, version = int(row[0]), row[1], int(row[2])
         same_instance = instance_id == w.instance_id
         stale = not same_instance or version != w.since_version
+        if stale and unless_stale:
+            return Registered(False, [])
         registered = now(connection)
         cursor.execute(
             queries.of(connection).upsert_waiter,
@@ -114,6 +135,7 @@ def register_waiter(
                 paths_json(read_paths),
                 registered,
                 registered if stale else None,  # woken now, by its registration
+                w.cohort,
             ],
         )
         fetched = cursor.fetchone()
@@ -127,7 +149,7 @@ def register_waiter(
                 queries.of(connection).insert_waiter_paths.format(rows=_rows(len(chunk))),
                 [v for kind, key in chunk for v in (waiter_pk, store_pk, kind, key)],
             )
-        return write_intents([wake], reason="stale", using=using) if stale else []
+        return Registered(True, write_intents([wake], reason="stale", using=using) if stale else [])
 
 
 def _lease_held(
@@ -159,15 +181,19 @@ def checked_paths(w: StoreWaiter) -> list[tuple[Any, ...]]:
 
 def remove_waiters(
     connection: BaseDatabaseWrapper, using: str, execution_id: str, step_key: str | None
-) -> None:
-    """Delete the waiters (and their path rows) of an execution, or of one of its steps.
+) -> list[PendingWake]:
+    """Delete the waiters (and their path rows) of an execution, or of one of its steps;
+    return the wake intents written for the waiters woken in their place (a removed woken
+    waiter of a cohort hands its wake on: :func:`.portable.delete_waiters`), to deliver on
+    commit.
 
     Joins a caller's ``transaction.atomic()`` without a savepoint, as ``register_waiter``
     does."""
     check_removal(execution_id, step_key)
     keys = None if step_key is None else [step_key]
     with transaction.atomic(using=using, savepoint=False), connection.cursor() as cursor:
-        delete_waiters(cursor, execution_id, keys)
+        handed = delete_waiters(cursor, connection, execution_id, keys)
+        return write_intents(handed, reason="cohort", using=using) if handed else []
 
 
 def list_waiters(connection: BaseDatabaseWrapper, name: str, id: str) -> list[StoreWaiter]:
@@ -177,7 +203,15 @@ def list_waiters(connection: BaseDatabaseWrapper, name: str, id: str) -> list[St
         cursor.execute(queries.of(connection).list_waiters, [name, id])
         return [
             StoreWaiter(
-                wf, ex, key, name, id, inst, int(since), tuple(tuple(p) for p in json.loads(paths))
+                wf,
+                ex,
+                key,
+                name,
+                id,
+                inst,
+                int(since),
+                tuple(tuple(p) for p in json.loads(paths)),
+                cohort,
             )
-            for wf, ex, key, inst, since, paths in cursor.fetchall()
+            for wf, ex, key, inst, since, paths, cohort in cursor.fetchall()
         ]

@@ -13,6 +13,7 @@ from typing import Final
 __all__ = [
     "MAX_CHANGED_PATH_DEPTH",
     "MAX_CHANGE_KEYS",
+    "MAX_COHORT_LENGTH",
     "MAX_INSTANCE_ID_LENGTH",
     "MAX_KEY_LENGTH",
     "MAX_LEDGER_KEY_BYTES",
@@ -25,6 +26,8 @@ __all__ = [
 MAX_KEY_LENGTH: Final = 255
 #: A store instance id (a UUID in text, or an id the API was given).
 MAX_INSTANCE_ID_LENGTH: Final = 64
+#: A waiter's cohort (a digest in hex, ``core.cohorts``).
+MAX_COHORT_LENGTH: Final = 64
 #: The four keys of a store step together (store name, store id, execution id, step key),
 #: in bytes of UTF-8: PostgreSQL's btree holds an index row of at most 2,704 bytes, and the
 #: ledger's unique index holds the four (with their headers) uncompressed when they are

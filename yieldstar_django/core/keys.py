@@ -9,7 +9,13 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from .constants import MAX_INSTANCE_ID_LENGTH, MAX_KEY_LENGTH, MAX_LEDGER_KEY_BYTES, MAX_VERSION
+from .constants import (
+    MAX_COHORT_LENGTH,
+    MAX_INSTANCE_ID_LENGTH,
+    MAX_KEY_LENGTH,
+    MAX_LEDGER_KEY_BYTES,
+    MAX_VERSION,
+)
 from .errors import StoreKeyError, StoreKeyTypeError
 from .results import StoreStepId, StoreWaiter
 
@@ -103,6 +109,8 @@ def check_waiter(waiter: StoreWaiter) -> None:
     check_text("step key", waiter.step_key)
     check_text("instance id", waiter.instance_id, MAX_INSTANCE_ID_LENGTH)
     check_version("since_version", waiter.since_version)
+    if waiter.cohort is not None:
+        check_text("cohort", waiter.cohort, MAX_COHORT_LENGTH, empty=False)
 
 
 def check_removal(execution_id: str, step_key: str | None) -> None:

@@ -12,6 +12,7 @@ from typing import Unpack
 
 from . import commits
 from .cas import CasOptions, CasStoreClient
+from .cohorts import first_of_each_cohort
 from .commits import CommitOutcome, StoreDeletion, StoredState, StoreMutation
 from .constants import MAX_INSTANCE_ID_LENGTH
 from .definition import StoreDefinition
@@ -201,7 +202,7 @@ class MemoryStoreClient(CasStoreClient):
 
     # waiters and the rest of the client
 
-    def register_waiter(self, waiter: StoreWaiter) -> None:
+    def register_waiter(self, waiter: StoreWaiter) -> bool:
         check_waiter(waiter)
         key = (waiter.store_name, waiter.store_id)
         with self._lock:
@@ -221,15 +222,22 @@ class MemoryStoreClient(CasStoreClient):
                     self._woken.discard((key, owner))
                 wakes = [Wake(waiter.execution_id, waiter.workflow_id)] if stale else []
         self._deliver(wakes)
+        return True
 
     def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:
         check_removal(execution_id, step_key)
+        wakes: list[Wake] = []
         with self._lock:
             for key, waiters in self._waiters.items():
                 for owner in [k for k in waiters if k[0] == execution_id]:
                     if step_key is None or owner[1] == step_key:
-                        del waiters[owner]
-                        self._woken.discard((key, owner))
+                        removed = waiters.pop(owner)
+                        if (key, owner) in self._woken:
+                            self._woken.discard((key, owner))
+                            claimed = self._ledger_key(key, StoreStepId(*owner)) in self._ledger
+                            if not claimed:  # a claim's commit woke the next already
+                                wakes += self._hand_off(key, removed.cohort)
+        self._deliver(wakes)
 
     def waiters(self, definition: StoreDefinition, id: str) -> list[StoreWaiter]:
         """Registered waiters of one store (for tests)."""
@@ -269,15 +277,35 @@ class MemoryStoreClient(CasStoreClient):
         """The executions with a waiter the change intersects that was not woken since it
         registered; those waiters are marked woken."""
         changed = list(changed)
-        wakes: dict[str, Wake] = {}
-        for owner, waiter in self._waiters.get(key, {}).items():
-            if (key, owner) not in self._woken and (
+        touched = [
+            (owner, waiter)
+            for owner, waiter in self._waiters.get(key, {}).items()
+            if (key, owner) not in self._woken
+            and (
                 waiter.instance_id != written.instance_id
                 or wakes_waiter(waiter.read_paths, changed)
-            ):
-                self._woken.add((key, owner))
-                wakes.setdefault(waiter.execution_id, Wake(waiter.execution_id, waiter.workflow_id))
+            )
+        ]
+        alone, cohorts = first_of_each_cohort(touched, lambda item: item[1].cohort)
+        chosen = {owner for owner, _ in alone} | {members[0][0] for members in cohorts.values()}
+        wakes: dict[str, Wake] = {}
+        for owner, waiter in touched:
+            if owner not in chosen:
+                continue
+            self._woken.add((key, owner))
+            wakes.setdefault(waiter.execution_id, Wake(waiter.execution_id, waiter.workflow_id))
         return list(wakes.values())
+
+    def _hand_off(self, key: _Key, cohort: str | None) -> list[Wake]:
+        """A woken waiter of ``cohort`` went without checking: wake the first unwoken one
+        of its cohort in its place (:mod:`yieldstar_django.core.cohorts`)."""
+        if cohort is None:
+            return []
+        for owner, waiter in self._waiters.get(key, {}).items():
+            if waiter.cohort == cohort and (key, owner) not in self._woken:
+                self._woken.add((key, owner))
+                return [Wake(waiter.execution_id, waiter.workflow_id)]
+        return []
 
     def _drop_waiters(self, key: _Key) -> list[Wake]:
         waiters = self._waiters.pop(key, {})

@@ -114,7 +114,12 @@ StoreTakeResult: TypeAlias = StoreTakeMatched | StoreTakeUnmatched
 @dataclass(frozen=True)
 class StoreWaiter:
     """A versioned read observation: wake ``execution_id`` when a change touches
-    ``read_paths`` of the store after (``instance_id``, ``since_version``)."""
+    ``read_paths`` of the store after (``instance_id``, ``since_version``).
+
+    ``cohort``: waiters of one store with the same cohort wait on the same function of
+    its state (:mod:`yieldstar_django.core.cohorts`); a change wakes the first of them in
+    registration order, not all (``None``: woken alone, as every waiter it touches is).
+    """
 
     workflow_id: str
     execution_id: str
@@ -124,6 +129,7 @@ class StoreWaiter:
     instance_id: str
     since_version: StoreVersion
     read_paths: tuple[StorePath, ...]
+    cohort: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "read_paths", tuple(tuple(path) for path in self.read_paths))

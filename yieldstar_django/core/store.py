@@ -201,11 +201,12 @@ class StoreClient(ABC):
         return self._take(StoreCall(definition, id, step_id), selector, claim)
 
     @abstractmethod
-    def register_waiter(self, waiter: StoreWaiter) -> None:
+    def register_waiter(self, waiter: StoreWaiter) -> bool:
         """Register a read observation, linearizably with mutations: one whose
         (instance_id, since_version) is not current is woken at once; a current one by the
         first later mutation whose changed paths intersect its read paths. It stays until
-        ``remove_waiters`` (the runtime calls it when the heap records the step)."""
+        ``remove_waiters`` (the runtime calls it when the heap records the step). ``True``:
+        registered (a client may offer to register nothing instead of a stale one)."""
 
     @abstractmethod
     def remove_waiters(self, execution_id: str, step_key: str | None = None) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import models
 from django.db.models import Q
 
-from ..core.constants import MAX_KEY_LENGTH, WaiterKind
+from ..core.constants import MAX_COHORT_LENGTH, MAX_KEY_LENGTH, WaiterKind
 from ..core.durable import decode_durable
 from ..core.types import StorePath
 from .decoded import Decoded
@@ -159,7 +159,8 @@ class Waiter(models.Model):
     (``instance_id``, ``since_version``). Matching goes through :class:`WaiterPath`.
     ``woken_at`` is set by the first change that wakes it: a waiter is woken once per
     registration, and its execution registers it again (``woken_at`` reset) if its step
-    still has to wait.
+    still has to wait. Waiters of one ``cohort`` (takes with the same selector) are woken
+    one at a time, the first in registration order (:mod:`yieldstar_django.core.cohorts`).
     """
 
     workflow_id = models.CharField("workflow id", max_length=MAX_KEY_LENGTH)
@@ -179,6 +180,10 @@ class Waiter(models.Model):
     read_paths = models.TextField("read paths (JSON)", default="[]")
     created_at = models.DateTimeField("registered")
     woken_at = models.DateTimeField("woken", null=True, blank=True)
+    # NULL, not "": the commit functions test it with IS NULL.
+    cohort = models.CharField(  # noqa: DJ001
+        "cohort", max_length=MAX_COHORT_LENGTH, null=True, blank=True
+    )
 
     class Meta:
         constraints = natural_key("yieldstar_waiter_key", "execution_id", "step_key", "store")
@@ -186,6 +191,12 @@ class Waiter(models.Model):
             # The store page of the admin lists a store's first waiters in the order they
             # registered (``ORDER BY created_at, id``): a scan of this index.
             models.Index(fields=["store", "created_at", "id"], name="yieldstar_waiter_listed"),
+            # The first unwoken waiter of a cohort, which a removal of a woken one wakes.
+            models.Index(
+                fields=["store", "cohort", "id"],
+                name="yieldstar_waiter_cohort",
+                condition=Q(woken_at__isnull=True, cohort__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -412,9 +412,12 @@ class StepContext:
 
     # -- waiting on stores ----------------------------------------------------------------
 
-    def register_waiter(self, waiter: StoreWaiter) -> None:
+    def register_waiter(self, waiter: StoreWaiter, *, unless_stale: bool = False) -> bool:
         """Register ``waiter`` (one of this execution's, keyed by one of the kind's
-        ``waiters``); it replaces the waiter of the same key and store.
+        ``waiters``); it replaces the waiter of the same key and store. ``False``: made
+        ``unless_stale`` on the heap's database, the store had moved since the observation
+        and nothing was registered (the step looks again in this run); elsewhere the
+        registration is made and woken at once if stale.
 
         On the heap's database the registration is fenced by the lease, as the heap
         writes are, in the registration's transaction (the current one, if any): a run
@@ -425,9 +428,10 @@ class StepContext:
         client = self._run.heap_client
         if client is None:
             self._run.client.register_waiter(waiter)
-            return
+            return True
         try:
-            client.register_waiter(waiter, fence=self._run.lease.waiter_fence())
+            fence = self._run.lease.waiter_fence()
+            return client.register_waiter(waiter, fence=fence, unless_stale=unless_stale)
         except LeaseNotHeld:
             raise LeaseLost(self._run.execution.id) from None
 

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import clock
+from ..core.cohorts import selector_cohort
 from ..core.commits import StoreDeletion, StoreMutation, VersionCondition
 from ..core.definition import StoreDefinition
 from ..core.durable import decode_durable, encode_durable
@@ -72,6 +73,11 @@ def own_key(call: StepCall, key: str) -> tuple[str]:
     return (key,)
 
 
+#: How many times a woken take looks at its store in one run before it registers a stale
+#: observation to be woken again (through the broker).
+STALE_LOOKS = 3
+
+
 def take(
     ctx: StepContext, also: Callable[[str, datetime, str], datetime | None] | None = None
 ) -> StepResult:
@@ -107,14 +113,28 @@ def take(
         wake_at = also(encoded, now, instance_id) if also is not None else None
         ctx.record(encoded, wake_at=wake_at, now=now)
 
-    with ctx.commit_hook(prepare):
-        result = ctx.client.take_from_store(
-            definition,
-            call.store_id,
-            selector=call.selector,
-            claim=call.claim,
-            step_id=StoreStepId(ctx.execution_id, key),
-        )
+    # Takers with the same selector are woken one at a time (a take waits on one
+    # store; take_any's choices are woken alone: one may be woken for another's match).
+    cohort = selector_cohort(call.selector)
+    for looks in range(1, STALE_LOOKS + 1):
+        with ctx.commit_hook(prepare):
+            result = ctx.client.take_from_store(
+                definition,
+                call.store_id,
+                selector=call.selector,
+                claim=call.claim,
+                step_id=StoreStepId(ctx.execution_id, key),
+            )
+        if result.matched or ctx.row is None:
+            break
+        # Registering again replaces the step's waiter: a take's step key names one
+        # store (its fingerprint), and a waiter is keyed by execution, step and store.
+        # A store that moved since the selector read it (a woken run can read before
+        # the commit that woke it is visible) is looked at again in this run.
+        if wait_for(
+            ctx, key, definition, call.store_id, result, cohort, unless_stale=looks < STALE_LOOKS
+        ):
+            raise Suspend(ExecutionStatus.WAITING, key)
     if result.matched and hooked:
         encoded = hooked[-1]
     elif result.matched:
@@ -124,14 +144,9 @@ def take(
             ctx.drop_waiters()
             complete(encoded, result.instance_id)
     else:
-        if ctx.row is None:
-            with ctx.atomic():
-                ctx.pend()
-                wait_for(ctx, key, definition, call.store_id, result)
-        else:
-            # Registering again replaces the step's waiter: a take's step key names one
-            # store (its fingerprint), and a waiter is keyed by execution, step and store.
-            wait_for(ctx, key, definition, call.store_id, result)
+        with ctx.atomic():
+            ctx.pend()
+            wait_for(ctx, key, definition, call.store_id, result, cohort)
         raise Suspend(ExecutionStatus.WAITING, key)
     return StepValue(decode_durable(encoded))
 
@@ -142,10 +157,15 @@ def wait_for(
     definition: StoreDefinition,
     store_id: str,
     missed: StoreTakeUnmatched,
-) -> None:
+    cohort: str | None = None,
+    *,
+    unless_stale: bool = False,
+) -> bool:
     """Register the waiter ``key`` of a take that ``missed`` on the store (fenced by the
-    lease: :meth:`~yieldstar_django.runtime.context.StepContext.register_waiter`)."""
-    ctx.register_waiter(
+    lease: :meth:`~yieldstar_django.runtime.context.StepContext.register_waiter`), in
+    ``cohort`` (:mod:`yieldstar_django.core.cohorts`; ``None``: woken alone). ``False``:
+    made ``unless_stale`` and the store had moved, nothing registered."""
+    return ctx.register_waiter(
         StoreWaiter(
             workflow_id=ctx.execution.workflow_id,
             execution_id=ctx.execution_id,
@@ -155,7 +175,9 @@ def wait_for(
             instance_id=missed.instance_id,
             since_version=missed.version,
             read_paths=missed.read_paths,
-        )
+            cohort=cohort,
+        ),
+        unless_stale=unless_stale,
     )
 
 

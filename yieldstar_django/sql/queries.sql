@@ -85,11 +85,11 @@ INSERT INTO {appliedstep} (store_name, store_id, execution_id, step_key, result,
 
 -- commit_call --
 -- The store commit in one call: every mutation, and deletions (p_operation 'delete').
-SELECT * FROM yieldstar_commit_mutation_v3(%s::text, %s::text, %s::text, %s::bigint, %s::boolean, %s::text, %s::text, %s::text, %s::boolean, %s::text[], %s::text[], %s::text, %s::text, %s::text, %s::text, %s::boolean, %s::bigint, %s::double precision, %s::text[])
+SELECT * FROM yieldstar_commit_mutation_v4(%s::text, %s::text, %s::text, %s::bigint, %s::boolean, %s::text, %s::text, %s::text, %s::boolean, %s::text[], %s::text[], %s::text, %s::text, %s::text, %s::text, %s::boolean, %s::bigint, %s::double precision, %s::text[])
 
 -- register_waiter_call --
--- A waiter's registration in one call, fenced by a run's lease when its last two arguments (owner token, finished statuses) are given.
-SELECT * FROM yieldstar_register_waiter_v2(%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::bigint, %s::text, %s::smallint[], %s::text[], %s::smallint[], %s::text[], %s::timestamptz, %s::double precision, %s::timestamptz, %s::text, %s::text[])
+-- A waiter's registration in one call, fenced by a run's lease when the owner token and finished statuses are given; then its cohort, and whether a stale observation registers nothing (unless_stale).
+SELECT * FROM yieldstar_register_waiter_v3(%s::text, %s::text, %s::text, %s::text, %s::text, %s::text, %s::bigint, %s::text, %s::smallint[], %s::text[], %s::smallint[], %s::text[], %s::timestamptz, %s::double precision, %s::timestamptz, %s::text, %s::text[], %s::text, %s::boolean)
 
 
 -- ---------------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ SELECT id, instance_id, version FROM {storeinstance} WHERE name = %s AND store_i
 
 -- upsert_waiter --
 -- Register a waiter, or replace the observation of the same (execution, step, store); its pk.
-INSERT INTO {waiter} (workflow_id, execution_id, step_key, store_pk, instance_id, since_version, read_paths, created_at, woken_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (execution_id, step_key, store_pk) DO UPDATE SET workflow_id = excluded.workflow_id, instance_id = excluded.instance_id, since_version = excluded.since_version, read_paths = excluded.read_paths, created_at = excluded.created_at, woken_at = excluded.woken_at RETURNING id
+INSERT INTO {waiter} (workflow_id, execution_id, step_key, store_pk, instance_id, since_version, read_paths, created_at, woken_at, cohort) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (execution_id, step_key, store_pk) DO UPDATE SET workflow_id = excluded.workflow_id, instance_id = excluded.instance_id, since_version = excluded.since_version, read_paths = excluded.read_paths, created_at = excluded.created_at, woken_at = excluded.woken_at, cohort = excluded.cohort RETURNING id
 
 -- delete_waiter_paths --
 -- Delete a waiter's path rows (before they are written again).
@@ -119,6 +119,22 @@ DELETE FROM {waiterpath} WHERE waiter_id = %s
 -- insert_waiter_paths(rows) --
 -- Write path rows of a waiter: {rows} is one "(%s, %s, %s, %s)" per row, comma-separated.
 INSERT INTO {waiterpath} (waiter_id, store_pk, kind, path) VALUES {rows}
+
+-- handed_off --
+-- The condition on a waiter w about to be removed that its cohort's next waiter be woken in its place: woken, in a cohort, and its step not recorded on the store (a claim's commit woke the next already).
+w.cohort IS NOT NULL AND w.woken_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {appliedstep} a JOIN {storeinstance} s ON s.name = a.store_name AND s.store_id = a.store_id WHERE s.id = w.store_pk AND a.execution_id = w.execution_id AND a.step_key = w.step_key)
+
+-- handed_off_execution_waiters --
+-- The (store pk, cohort) of the waiters of an execution whose removal wakes the next of their cohort.
+SELECT w.store_pk, w.cohort FROM {waiter} w WHERE w.execution_id = %s AND {handed_off}
+
+-- handed_off_step_waiters(keys) --
+-- The (store pk, cohort) of the waiters of an execution's steps ({keys}: one %s per step key) whose removal wakes the next of their cohort.
+SELECT w.store_pk, w.cohort FROM {waiter} w WHERE w.execution_id = %s AND w.step_key IN ({keys}) AND {handed_off}
+
+-- next_of_cohort --
+-- The first unwoken waiters of a cohort on a store (store pk, cohort, how many), in registration order.
+SELECT id, execution_id, workflow_id FROM {waiter} WHERE store_pk = %s AND cohort = %s AND woken_at IS NULL ORDER BY id LIMIT %s
 
 -- delete_execution_waiter_paths --
 -- Delete the path rows of an execution's waiters.
@@ -141,7 +157,7 @@ DELETE FROM {waiter} WHERE execution_id = %s AND step_key IN ({keys})
 SELECT id FROM {waiter} WHERE execution_id = %s AND step_key IN ({keys}) ORDER BY id FOR UPDATE
 
 -- mark_woken(ids) --
--- Mark woken the waiters {ids} (one %s each) whose rows no other transaction holds: a commit never waits on a waiter row.
+-- Mark woken the waiters {ids} (one %s each) whose rows no other transaction holds (the row count: how many): a commit never waits on a waiter row.
 UPDATE {waiter} SET woken_at = %s WHERE id IN (SELECT id FROM {waiter} WHERE id IN ({ids}){for_no_key_update}{skip_locked})
 
 -- delete_store_waiter_paths --
@@ -154,15 +170,15 @@ DELETE FROM {waiter} WHERE store_pk = %s
 
 -- list_waiters --
 -- The waiters registered on a store (by name and id), in registration order.
-SELECT w.workflow_id, w.execution_id, w.step_key, w.instance_id, w.since_version, w.read_paths FROM {waiter} w JOIN {storeinstance} s ON s.id = w.store_pk WHERE s.name = %s AND s.store_id = %s ORDER BY w.id
+SELECT w.workflow_id, w.execution_id, w.step_key, w.instance_id, w.since_version, w.read_paths, w.cohort FROM {waiter} w JOIN {storeinstance} s ON s.id = w.store_pk WHERE s.name = %s AND s.store_id = %s ORDER BY w.id
 
 -- store_waiters --
 -- Every waiter on a store (by store pk), in registration order: the waiters a deletion wakes.
-SELECT id, execution_id, workflow_id, woken_at FROM {waiter} WHERE store_pk = %s ORDER BY id
+SELECT id, execution_id, workflow_id, woken_at, cohort FROM {waiter} WHERE store_pk = %s ORDER BY id
 
 -- probed_waiters(probes) --
 -- The waiters found by {probes} (waiter_probe and waiter_path_probe texts joined by UNION ALL), in registration order.
-SELECT id, execution_id, workflow_id, woken_at FROM {waiter} WHERE id IN ({probes}) ORDER BY id
+SELECT id, execution_id, workflow_id, woken_at, cohort FROM {waiter} WHERE id IN ({probes}) ORDER BY id
 
 -- waiter_probe(kind) --
 -- The waiters of a store (by pk) with a path row of {kind} (a WaiterKind number).
