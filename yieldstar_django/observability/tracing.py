@@ -20,6 +20,7 @@ nothing of it is imported: every function returns :data:`OFF` (a shared no-op sp
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from contextvars import ContextVar
 from importlib import metadata
@@ -98,7 +99,10 @@ class _Api:
         self.error_status = trace.Status(trace.StatusCode.ERROR)
 
 
+@functools.cache
 def _version() -> str | None:
+    """The package's version (read from its metadata once: a tracer is made again after
+    each settings reload)."""
     try:
         return metadata.version("yieldstar-django")
     except metadata.PackageNotFoundError:  # pragma: no cover - run from a checkout
