@@ -5,8 +5,16 @@
   ``TRACING`` and ``METRICS`` on, the OpenTelemetry SDK's tracer provider recording every
   span into a batch processor (its exporter drops them: what leaves the process is the
   exporter's cost, not ours) and prometheus-client's default registry; against both
-  ``False``. Three rounds each, interleaved (on, off, on, off, ...), the median of each:
-  target on >= 0.95x off.
+  ``False``. Target: on >= 0.95x off.
+- **a bare SDK span per step** against **both off**: the same steps with both off, each
+  step's function starting and ending one span of the same provider (no attributes, not
+  made current): the least any span per step costs on this machine, whoever makes it.
+
+Eleven rounds (three with ``--quick``) of each, interleaved, the order of the modes turning
+each round so none always runs first; the median of each mode (and, in the note, the median
+of each round's own ratio, which a machine's load drifting from round to round moves less).
+``RUN_SLICE_SECONDS`` is ``None`` in every mode, so a slow round on a busy machine is not cut
+into several runs.
 """
 
 from __future__ import annotations
@@ -45,36 +53,63 @@ def _install_tracer_provider() -> None:
     trace.set_tracer_provider(provider)
 
 
+#: The modes measured: settings, and the workflow of their steps.
+MODES: dict[str, tuple[dict[str, Any], str]] = {
+    "on": ({"TRACING": True, "METRICS": True}, "bench.steps"),
+    "off": ({"TRACING": False, "METRICS": False}, "bench.steps"),
+    "bare span": ({"TRACING": False, "METRICS": False}, "bench.spanned_steps"),
+}
+
+
 def run(quick: bool = False) -> list[Row]:
     _setup_django()
     _install_tracer_provider()
-    steps = 300 if quick else 1000
-    rounds = 3
-    on: list[float] = []
-    off: list[float] = []
-    with _yieldstar(TRACING=True, METRICS=True):
-        steps_in_one_execution(50)  # warm up both paths
-    with _yieldstar(TRACING=False, METRICS=False):
-        steps_in_one_execution(50)
-    for _ in range(rounds):
-        with _yieldstar(TRACING=True, METRICS=True):
-            on.append(steps_in_one_execution(steps))
-        with _yieldstar(TRACING=False, METRICS=False):
-            off.append(steps_in_one_execution(steps))
-    median_on, median_off = statistics.median(on), statistics.median(off)
-    note = f"{steps} steps/round; on {_rounded(on)}, off {_rounded(off)}"
+    steps = 200 if quick else 500
+    rounds = 3 if quick else 11
+    rates: dict[str, list[float]] = {mode: [] for mode in MODES}
+    names = list(MODES)
+    for mode in names:  # warm up every path
+        _steps(mode, 50)
+    for i in range(rounds):
+        for mode in names[i % len(names) :] + names[: i % len(names)]:
+            rates[mode].append(_steps(mode, steps))
+    median = {mode: statistics.median(values) for mode, values in rates.items()}
+    note = f"{steps} steps/round, {rounds} rounds; " + ", ".join(
+        f"{mode} {_rounded(values)}" for mode, values in rates.items()
+    )
+    note += f"; median of rounds' ratios {_paired(rates['on'], rates['off']):.2f}x"
     return [
         Row(
             SUITE,
             "durable steps/s, tracing + metrics on",
-            median_on,
+            median["on"],
             "both off",
-            median_off,
+            median["off"],
             "steps/s",
             target=">= 0.95x",
             note=note,
-        )
+        ),
+        Row(
+            SUITE,
+            "durable steps/s, a bare SDK span per step (both off)",
+            median["bare span"],
+            "both off",
+            median["off"],
+            "steps/s",
+            note="the least a span per step costs: started and ended, no attributes, not "
+            f"current; median of rounds' ratios {_paired(rates['bare span'], rates['off']):.2f}x",
+        ),
     ]
+
+
+def _steps(mode: str, n: int) -> float:
+    values, workflow = MODES[mode]
+    with _yieldstar(**values, RUN_SLICE_SECONDS=None):
+        return steps_in_one_execution(n, workflow)
+
+
+def _paired(values: list[float], baselines: list[float]) -> float:
+    return statistics.median(v / b for v, b in zip(values, baselines, strict=True))
 
 
 def _rounded(values: Any) -> str:

@@ -352,13 +352,14 @@ def durable_hop_latencies(worker: Worker, n: int, spacing: float) -> list[float]
     return started()
 
 
-def steps_in_one_execution(n: int) -> float:
-    """Durable ``run`` steps per second in one execution, run in this process."""
+def steps_in_one_execution(n: int, workflow: str = "bench.steps") -> float:
+    """Durable ``run`` steps per second in one execution (of ``workflow``, ``n`` steps
+    whose results sum to ``sum(range(n))``), run in this process."""
     from yieldstar_django.runtime import get_execution, start_workflow
     from yieldstar_django.runtime.executions import run_execution
 
     with _yieldstar(WAKE_BACKEND="bench.runtime.drop_wakes"):
-        execution_id = start_workflow("bench.steps", n)
+        execution_id = start_workflow(workflow, n)
         start = time.perf_counter()
         run_execution(execution_id)
         elapsed = time.perf_counter() - start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Generator
 from typing import Any
 
@@ -26,6 +27,20 @@ def noop(i: int) -> int:
     return i
 
 
+def spanned(i: int) -> int:
+    """``noop`` making one OpenTelemetry span (started and ended, no attributes) with the
+    global tracer provider: the least a span per step costs (``bench.observability``)."""
+    _tracer().start_span("bench.step").end()
+    return i
+
+
+@functools.cache
+def _tracer() -> Any:
+    from opentelemetry import trace
+
+    return trace.get_tracer("bench")
+
+
 @workflow("bench.wait_take")
 def wait_take(step: Step, store_id: str) -> Any:
     """Wait on a take from ``inbox/<store_id>``; the take's heap row times the wake."""
@@ -38,6 +53,15 @@ def steps(step: Step, n: int) -> Generator[Any, Any, int]:
     total = 0
     for i in range(n):
         total += yield from step.run(noop, i)
+    return total
+
+
+@workflow("bench.spanned_steps")
+def spanned_steps(step: Step, n: int) -> Generator[Any, Any, int]:
+    """``n`` durable ``run`` steps, each function making one bare span (``spanned``)."""
+    total = 0
+    for i in range(n):
+        total += yield from step.run(spanned, i)
     return total
 
 

@@ -167,3 +167,22 @@ def test_tracing_off_makes_no_span_and_stores_no_context(
     assert Execution.objects.get(pk=eid).status == "completed"
     assert Execution.objects.get(pk=eid).trace_context == ""
     assert spans.get_finished_spans() == ()
+
+
+def test_a_settings_reload_does_not_read_the_package_metadata_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tracer is made again after each reload; the version it is named with is read
+    from the package's metadata (files on disk) once per process."""
+    reads: list[str] = []
+    version = tracing.metadata.version
+
+    def counted(name: str) -> str:
+        reads.append(name)
+        return version(name)
+
+    monkeypatch.setattr(tracing.metadata, "version", counted)
+    for _ in range(3):
+        with yieldstar_settings(TRACING=True):
+            assert tracing.enabled()
+    assert len(reads) <= 1

@@ -20,6 +20,7 @@ nothing of it is imported: every function returns :data:`OFF` (a shared no-op sp
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from contextvars import ContextVar
 from importlib import metadata
@@ -83,6 +84,10 @@ class _Api:
 
         self.context = context
         self.trace = trace
+        # Bound once: a span of every step calls them.
+        self.attach = context.attach
+        self.detach = context.detach
+        self.in_context = trace.set_span_in_context
         self.propagator = TraceContextTextMapPropagator()
         # A proxy until the application sets its provider, then that provider's tracer.
         self.tracer = trace.get_tracer(SCOPE, _version())
@@ -94,7 +99,10 @@ class _Api:
         self.error_status = trace.Status(trace.StatusCode.ERROR)
 
 
+@functools.cache
 def _version() -> str | None:
+    """The package's version (read from its metadata once: a tracer is made again after
+    each settings reload)."""
     try:
         return metadata.version("yieldstar-django")
     except metadata.PackageNotFoundError:  # pragma: no cover - run from a checkout
@@ -159,25 +167,34 @@ class Span:
         self._kind = kind
         self._quiet = quiet
         self._span: Any = None
-        self._token: object = None
+        self._token: Any = None
 
     def __enter__(self) -> Span:
         api = self._api
+        if self._parent or self._links:
+            self._span = self._start_remote(api)
+        else:  # a step's span: as little as the SDK needs
+            self._span = api.tracer.start_span(
+                self._name, kind=api.kinds[self._kind], attributes=self._attributes
+            )
+        self._token = api.attach(api.in_context(self._span))
+        return self
+
+    def _start_remote(self, api: _Api) -> Any:
+        """The span, a child of ``parent`` and linked to ``links`` (valid ones)."""
         parent = _extract(api, self._parent) if self._parent else None
         links = []
         for traceparent in self._links:
             linked = _span_context(api, traceparent)
             if linked is not None:
                 links.append(api.trace.Link(linked))
-        self._span = api.tracer.start_span(
+        return api.tracer.start_span(
             self._name,
             context=parent,
             kind=api.kinds[self._kind],
             attributes=self._attributes,
             links=links or None,
         )
-        self._token = api.context.attach(api.trace.set_span_in_context(self._span))
-        return self
 
     def __exit__(
         self,
@@ -189,7 +206,7 @@ class Span:
             if exc is not None and not isinstance(exc, self._quiet):
                 self.error(exc)
         finally:
-            self._api.context.detach(self._token)
+            self._api.detach(self._token)
             self._span.end()
 
     def set(self, key: str, value: str | int | float | bool | None) -> None:

@@ -133,6 +133,10 @@ class Engine:
             for key, row in self.state.heap.items()
             if row.status == StepStatus.PENDING and _waits(KINDS.get(row.kind))
         }
+        #: Whether the run's steps make spans; whether they are observed at all (spans or
+        #: metrics): decided once per run, not per step.
+        self.traced = tracing.enabled()
+        self.observed = self.traced or metrics.enabled()
 
     # -- the run loop ---------------------------------------------------------------------
 
@@ -254,7 +258,7 @@ class Engine:
             raise RunSliceEnded(self.execution.id)
         self.executed += 1
         self.state.step_started = clock.now()
-        if tracing.enabled() or metrics.enabled():
+        if self.observed:
             result = self._observed(ctx, call, key, row)
         else:
             result = run_step(ctx)
@@ -271,29 +275,17 @@ class Engine:
     def _observed(
         self, ctx: StepContext, call: StepCall, key: str, row: ExecutionStep | None
     ) -> StepResult:
-        """``run_step(ctx)`` in a ``yieldstar.step`` span, its duration observed; a woken
-        step's result observes the wake's latency."""
+        """``run_step(ctx)`` in a ``yieldstar.step`` span (tracing on), its duration
+        observed (metrics on); a woken step's result observes the wake's latency."""
         store = call.definition
         span = tracing.span(
             "yieldstar.step",
-            {
-                "yieldstar.step.kind": call.kind,
-                "yieldstar.step.key": key,
-                "yieldstar.step.attempt": (row.attempts if row is not None else 0) + 1,
-            }
-            if store is None
-            else {
-                "yieldstar.step.kind": call.kind,
-                "yieldstar.step.key": key,
-                "yieldstar.step.attempt": (row.attempts if row is not None else 0) + 1,
-                "yieldstar.store": store.name,
-                "yieldstar.store.id": call.store_id,
-            },
+            _step_attributes(call, key, row) if self.traced else None,
             quiet=QUIET,
         )
         woken = key in self.open_takes
-        started = time.perf_counter()
         token = tracing.committed_version.set(None) if store is not None else None
+        started = time.perf_counter()
         try:
             with span:
                 try:
@@ -309,9 +301,9 @@ class Engine:
                 if token is not None:
                     span.set("yieldstar.store.version", tracing.committed_version.get())
         finally:
+            metrics.step_duration(call.kind, time.perf_counter() - started)
             if token is not None:
                 tracing.committed_version.reset(token)
-            metrics.step_duration(call.kind, time.perf_counter() - started)
         if woken:
             metrics.wake_latency()
         return result
@@ -338,6 +330,23 @@ class Engine:
 
 
 #: What a step's span does not record as an error: a suspension, the worker's own stops.
+def _step_attributes(
+    call: StepCall, key: str, row: ExecutionStep | None
+) -> dict[str, str | int | float | bool]:
+    """The attributes a step's span starts with (its outcome and committed version are set
+    as it ends)."""
+    attributes: dict[str, str | int | float | bool] = {
+        "yieldstar.step.kind": call.kind,
+        "yieldstar.step.key": key,
+        "yieldstar.step.attempt": (row.attempts if row is not None else 0) + 1,
+    }
+    store = call.definition
+    if store is not None:
+        attributes["yieldstar.store"] = store.name
+        attributes["yieldstar.store.id"] = call.store_id
+    return attributes
+
+
 QUIET: tuple[type[BaseException], ...] = (Suspend, *NOT_RECORDED)
 
 
