@@ -4,7 +4,10 @@
 state without decoding it whole: the containers of its first ``LAZY_LEVELS`` levels are
 read member by member, each deeper member decoded alone (by the C scanner) and dropped
 once compared, so the old state costs memory of its largest member below those levels,
-not of the whole state, beside the new one.
+not of the whole state, beside the new one. A small container that holds no container
+(at most ``LEAF_CHARS`` characters: an empty one, a short list of numbers) is decoded in
+one call of the scanner, wherever it is: reading it member by member would cost a Python
+object and a generator for a few values.
 
 The text is a stored encoding: JSON that ``decode_durable`` accepts.
 """
@@ -18,12 +21,18 @@ from typing import Any, Final
 
 from .types import PathSegment
 
-__all__ = ["LAZY_LEVELS", "StoredContainer", "read_to_end", "stored_root"]
+__all__ = ["LAZY_LEVELS", "LEAF_CHARS", "StoredContainer", "read_to_end", "stored_root"]
 
 #: How many levels of containers are read member by member; deeper ones are decoded whole.
 LAZY_LEVELS: Final = 3
 
+#: The longest container text decoded whole above ``LAZY_LEVELS`` when it holds no
+#: container (its values cost at most about this many objects).
+LEAF_CHARS: Final = 4096
+
 _SPACE = re.compile(r"[ \t\n\r]*")
+# A container holding no container (strings may hold brackets); linear, never backtracks.
+_LEAF = re.compile(r'[\[{](?:[^\[\]{}"]++|"(?:[^"\\]++|\\.)*+")*+[\]}]')
 _WHITESPACE: Final = " \t\n\r"
 
 
@@ -102,7 +111,7 @@ class StoredContainer:
                 pos += 1
                 if text[pos] in _WHITESPACE:
                     pos = _skip(text, pos)
-            if inner > 0 and text[pos] in "[{":
+            if inner > 0 and text[pos] in "[{" and not _LEAF.match(text, pos, pos + LEAF_CHARS):
                 container = StoredContainer(text, pos, inner)
                 yield key, container
                 pos = container.finish()
