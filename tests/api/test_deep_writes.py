@@ -17,8 +17,11 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from yieldstar_django.api.parsers import BODY_NODE_SLACK
+from yieldstar_django.api.views import not_null, replacement
 from yieldstar_django.connector import get_store_client
+from yieldstar_django.core.commits import CommitOutcome, StoreMutation
 from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
+from yieldstar_django.core.memory import MemoryStoreClient
 from yieldstar_django.core.results import StoreWaiter
 from yieldstar_django.models import Waiter
 
@@ -152,3 +155,37 @@ def test_a_few_megabytes_of_ordinary_records_are_stored(
     response = put(api, "records", body)
     assert response.status_code == 200, response.content[:300]
     assert response.json()["state"][-1] == records[-1]
+
+
+class _Behind(MemoryStoreClient):
+    """Records how many members ``body`` holds at each commit; the first commit loses to a
+    write made behind it, so the write tries again."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__()
+        self.body = body
+        self.seen: list[int] = []
+        self.behind = False
+
+    def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
+        if not self.behind:
+            self.seen.append(len(self.body))
+            if len(self.seen) == 1:
+                self.behind = True
+                self.update_store(mutation.definition, mutation.id, updater=lambda _: {"x": 1})
+                self.behind = False
+        return super().commit_mutation(mutation)
+
+
+def test_a_put_commits_without_its_body_values_and_retries_from_their_text() -> None:
+    """A ``PUT``'s body is emptied once its state is encoded, before the commit (which
+    then holds the text, not the values beside it); a later attempt replaces the state
+    with the same value, decoded from that text."""
+    definition = StoreDefinition("tests.replaced", None, lambda id: {})
+    body = {"items": [[i, {"n": i}] for i in range(100)], "name": "x"}
+    expected = json.loads(json.dumps(body))
+    client = _Behind(body)
+    client.get_store(definition, "s")
+    client.update_store(definition, "s", updater=not_null(replacement(None, definition, body)))
+    assert client.seen == [0, 0]
+    assert client.get_store(definition, "s").state == expected
