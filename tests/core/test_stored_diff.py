@@ -105,6 +105,27 @@ def test_small_containers_of_no_container_are_decoded_in_one_call() -> None:
         read_to_end(stored_root("[[1,]]"))
 
 
+def test_finish_checks_runs_of_shallow_members_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rest of a list of records (a container two levels deep each) is checked by the
+    decoder a run at a time: no ``StoredContainer`` per record; a malformed record, or
+    what follows a run, still raises."""
+    records = [{"id": i, "tags": ["a", "]"], "n": {"x": i}} for i in range(1_000)]
+    text = json.dumps({"r": records}, separators=(", ", ": "))
+    made = []
+    init = StoredContainer.__init__
+
+    def counted(self: StoredContainer, *args: Any) -> None:
+        made.append(args[1])
+        init(self, *args)
+
+    monkeypatch.setattr(StoredContainer, "__init__", counted)
+    read_to_end(stored_root(text))
+    assert len(made) == 2  # the root and its list
+    for bad in ('{"r": [{"id": 1}, {"id": 2,}]}', '{"r": [1, 2 3]}', '{"r": [1, tru]}'):
+        with pytest.raises(ValueError):
+            read_to_end(stored_root(bad))
+
+
 def test_whitespace_and_empty_containers_are_read() -> None:
     text = ' { "a" : [ ] , "b" : { } , "c" : [ 1 , { "d" : [ ] } ] } '
     root = stored_root(text)
