@@ -12,9 +12,9 @@ Then through HTTP on PostgreSQL (``BENCH_DATABASE_URL``): ``runserver`` in a col
 per round, a fresh connection per request, the worst bodies (the chains; as many empty
 lists, replaced by empty dicts; a few megabytes of ordinary records) each replacing one of
 its shape; the time of the second ``PUT`` (median of three rounds) against decoding the
-body alone, and the server's peak resident memory over what it held before, against the
-body's size. Last, the 7.9 MB of nested empty lists the byte limit alone admitted: refused
-before it is decoded.
+body alone, and the server's peak resident memory over both PUTs (``VmHWM``) above
+what it held before the first (``VmRSS``), against the body's size. Last, the 7.9 MB of
+nested empty lists the byte limit alone admitted: refused before it is decoded.
 """
 
 from __future__ import annotations

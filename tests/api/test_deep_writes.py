@@ -7,13 +7,19 @@ CPU (and gigabytes of memory) when every prefix of every changed path was encode
 
 from __future__ import annotations
 
+import base64
+import gc
 import json
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.test import Client, override_settings
+from django.core.handlers.wsgi import WSGIHandler
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from django.test import Client, RequestFactory, override_settings
 from django.urls import reverse
 
 from yieldstar_django.api.parsers import BODY_NODE_SLACK
@@ -189,3 +195,37 @@ def test_a_put_commits_without_its_body_values_and_retries_from_their_text() -> 
     client.update_store(definition, "s", updater=not_null(replacement(None, definition, body)))
     assert client.seen == [0, 0]
     assert client.get_store(definition, "s").state == expected
+
+
+def test_a_sent_response_goes_with_its_last_reference(
+    api: Client, anything: StoreDefinition
+) -> None:
+    """Once the server has sent and closed a response, nothing holds it in a reference
+    cycle (its view and its renderer context): a large state's text in it is freed at
+    once, not when the cyclic collector runs, maybe during the next request."""
+    environ = (
+        RequestFactory()
+        .generic(
+            "PUT",
+            reverse("yieldstar:store-detail", args=["api-anything", "freed"]),
+            json.dumps({"items": list(range(1_000))}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION="Basic " + base64.b64encode(b"change:pw").decode(),
+        )
+        .environ
+    )
+    request_started.disconnect(close_old_connections)  # as the test client does
+    request_finished.disconnect(close_old_connections)
+    gc.disable()
+    try:
+        response = WSGIHandler()(environ, lambda status, headers: None)
+        assert response.status_code == 200, b"".join(response)
+        b"".join(response)
+        response.close()
+        sent = weakref.ref(response)
+        del response
+        assert sent() is None
+    finally:
+        gc.enable()
+        request_finished.connect(close_old_connections)
+        request_started.connect(close_old_connections)
