@@ -12,9 +12,9 @@ Then through HTTP on PostgreSQL (``BENCH_DATABASE_URL``): ``runserver`` in a col
 per round, a fresh connection per request, the worst bodies (the chains; as many empty
 lists, replaced by empty dicts; a few megabytes of ordinary records) each replacing one of
 its shape; the time of the second ``PUT`` (median of three rounds) against decoding the
-body alone, and the server's peak resident memory over what it held before, against the
-body's size. Last, the 7.9 MB of nested empty lists the byte limit alone admitted: refused
-before it is decoded.
+body alone, and the server's peak resident memory over both PUTs (``VmHWM``) above
+what it held before the first (``VmRSS``), against the body's size. Last, the 7.9 MB of
+nested empty lists the byte limit alone admitted: refused before it is decoded.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from yieldstar_django.connector.arguments import paths_json
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.durable import DEFAULT_MAX_NODES, count_json_values, decode_durable
 from yieldstar_django.core.memory import MemoryStoreClient
@@ -60,6 +59,9 @@ def _commit(state: Any, updater: Callable[[Any], Any]) -> tuple[float, int]:
     """Seconds (untraced) and peak bytes (a second run, under tracemalloc, which slows
     allocation several times over) of one update from ``state`` and its wake lookup's
     keys."""
+    # Imported here: the connector's package needs Django set up (``run`` does it).
+    from yieldstar_django.connector.arguments import paths_json
+
     definition = StoreDefinition("bench-bounds", None, lambda id: state)
     measured = []
     for traced in (False, True):
@@ -117,6 +119,9 @@ def _decoded_peak(text: str) -> int:
 
 
 def run(quick: bool = False) -> list[Row]:
+    from .connector import setup_django
+
+    setup_django()  # the connector's package (``paths_json``) needs Django
     n, deep = (2_000, 200) if quick else (10_000, 250)
     rows = []
     for name, measure in (("replaced (diff)", _replace), ("in place (draft)", _in_place)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import tomllib
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from django.urls import reverse
 from rest_framework.exceptions import ParseError
 
 from yieldstar_django.api.exceptions import RequestTooLarge
-from yieldstar_django.api.parsers import loads_json, read_limited
+from yieldstar_django.api.parsers import SafeJSONParser, loads_json, read_limited
 from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.errors import WorkflowValueError
 
@@ -202,6 +203,21 @@ def test_loads_json_never_raises_anything_else() -> None:
             pass
     with pytest.raises(WorkflowValueError):
         loads_json(b"1" * 10_000, max_depth=256)
+
+
+def test_the_parser_drops_the_bytes_before_decoding() -> None:
+    """A body's bytes are not held beside its text and its decoded value: a body of one
+    long string peaks near twice its size (the text and the string), not three times."""
+    size = 4_000_000
+    body = b'["' + b"x" * size + b'"]'
+    tracemalloc.start()
+    try:
+        value = SafeJSONParser().parse(io.BufferedReader(io.BytesIO(body)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert value == ["x" * size]
+    assert peak < 2.5 * size, peak / size
 
 
 @pytest.mark.parametrize(

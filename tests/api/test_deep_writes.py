@@ -7,18 +7,27 @@ CPU (and gigabytes of memory) when every prefix of every changed path was encode
 
 from __future__ import annotations
 
+import base64
+import gc
 import json
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.test import Client, override_settings
+from django.core.handlers.wsgi import WSGIHandler
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from django.test import Client, RequestFactory, override_settings
 from django.urls import reverse
 
 from yieldstar_django.api.parsers import BODY_NODE_SLACK
+from yieldstar_django.api.views import not_null, replacement
 from yieldstar_django.connector import get_store_client
+from yieldstar_django.core.commits import CommitOutcome, StoreMutation
 from yieldstar_django.core.definition import StoreDefinition, define_store, unregister_store
+from yieldstar_django.core.memory import MemoryStoreClient
 from yieldstar_django.core.results import StoreWaiter
 from yieldstar_django.models import Waiter
 
@@ -152,3 +161,71 @@ def test_a_few_megabytes_of_ordinary_records_are_stored(
     response = put(api, "records", body)
     assert response.status_code == 200, response.content[:300]
     assert response.json()["state"][-1] == records[-1]
+
+
+class _Behind(MemoryStoreClient):
+    """Records how many members ``body`` holds at each commit; the first commit loses to a
+    write made behind it, so the write tries again."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__()
+        self.body = body
+        self.seen: list[int] = []
+        self.behind = False
+
+    def commit_mutation(self, mutation: StoreMutation) -> CommitOutcome:
+        if not self.behind:
+            self.seen.append(len(self.body))
+            if len(self.seen) == 1:
+                self.behind = True
+                self.update_store(mutation.definition, mutation.id, updater=lambda _: {"x": 1})
+                self.behind = False
+        return super().commit_mutation(mutation)
+
+
+def test_a_put_commits_without_its_body_values_and_retries_from_their_text() -> None:
+    """A ``PUT``'s body is emptied once its state is encoded, before the commit (which
+    then holds the text, not the values beside it); a later attempt replaces the state
+    with the same value, decoded from that text."""
+    definition = StoreDefinition("tests.replaced", None, lambda id: {})
+    body = {"items": [[i, {"n": i}] for i in range(100)], "name": "x"}
+    expected = json.loads(json.dumps(body))
+    client = _Behind(body)
+    client.get_store(definition, "s")
+    client.update_store(definition, "s", updater=not_null(replacement(None, definition, body)))
+    assert client.seen == [0, 0]
+    assert client.get_store(definition, "s").state == expected
+
+
+def test_a_sent_response_goes_with_its_last_reference(
+    api: Client, anything: StoreDefinition
+) -> None:
+    """Once the server has sent and closed a response, nothing holds it in a reference
+    cycle (its view and its renderer context): a large state's text in it is freed at
+    once, not when the cyclic collector runs, maybe during the next request."""
+    environ = (
+        RequestFactory()
+        .generic(
+            "PUT",
+            reverse("yieldstar:store-detail", args=["api-anything", "freed"]),
+            json.dumps({"items": list(range(1_000))}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION="Basic " + base64.b64encode(b"change:pw").decode(),
+        )
+        .environ
+    )
+    request_started.disconnect(close_old_connections)  # as the test client does
+    request_finished.disconnect(close_old_connections)
+    gc.disable()
+    try:
+        response = WSGIHandler()(environ, lambda status, headers: None)
+        assert response.status_code == 200, b"".join(response)
+        b"".join(response)
+        response.close()
+        sent = weakref.ref(response)
+        del response
+        assert sent() is None
+    finally:
+        gc.enable()
+        request_finished.connect(close_old_connections)
+        request_started.connect(close_old_connections)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -228,6 +229,21 @@ def test_count_json_values_counts_what_a_walk_counts(value: Any, indent: Any, as
     text = json.dumps(value, indent=indent, ensure_ascii=ascii)
     assert count_json_values(text) == _values(value)
     assert count_json_values(text.encode("utf-8", "surrogatepass")) == _values(value)
+
+
+@pytest.mark.parametrize("kind", [str, bytes])
+def test_count_json_values_of_many_strings_holds_little(kind: type) -> None:
+    """A text of 200,000 short strings (holding commas and brackets, with white space) is
+    counted right without a piece per string: the peak stays under the text's size."""
+    text = "[" + ", ".join(['"a, [ ]"', "[ ]", '{"k": "}"}'] * 100_000) + "]"
+    raw: str | bytes = text if kind is str else text.encode()
+    tracemalloc.start()
+    try:
+        assert count_json_values(raw) == 1 + 100_000 * 4
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < len(text), (peak, len(text))
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,13 @@ from hypothesis import given, settings, strategies as st
 from yieldstar_django.core.changes import ChangedPaths
 from yieldstar_django.core.durable import decode_durable, encode_durable
 from yieldstar_django.core.paths import diff_paths, diff_stored
-from yieldstar_django.core.stored_text import LAZY_LEVELS, StoredContainer, stored_root
+from yieldstar_django.core.stored_text import (
+    LAZY_LEVELS,
+    LEAF_CHARS,
+    StoredContainer,
+    read_to_end,
+    stored_root,
+)
 
 keys = st.text(alphabet="abcxyz", min_size=1, max_size=3)
 scalars = (
@@ -75,7 +81,7 @@ def test_members_are_read_lazily_in_order_and_skipped_when_left() -> None:
     assert key == "b" and isinstance(b, StoredContainer)
     (key, c), *rest = list(b.members())
     assert key == "c" and rest == []
-    assert isinstance(c, StoredContainer) and c.source() == "[5]"
+    assert c == [5]  # a container of no container: decoded in one call
     assert next(members) == ("d", 6)
     assert root.finish() == len(text)
     assert stored_root("7") == 7 and stored_root('"x"') == "x"
@@ -83,6 +89,41 @@ def test_members_are_read_lazily_in_order_and_skipped_when_left() -> None:
     _, one = next(stored_root("[[[[1]]]]").members())
     _, two = next(one.members())
     assert list(two.members()) == [(0, [1])]  # below LAZY_LEVELS: decoded
+
+
+def test_small_containers_of_no_container_are_decoded_in_one_call() -> None:
+    """Each member of a wide state of empty lists is decoded by the scanner, not read as a
+    ``StoredContainer`` of its own; a longer one, or one holding a container, is read
+    lazily; a malformed one raises as any."""
+    root = stored_root("[" + ",".join(["[]", "{}", '["]", 1]', "[[]]"] * 3) + "]")
+    members = [value for _, value in root.members()]
+    assert members[:3] == [[], {}, ["]", 1]] and isinstance(members[3], StoredContainer)
+    long = "[" + ",".join(["1"] * (LEAF_CHARS // 2)) + "]"
+    (_, value), *_ = stored_root(f"[{long}]").members()
+    assert isinstance(value, StoredContainer) and value.source() == long
+    with pytest.raises(ValueError):
+        read_to_end(stored_root("[[1,]]"))
+
+
+def test_finish_checks_runs_of_shallow_members_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rest of a list of records (a container two levels deep each) is checked by the
+    decoder a run at a time: no ``StoredContainer`` per record; a malformed record, or
+    what follows a run, still raises."""
+    records = [{"id": i, "tags": ["a", "]"], "n": {"x": i}} for i in range(1_000)]
+    text = json.dumps({"r": records}, separators=(", ", ": "))
+    made = []
+    init = StoredContainer.__init__
+
+    def counted(self: StoredContainer, *args: Any) -> None:
+        made.append(args[1])
+        init(self, *args)
+
+    monkeypatch.setattr(StoredContainer, "__init__", counted)
+    read_to_end(stored_root(text))
+    assert len(made) == 2  # the root and its list
+    for bad in ('{"r": [{"id": 1}, {"id": 2,}]}', '{"r": [1, 2 3]}', '{"r": [1, tru]}'):
+        with pytest.raises(ValueError):
+            read_to_end(stored_root(bad))
 
 
 def test_whitespace_and_empty_containers_are_read() -> None:

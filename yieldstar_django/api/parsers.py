@@ -57,7 +57,9 @@ def _finite_float(text: str) -> float:
 
 def loads_json(raw: bytes, *, max_depth: int, max_values: int | None = None) -> Any:
     """Decode a UTF-8 JSON document or raise ``ParseError`` saying what is wrong;
-    ``RequestTooLarge`` when it holds more than ``max_values`` values (counted first)."""
+    ``RequestTooLarge`` when it holds more than ``max_values`` values (counted first).
+    ``raw`` is dropped once decoded to text: pass it as a temporary (as ``parse`` does),
+    and the bytes are not held beside the values."""
     if max_values is not None and len(raw) > max_values:
         values = count_json_values(raw)
         if values > max_values:
@@ -69,6 +71,7 @@ def loads_json(raw: bytes, *, max_depth: int, max_values: int | None = None) -> 
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ParseError(f"The body is not UTF-8: {exc.reason} at byte {exc.start}.") from None
+    del raw  # the bytes go before the decoded values come
     oversized = False
 
     def parse_int(digits: str) -> Any:

@@ -121,7 +121,7 @@ def not_null(updater: Updater) -> Updater:
                 raise NullState()
             return result
 
-        return Replacement(value)
+        return Replacement(value, updater.done)
 
     def guarded(draft: Any) -> Any:
         result = updater(draft)
@@ -134,22 +134,30 @@ def not_null(updater: Updater) -> Updater:
 
 def replacement(request: Request, definition: StoreDefinition, body: Any) -> Updater:
     """PUT's updater, a ``Replacement`` (the old state is never decoded for a draft): the
-    body replaces the state. Without a schema the parsed body itself
-    every attempt (the core only reads it: no copy of a large body is held). With one, the
-    body itself the first attempt, a fresh copy each later one, decoded from its JSON text
-    (the C codec copies a large body many times faster than a walk), in case the schema
-    changed it."""
-    if definition.schema is None:
-        return Replacement(lambda: body)
-    text = json.dumps(body)
+    body replaces the state. The first attempt gets the parsed body itself (the core only
+    reads it: no copy of a large body is held). Once an attempt has encoded the new state,
+    the body is emptied (``release``) before the commit, so the commit does not hold the
+    body's values beside their text; a later attempt gets a fresh copy decoded from a
+    text (the C codec copies a large body many times faster than a walk): without a
+    schema the encoded state, which is the body; with one, the body's own text, kept from
+    the start, in case the schema changed the body."""
+    text = json.dumps(body) if definition.schema is not None else None
     attempts = 0
+    encoded: list[str] = []  # without a schema, the new state's text once it is known
 
     def value() -> Any:
         nonlocal attempts
         attempts += 1
-        return body if attempts == 1 else decode_durable(text)
+        if text is not None and attempts > 1:
+            return decode_durable(text)
+        return decode_durable(encoded[0]) if encoded else body
 
-    return Replacement(value)
+    def done(state: str) -> None:
+        if text is None and not encoded:
+            encoded.append(state)
+        release(body)
+
+    return Replacement(value, done)
 
 
 def patcher(request: Request, definition: StoreDefinition, body: Any) -> Updater:

@@ -113,7 +113,11 @@ def prepare_update(
     log = WriteLog()
     if isinstance(updater, Replacement):  # no draft: the old state is never decoded whole
         returned = call_sync(updater.make, "updater")
-        return finalize(definition, encoded, returned, None, log, limits, step_key, id=id)
+        planned = finalize(definition, encoded, returned, None, log, limits, step_key, id=id)
+        del returned
+        if updater.done is not None:
+            updater.done(planned[0])  # the value may go: the commit needs only its text
+        return planned
     draft = build_draft(decode_stored(definition, id, encoded), log)
     returned = call_sync(updater, "updater", draft)
     if returned is None or returned is draft:

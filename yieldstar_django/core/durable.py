@@ -261,6 +261,15 @@ def _too_many(limits: DurableLimits) -> str:
 # A JSON string (of a text that may not be JSON: it never fails, and backtracks nowhere).
 _STRING_BYTES: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _STRING_TEXT: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+# A stretch of a text (from outside a string) of at most ``_CHUNK_TOKENS`` runs without
+# quotes and whole strings: it ends outside a string, at a quote or past a string.
+_CHUNK_TOKENS: Final = 4096
+_CHUNK_BYTES: Final = re.compile(
+    rb'(?:[^"]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")' + b"{1,%d}+" % _CHUNK_TOKENS
+)
+_CHUNK_TEXT: Final = re.compile(
+    r'(?:[^"]++|"[^"\\]*+(?:\\.[^"\\]*+)*+")' + f"{{1,{_CHUNK_TOKENS}}}+"
+)
 _BLANKS: Final = b" \t\n\r"
 
 
@@ -270,19 +279,41 @@ def count_json_values(text: str | bytes) -> int:
     value. Every value but the first follows a comma or opens a non-empty container, so it
     is the commas and the non-empty containers outside strings, plus one. For a text that
     is not JSON the result is some number (its decoding fails anyway); never more than
-    ``len(text)``, so a text that short needs no count."""
-    if isinstance(text, bytes):
-        # Each string becomes one character (a value still), then white space goes.
-        bare = _STRING_BYTES.sub(b"0", text).translate(None, _BLANKS)
-        opened = bare.count(b"[") + bare.count(b"{")
-        empty = bare.count(b"[]") + bare.count(b"{}")
-        return 1 + bare.count(b",") + opened - empty
-    bare_text = _STRING_TEXT.sub("0", text)
-    if not bare_text.isascii() or any(blank in bare_text for blank in " \t\n\r"):
-        return count_json_values(bare_text.encode("utf-8", "surrogatepass"))
-    opened = bare_text.count("[") + bare_text.count("{")
-    empty = bare_text.count("[]") + bare_text.count("{}")
-    return 1 + bare_text.count(",") + opened - empty
+    ``len(text)``, so a text that short needs no count.
+
+    Strings are replaced by one character first (a value still) and white space dropped.
+    A text of many strings is counted a stretch at a time (``_CHUNK_TOKENS`` strings at
+    most): replacing its strings at once would hold a piece per string, many times the
+    text's size."""
+    quotes = text.count('"') if isinstance(text, str) else text.count(b'"')
+    if quotes < 2 * _CHUNK_TOKENS:
+        return 1 + _count_bare(text)
+    chunk = _CHUNK_TEXT if isinstance(text, str) else _CHUNK_BYTES
+    source: str | memoryview = text if isinstance(text, str) else memoryview(text)
+    total, pos, size = 1, 0, len(text)
+    while pos < size:
+        match = chunk.match(text, pos)  # type: ignore[arg-type]
+        end = match.end() if match is not None and match.end() > pos else size
+        total += _count_bare(source[pos:end])
+        pos = end
+    return total
+
+
+def _count_bare(text: str | bytes | memoryview) -> int:
+    """The commas and the non-empty containers outside the strings of ``text``, a
+    stretch that starts and ends outside strings."""
+    if isinstance(text, str):
+        bare_text = _STRING_TEXT.sub("0", text)
+        if bare_text.isascii() and not any(blank in bare_text for blank in " \t\n\r"):
+            opened = bare_text.count("[") + bare_text.count("{")
+            empty = bare_text.count("[]") + bare_text.count("{}")
+            return bare_text.count(",") + opened - empty
+        text = bare_text.encode("utf-8", "surrogatepass")
+    # Each string becomes one character (a value still), then white space goes.
+    bare = _STRING_BYTES.sub(b"0", text).translate(None, _BLANKS)
+    opened = bare.count(b"[") + bare.count(b"{")
+    empty = bare.count(b"[]") + bare.count(b"{}")
+    return bare.count(b",") + opened - empty
 
 
 def _dumps(value: Any) -> str:

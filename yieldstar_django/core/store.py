@@ -44,12 +44,18 @@ class Replacement:
     """An updater that replaces the state whatever it is: ``Replacement(make)`` returns
     ``make()``. The core knows it needs no draft, so it never decodes the old state for
     one (the changed paths are diffed against the stored text, a member at a time): a
-    large replacement holds the new state, not the old one beside it."""
+    large replacement holds the new state, not the old one beside it.
 
-    __slots__ = ("make",)
+    ``done``, when given, is called with the new state's canonical text once an attempt
+    has checked and encoded it, before the commit: a caller that can make the value again
+    from that text (should a later attempt need it) may free the value then, so that the
+    commit holds the text, not the value beside it."""
 
-    def __init__(self, make: Callable[[], Any]) -> None:
+    __slots__ = ("done", "make")
+
+    def __init__(self, make: Callable[[], Any], done: Callable[[str], None] | None = None) -> None:
         self.make = make
+        self.done = done
 
     def __call__(self, draft: Any) -> Any:
         return self.make()

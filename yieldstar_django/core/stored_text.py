@@ -4,7 +4,10 @@
 state without decoding it whole: the containers of its first ``LAZY_LEVELS`` levels are
 read member by member, each deeper member decoded alone (by the C scanner) and dropped
 once compared, so the old state costs memory of its largest member below those levels,
-not of the whole state, beside the new one.
+not of the whole state, beside the new one. A small container that holds no container
+(at most ``LEAF_CHARS`` characters: an empty one, a short list of numbers) is decoded in
+one call of the scanner, wherever it is: reading it member by member would cost a Python
+object and a generator for a few values.
 
 The text is a stored encoding: JSON that ``decode_durable`` accepts.
 """
@@ -18,12 +21,27 @@ from typing import Any, Final
 
 from .types import PathSegment
 
-__all__ = ["LAZY_LEVELS", "StoredContainer", "read_to_end", "stored_root"]
+__all__ = ["LAZY_LEVELS", "LEAF_CHARS", "StoredContainer", "read_to_end", "stored_root"]
 
 #: How many levels of containers are read member by member; deeper ones are decoded whole.
 LAZY_LEVELS: Final = 3
 
+#: The longest container text decoded whole above ``LAZY_LEVELS`` when it holds no
+#: container (its values cost at most about this many objects).
+LEAF_CHARS: Final = 4096
+
 _SPACE = re.compile(r"[ \t\n\r]*")
+_STRING = r'"(?:[^"\\]++|\\.)*+"'
+# A container holding no container (strings may hold brackets); linear, never backtracks.
+_LEAF_TEXT = r'[\[{](?:[^\[\]{}"]++|' + _STRING + r")*+[\]}]"
+_LEAF = re.compile(_LEAF_TEXT)
+# A run of a list's members, each a scalar or a container nesting at most two levels
+# (``[1, {"a": [2]}]``), separated by commas: what ``finish`` checks in one call.
+_SHALLOW = r'[\[{](?:[^\[\]{}"]++|' + _STRING + "|" + _LEAF_TEXT + r")*+[\]}]"
+_ATOM = r"(?:" + _STRING + r'|[^\[\]{}",: \t\n\r]++|' + _SHALLOW + ")"
+_RUN = re.compile(_ATOM + r"(?:[ \t\n\r]*+,[ \t\n\r]*+" + _ATOM + ")*+")
+#: The longest run of members ``finish`` checks in one call of the decoder.
+RUN_CHARS: Final = 65536
 _WHITESPACE: Final = " \t\n\r"
 
 
@@ -48,7 +66,7 @@ class StoredContainer:
     did not finish is skipped when the next member is asked for; ``finish()`` reads what
     is left and returns the position after the container."""
 
-    __slots__ = ("_members", "end", "is_dict", "levels", "start", "text")
+    __slots__ = ("_members", "end", "finishing", "is_dict", "levels", "start", "text")
 
     def __init__(self, text: str, start: int, levels: int = LAZY_LEVELS) -> None:
         self.text = text
@@ -56,6 +74,7 @@ class StoredContainer:
         self.levels = levels
         self.is_dict = text[start] == "{"
         self.end = -1
+        self.finishing = False  # the rest is only checked (``finish``), not yielded
         self._members: Iterator[tuple[PathSegment, Any]] | None = None
 
     def members(self) -> Iterator[tuple[PathSegment, Any]]:
@@ -64,7 +83,10 @@ class StoredContainer:
         return self._members
 
     def finish(self) -> int:
-        """Read the rest (nothing is kept) and return the position after the container."""
+        """Read the rest (nothing is kept) and return the position after the container:
+        a list's members are checked a run at a time (``_RUN``), by one call of the
+        decoder, not one by one."""
+        self.finishing = True
         for _ in self.members():
             pass
         return self.end
@@ -102,7 +124,10 @@ class StoredContainer:
                 pos += 1
                 if text[pos] in _WHITESPACE:
                     pos = _skip(text, pos)
-            if inner > 0 and text[pos] in "[{":
+            if self.finishing and not is_dict and (run := _RUN.match(text, pos, pos + RUN_CHARS)):
+                _DECODER.decode("[" + run.group() + "]")  # checked, then dropped
+                pos = run.end()
+            elif inner > 0 and text[pos] in "[{" and not _LEAF.match(text, pos, pos + LEAF_CHARS):
                 container = StoredContainer(text, pos, inner)
                 yield key, container
                 pos = container.finish()
