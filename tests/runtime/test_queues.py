@@ -377,3 +377,38 @@ def test_a_child_start_names_a_queue_or_is_refused(rt: Runtime, queues: list[str
     assert execution.status == "failed"
     assert "queue" in str(execution.error)
     assert not Execution.objects.filter(parent=eid).exists()
+
+
+def test_a_queued_start_has_its_workflows_timeout_and_is_cancelled_at_it(
+    rt: Runtime, queues: list[str]
+) -> None:
+    """``@workflow(timeout=)`` gives a start through a queue its deadline, counted from the
+    start: one still queued then is cancelled (``DeadlineExceededError``) and leaves the
+    queue; the one running keeps its slot."""
+    from datetime import timedelta
+
+    from yieldstar_django.runtime import workflow
+
+    def nap(step: Step) -> Any:
+        yield from step.sleep(3600)
+
+    blocker = rt.workflow(nap)
+    name = rt.name("timed")
+    rt.workflows.append(name)
+    timed = workflow(name, timeout=10)(nap)
+    q = make_queue(queues, concurrency=1)
+    first = q.start(blocker)
+    second = q.start(timed)
+    assert statuses([first, second]) == ["pending", "queued"]
+    assert get_execution(first).deadline is None
+    assert get_execution(second).deadline is not None
+    rt.settle()
+    clock.advance(timedelta(seconds=11))
+    try:
+        rt.settle()
+    finally:
+        clock.reset()
+    assert statuses([first, second]) == ["sleeping", "cancelled"]
+    error = get_execution(second).error
+    assert error is not None and error["type"] == "DeadlineExceededError"
+    assert QueueState.objects.values_list("running", "waiting").get(pk=q.name) == (1, 0)

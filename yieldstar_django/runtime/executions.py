@@ -215,6 +215,15 @@ def _past_deadline(execution: Execution) -> bool:
     return execution.deadline is not None and clock.now() >= execution.deadline
 
 
+def _cancel_if_overdue(execution_id: str) -> bool:
+    """Cancel the execution (one not leased to this run: under way elsewhere, or queued)
+    if it is live and its deadline passed; whether this call cancelled it."""
+    overdue = Execution.objects.filter(
+        live(), pk=execution_id, deadline__lte=clock.now()
+    ).values_list("deadline", flat=True)
+    return any([_cancel_at_deadline(execution_id, deadline) for deadline in overdue])
+
+
 def _cancel_at_deadline(execution_id: str, deadline: Any) -> bool:
     """Cancel an execution whose deadline passed, with ``DeadlineExceededError``."""
     error = DeadlineExceededError(execution_id, deadline.isoformat())
@@ -281,12 +290,10 @@ def run_execution(execution_id: str) -> ResumeResult:
         if lease is not None:
             break
         if mark_wake_pending(execution_id):
-            overdue = Execution.objects.filter(
-                live(), pk=execution_id, deadline__lte=clock.now()
-            ).values_list("deadline", flat=True)
-            for deadline in overdue:  # the run under way stops at its next step
-                _cancel_at_deadline(execution_id, deadline)
+            _cancel_if_overdue(execution_id)  # the run under way stops at its next step
             return ResumeResult.BUSY
+        if _cancel_if_overdue(execution_id):  # queued past its deadline
+            return ResumeResult.FINISHED
         if queues.tick(execution_id):
             return ResumeResult.QUEUED
         if not Execution.objects.filter(live(), pk=execution_id).exists():

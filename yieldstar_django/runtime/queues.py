@@ -275,7 +275,9 @@ def enqueue(
     """Start ``workflow`` through ``queue``: the queue's admission as one function, for
     every start path (``Queue.start``, the HTTP API's start, a workflow's child start:
     ``parent`` and its ``deadline``). Returns the execution's id and whether this call
-    created it.
+    created it. A start without a parent gets the workflow's ``timeout`` as its deadline,
+    counted from now (queued or not), with the timer that cancels it then, as
+    ``start_workflow`` gives it.
 
     Everything is checked before anything is written (``TypeError``, ``ValueError``,
     ``WorkflowValueError``, ``StoreKeyError``). It runs in the caller's transaction when
@@ -294,6 +296,9 @@ def enqueue(
     alias = _alias()
     open_manual_transaction(connections[alias])
     new_id = execution_id or str(uuid.uuid4())
+    own_deadline = None
+    if not parent and deadline is None and workflow.timeout is not None:
+        own_deadline = deadline = clock.now() + timedelta(seconds=workflow.timeout)
     fields = {
         "id": new_id,
         "workflow_id": workflow.name,
@@ -307,7 +312,10 @@ def enqueue(
     }
     try:
         with transaction.atomic(using=alias):
-            return _enqueue(queue, fields, key, debounce, debounce_max, dedupe)
+            started, created = _enqueue(queue, fields, key, debounce, debounce_max, dedupe)
+            if created and own_deadline is not None:
+                timers.schedule_timer(started, workflow.name, own_deadline, reason="deadline")
+            return started, created
     except IntegrityError:
         if execution_id is None:
             raise
