@@ -72,6 +72,12 @@ def main(argv: list[str]) -> int:
                     time.sleep(0.2)
             time.sleep(float(rest[2]))
         return 0
+    if command == "cancel":
+        from yieldstar_django.runtime import cancel_execution
+
+        for execution_id in rest:
+            print(cancel_execution(execution_id), flush=True)
+        return 0
     if command == "schedule":
         from yieldstar_django.runtime.schedules import create_schedule
 
