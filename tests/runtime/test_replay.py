@@ -387,19 +387,13 @@ def test_a_take_cancelled_while_it_registers_its_waiter_leaves_no_waiter(
     assert list(Waiter.objects.filter(execution_id=eid).values_list("step_key", flat=True)) == []
 
 
-def test_a_woken_take_cancelled_before_it_waits_again_leaves_no_waiter(
-    rt: Runtime, monkeypatch: Any
-) -> None:
-    """A woken take finds nothing and registers its waiter again; the execution was
-    cancelled since the run took its lease. The registration must not bring back a waiter
-    the cancel removed."""
+def waiting_take(rt: Runtime, needs: str) -> tuple[Any, str]:
+    """On the database client (else skipped: ``needs``), an execution waiting to take
+    ``"go"`` from a store; the store and the execution's id."""
     import pytest
 
-    from yieldstar_django.models import Waiter
-    from yieldstar_django.runtime import store_steps
-
     if not hasattr(rt.client, "using"):
-        pytest.skip("the waiters of the database client")
+        pytest.skip(needs)
     store = rt.define()
 
     @rt.workflow
@@ -408,6 +402,19 @@ def test_a_woken_take_cancelled_before_it_waits_again_leaves_no_waiter(
 
     eid = start_workflow(wf)
     rt.pump()
+    return store, eid
+
+
+def test_a_woken_take_cancelled_before_it_waits_again_leaves_no_waiter(
+    rt: Runtime, monkeypatch: Any
+) -> None:
+    """A woken take finds nothing and registers its waiter again; the execution was
+    cancelled since the run took its lease. The registration must not bring back a waiter
+    the cancel removed."""
+    from yieldstar_django.models import Waiter
+    from yieldstar_django.runtime import store_steps
+
+    store, eid = waiting_take(rt, "the waiters of the database client")
     assert Waiter.objects.filter(execution_id=eid).count() == 1
     register = store_steps.wait_for
 
@@ -429,21 +436,10 @@ def test_a_woken_take_that_missed_a_commit_looks_again_in_the_same_run(
     out while the database commits). Its registration then finds the store moved: rather
     than register a stale observation and be woken again through the broker, the take
     looks again in the same run and claims."""
-    import pytest
-
     from yieldstar_django.models import Execution, WakeIntent
     from yieldstar_django.runtime import store_steps
 
-    if not hasattr(rt.client, "using"):
-        pytest.skip("the unless-stale registration of the database client")
-    store = rt.define()
-
-    @rt.workflow
-    def wf(step: Step) -> Any:
-        return (yield from step.take(store, "q", lambda s: "go" in s["items"] or None))
-
-    eid = start_workflow(wf)
-    rt.pump()
+    store, eid = waiting_take(rt, "the unless-stale registration of the database client")
     register = store_steps.wait_for
     pushed: list[bool] = []
 
