@@ -23,6 +23,7 @@ from celery.exceptions import Retry
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from .conf import database_alias, yieldstar_settings
+from .connector import cursors
 from .observability import metrics, tracing
 from .retention import prune_finished
 from .runtime.executions import run_execution
@@ -157,10 +158,10 @@ def _start_context(execution_id: str) -> str:
     """The trace context stored with the execution's start (``""`` if none, or gone)."""
     connection = connections[database_alias()]
     try:
-        # One prepared statement, not a query built per resume.
-        with connection.cursor() as cursor:
-            cursor.execute(queries.of(connection).execution_trace_context, [execution_id])
-            found = cursor.fetchone()
+        # One statement of the hot path, not a query the ORM builds per resume.
+        found = cursors.fetchone(
+            connection, queries.of(connection).execution_trace_context, [execution_id]
+        )
     except (DatabaseError, ValueError):  # an id no row can have: the run says GONE
         return ""
     return str(found[0]) if found and found[0] else ""
