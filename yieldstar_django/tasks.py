@@ -28,6 +28,7 @@ from .observability import metrics, tracing
 from .retention import prune_finished
 from .runtime.executions import run_execution
 from .sql import queries
+from .sql.queries import placeholders
 from .wakes.backends import resend_group
 from .wakes.relay import relay_once, run_round_tasks
 
@@ -97,6 +98,10 @@ def resume_executions(self: Any, execution_ids: list[str]) -> list[str]:
     results: list[str] = []
     slice_seconds = yieldstar_settings.RUN_SLICE_SECONDS
     started = time.monotonic()
+    contexts: dict[str, str] | None = None
+    if tracing.enabled() and not _header(self.request, tracing.TRACEPARENT):
+        # Woken with no trace context: each continues its start's, read for all at once.
+        contexts = _start_contexts(execution_ids)
     for index, execution_id in enumerate(execution_ids):
         rest = list(execution_ids[index:])
         if index and slice_seconds is not None and time.monotonic() - started >= slice_seconds:
@@ -108,7 +113,8 @@ def resume_executions(self: Any, execution_ids: list[str]) -> list[str]:
         _close_stale_connections()
         try:
             if tracing.enabled() or metrics.enabled():
-                results.append(_observed_resume(self, execution_id, rest))
+                start = None if contexts is None else contexts.get(execution_id, "")
+                results.append(_observed_resume(self, execution_id, rest, start))
             else:
                 results.append(_resume(self, execution_id, rest))
         except Retry:
@@ -119,10 +125,12 @@ def resume_executions(self: Any, execution_ids: list[str]) -> list[str]:
     return results
 
 
-def _observed_resume(task: Any, execution_id: str, rest: list[str] | None = None) -> str:
+def _observed_resume(
+    task: Any, execution_id: str, rest: list[str] | None = None, start: str | None = None
+) -> str:
     """``_resume`` in a ``yieldstar.resume`` span continuing the trace of the wake (its
-    message's ``traceparent``), else of the execution's start; the time the commit woke it
-    kept for ``yieldstar_wake_latency_seconds``."""
+    message's ``traceparent``), else of the execution's start (``start`` if read already);
+    the time the commit woke it kept for ``yieldstar_wake_latency_seconds``."""
     request = task.request
     woken = _header(request, metrics.WOKEN_AT_HEADER)
     token = metrics.woken_at.set(float(woken) if isinstance(woken, int | float) else None)
@@ -131,7 +139,7 @@ def _observed_resume(task: Any, execution_id: str, rest: list[str] | None = None
             return _resume(task, execution_id, rest)
         parent = _header(request, tracing.TRACEPARENT)
         if not isinstance(parent, str) or not parent:
-            parent = _start_context(execution_id)
+            parent = _start_context(execution_id) if start is None else start
         attributes = {"yieldstar.execution.id": execution_id, "celery.task_id": str(request.id)}
         with tracing.span(
             "yieldstar.resume", attributes, parent=parent, kind="consumer", quiet=(Retry,)
@@ -165,6 +173,19 @@ def _start_context(execution_id: str) -> str:
     except (DatabaseError, ValueError):  # an id no row can have: the run says GONE
         return ""
     return str(found[0]) if found and found[0] else ""
+
+
+def _start_contexts(execution_ids: list[str]) -> dict[str, str] | None:
+    """:func:`_start_context` of each of ``execution_ids`` (a group's) in one statement;
+    ``None`` if they cannot be read so (each is then read alone)."""
+    connection = connections[database_alias()]
+    statement = queries.of(connection).execution_trace_contexts
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement.format(ids=placeholders(len(execution_ids))), execution_ids)
+            return {str(id): str(context or "") for id, context in cursor.fetchall()}
+    except (DatabaseError, ValueError):
+        return None
 
 
 def _resume(self: Any, execution_id: str, rest: list[str] | None = None) -> str:

@@ -318,6 +318,10 @@ WITH acquired AS (UPDATE {execution} SET lease_owner = %s, lease_expires_at = %s
 -- The W3C traceparent stored with an execution's start ("": none); no row if there is no such execution.
 SELECT trace_context FROM {execution} WHERE id = %s
 
+-- execution_trace_contexts(ids) --
+-- The id and stored start traceparent of each execution of {ids} (one %s each): a group of resumes' in one statement.
+SELECT id, trace_context FROM {execution} WHERE id IN ({ids})
+
 -- insert_children --
 -- Create pending executions of one workflow under one parent (PostgreSQL): the workflow, status, parent, deadline and creation time (their updated_at too), then their ids and arguments as two arrays.
 INSERT INTO {execution} (id, workflow_id, status, input_json, result_json, error_json, waiting_on, lease_owner, wake_pending, runs, parent, deadline, created_at, updated_at) SELECT c.id, %s, %s, c.input_json, '', '', '', '', false, 0, %s, CAST(%s AS timestamptz), CAST(%s AS timestamptz), CAST(%s AS timestamptz) FROM unnest(CAST(%s AS text[]), CAST(%s AS text[])) AS c(id, input_json)
