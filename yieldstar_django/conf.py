@@ -239,8 +239,9 @@ class YieldstarSettings:
         doc="""\
 Dotted path of a callable `deliver(wakes)` (a callable may also be given directly). Each
 wake has `.execution_id` and `.workflow_id`. The backend returns once the wakes are handed
-over (for the default, enqueued as the Celery task `yieldstar_django.resume_execution`) and
-raises otherwise; the [relay](../operations/relay.md) re-delivers the wakes that were not
+over (for the default, enqueued as the Celery task `yieldstar_django.resume_execution`, or
+`yieldstar_django.resume_executions` for groups of more than 64 at once) and raises
+otherwise; the [relay](../operations/relay.md) re-delivers the wakes that were not
 acknowledged. Imported on first use, not at startup; `yieldstar.E002` reports a path that
 does not import.
 """,

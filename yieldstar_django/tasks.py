@@ -15,6 +15,7 @@ a view's under ``ATOMIC_REQUESTS``) leaves that transaction alone.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from celery import shared_task
@@ -22,15 +23,18 @@ from celery.exceptions import Retry
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from .conf import database_alias, yieldstar_settings
-from .models.runtime import Execution
+from .connector import cursors
 from .observability import metrics, tracing
 from .retention import prune_finished
 from .runtime.executions import run_execution
+from .sql import queries
+from .sql.queries import placeholders
+from .wakes.backends import resend_group
 from .wakes.relay import relay_once, run_round_tasks
 
 logger = logging.getLogger("yieldstar_django.tasks")
 
-__all__ = ["prune_executions", "relay_wakes", "resume_execution"]
+__all__ = ["prune_executions", "relay_wakes", "resume_execution", "resume_executions"]
 
 #: Longest Celery countdown between two retries after a database error, in seconds.
 MAX_RETRY_COUNTDOWN = 30
@@ -74,24 +78,73 @@ def resume_execution(self: Any, execution_id: str) -> str:
     return _resume(self, execution_id)
 
 
-def _observed_resume(task: Any, execution_id: str) -> str:
+@shared_task(
+    bind=True,
+    name="yieldstar_django.resume_executions",
+    acks_late=True,
+    ignore_result=True,
+    max_retries=8,
+)
+def resume_executions(self: Any, execution_ids: list[str]) -> list[str]:
+    """``resume_execution`` of each of ``execution_ids`` in turn: one message of a group of
+    ordinary wakes (``wakes.backends.groups``: a fan-out's children); what happened to each.
+
+    A database error retries the group from the execution it hit on, as
+    ``resume_execution`` retries; another error of one is logged and the next goes on.
+    Once the group has held its pool process for ``RUN_SLICE_SECONDS``, the executions left
+    are sent on as a new message (a takeover waits for no group to end), and any not
+    resumed are still due by their durable wake intents.
+    """
+    results: list[str] = []
+    slice_seconds = yieldstar_settings.RUN_SLICE_SECONDS
+    started = time.monotonic()
+    contexts: dict[str, str] | None = None
+    if tracing.enabled() and not _header(self.request, tracing.TRACEPARENT):
+        # Woken with no trace context: each continues its start's, read for all at once.
+        contexts = _start_contexts(execution_ids)
+    for index, execution_id in enumerate(execution_ids):
+        rest = list(execution_ids[index:])
+        if index and slice_seconds is not None and time.monotonic() - started >= slice_seconds:
+            try:
+                resend_group(rest)
+            except Exception:  # the relay delivers their intents again
+                logger.warning("could not send on the rest of a group of resumes", exc_info=True)
+            break
+        _close_stale_connections()
+        try:
+            if tracing.enabled() or metrics.enabled():
+                start = None if contexts is None else contexts.get(execution_id, "")
+                results.append(_observed_resume(self, execution_id, rest, start))
+            else:
+                results.append(_resume(self, execution_id, rest))
+        except Retry:
+            raise
+        except Exception:
+            logger.exception("resume of %s failed", execution_id)
+            results.append("error")
+    return results
+
+
+def _observed_resume(
+    task: Any, execution_id: str, rest: list[str] | None = None, start: str | None = None
+) -> str:
     """``_resume`` in a ``yieldstar.resume`` span continuing the trace of the wake (its
-    message's ``traceparent``), else of the execution's start; the time the commit woke it
-    kept for ``yieldstar_wake_latency_seconds``."""
+    message's ``traceparent``), else of the execution's start (``start`` if read already);
+    the time the commit woke it kept for ``yieldstar_wake_latency_seconds``."""
     request = task.request
     woken = _header(request, metrics.WOKEN_AT_HEADER)
     token = metrics.woken_at.set(float(woken) if isinstance(woken, int | float) else None)
     try:
         if not tracing.enabled():
-            return _resume(task, execution_id)
+            return _resume(task, execution_id, rest)
         parent = _header(request, tracing.TRACEPARENT)
         if not isinstance(parent, str) or not parent:
-            parent = _start_context(execution_id)
+            parent = _start_context(execution_id) if start is None else start
         attributes = {"yieldstar.execution.id": execution_id, "celery.task_id": str(request.id)}
         with tracing.span(
             "yieldstar.resume", attributes, parent=parent, kind="consumer", quiet=(Retry,)
         ) as span:
-            result = _resume(task, execution_id)
+            result = _resume(task, execution_id, rest)
             span.set("yieldstar.resume.result", result)
             return result
     finally:
@@ -111,19 +164,34 @@ def _header(request: Any, name: str) -> object:
 
 def _start_context(execution_id: str) -> str:
     """The trace context stored with the execution's start (``""`` if none, or gone)."""
+    connection = connections[database_alias()]
     try:
-        found = (
-            Execution.objects.using(database_alias())
-            .filter(pk=execution_id)
-            .values_list("trace_context", flat=True)
-            .first()
+        # One statement of the hot path, not a query the ORM builds per resume.
+        found = cursors.fetchone(
+            connection, queries.of(connection).execution_trace_context, [execution_id]
         )
     except (DatabaseError, ValueError):  # an id no row can have: the run says GONE
         return ""
-    return found or ""
+    return str(found[0]) if found and found[0] else ""
 
 
-def _resume(self: Any, execution_id: str) -> str:
+def _start_contexts(execution_ids: list[str]) -> dict[str, str] | None:
+    """:func:`_start_context` of each of ``execution_ids`` (a group's) in one statement;
+    ``None`` if they cannot be read so (each is then read alone)."""
+    connection = connections[database_alias()]
+    statement = queries.of(connection).execution_trace_contexts
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement.format(ids=placeholders(len(execution_ids))), execution_ids)
+            return {str(id): str(context or "") for id, context in cursor.fetchall()}
+    except (DatabaseError, ValueError):
+        return None
+
+
+def _resume(self: Any, execution_id: str, rest: list[str] | None = None) -> str:
+    """Run the execution (again at once on a new connection if the kept one turned out
+    broken); retry the task on another database error: the group ``rest`` (this
+    execution and those after it), if any, else this one."""
     kept = connections[database_alias()].connection
     try:
         try:
@@ -138,7 +206,8 @@ def _resume(self: Any, execution_id: str) -> str:
         logger.warning(
             "resume of %s hit a database error; retrying in %ss", execution_id, countdown
         )
-        raise self.retry(exc=exc, countdown=countdown) from exc
+        args = None if rest is None else [rest]
+        raise self.retry(args=args, exc=exc, countdown=countdown) from exc
     finally:
         _close_stale_connections()
 

@@ -143,6 +143,28 @@ def test_the_resume_task_continues_the_wake_s_trace(spans: Any) -> None:
         assert f"{resume.parent.span_id:016x}" == "b7ad6b7169203331"
 
 
+def test_a_group_of_resumes_continues_each_start_s_trace_read_at_once(spans: Any) -> None:
+    """A group message without a ``traceparent``: each resume's span continues its own
+    execution's start, the starts' contexts read in one statement for the group."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with yieldstar_settings(WAKE_BACKEND=lambda wakes: None):
+        ids = [start_workflow("obs.take_then_run", f"s-{uuid.uuid4().hex[:8]}") for _ in range(3)]
+        starts = {
+            s.attributes["yieldstar.execution.id"]: s for s in _named(spans, "yieldstar.start")
+        }
+        spans.clear()
+        with CaptureQueriesContext(connection) as queries:
+            assert tasks.resume_executions.apply(args=[ids]).get() == ["suspended"] * 3
+        lookups = [q["sql"] for q in queries if q["sql"].startswith("SELECT id, trace_context")]
+        assert len(lookups) == 1
+        assert not [q for q in queries if q["sql"].startswith("SELECT trace_context")]
+        for eid in ids:
+            resume = _one(spans, "yieldstar.resume", **{"yieldstar.execution.id": eid})
+            assert resume.parent.span_id == starts[eid].context.span_id
+
+
 def test_the_celery_backend_sends_the_wake_s_trace_context(spans: Any) -> None:
     from yieldstar_django.wakes import backends
 

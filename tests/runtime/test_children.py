@@ -12,6 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from yieldstar_django import (
     ChildCancelledError,
@@ -198,6 +200,42 @@ def test_replays_start_no_second_child(rt: Runtime) -> None:
     finally:
         clock.reset()
     assert get_execution(eid).result == [2, 4]
+
+
+def test_start_many_writes_its_children_in_statements_not_per_child(rt: Runtime) -> None:
+    """On PostgreSQL the children's rows and their wake intents are one statement each
+    (per 2,000): the start step's cost does not grow by a round trip per child."""
+    if connection.vendor != "postgresql":
+        pytest.skip("one statement per child on other databases (bulk_create, an intent each)")
+    child = rt.workflow(double)
+
+    @rt.workflow
+    def parent(step: Step, n: int) -> Any:
+        return (yield from step.start_many(child, [[i] for i in range(n)]))
+
+    eid = start_workflow(parent, 300)
+    WAKES.clear()
+    with CaptureQueriesContext(connection) as queries:
+        assert run_execution(eid) == "finished"
+    assert len(queries) < 20, [q["sql"][:60] for q in queries]
+    children = Execution.objects.filter(parent=eid)
+    assert children.count() == 300
+    assert set(children.values_list("status", "runs", "workflow_id", "deadline")) == {
+        ("pending", 0, child.name, None)
+    }
+    assert {row.id: row.input for row in children} == {
+        f"{eid}:0:{i}": {"args": [i], "kwargs": {}} for i in range(300)
+    }
+    intents = list(
+        WakeIntent.objects.filter(execution_id__startswith=f"{eid}:")
+        .order_by("id")
+        .values_list("execution_id", "reason")
+    )
+    assert intents == [(f"{eid}:0:{i}", "start") for i in range(300)]
+    rt.settle()
+    assert sorted(children.values_list("result_json", flat=True)) == sorted(
+        str(i * 2) for i in range(300)
+    )
 
 
 @pytest.mark.parametrize("client_kind", ["db"], indirect=True)

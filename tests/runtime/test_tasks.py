@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 from celery import current_app
+from celery.exceptions import Retry
 from django.db import OperationalError, connection
 
 from tests.connections import DIRECT, second_connection
 from tests.polling import wait_until
+from tests.shared.fixtures import configure
 from yieldstar_django import tasks
 from yieldstar_django.runtime import get_execution, start_workflow
 
@@ -149,3 +151,62 @@ def test_a_task_run_eagerly_inside_the_callers_transaction_leaves_it_usable(
         app.conf.task_always_eager = eager
     assert connection.in_atomic_block and not connection.needs_rollback
     assert get_execution(execution_id).status == "waiting"
+
+
+def test_a_group_task_resumes_each_execution_in_turn(rt: Runtime) -> None:
+    started = [start_taking_items(rt)[1] for _ in range(3)]
+    assert tasks.resume_executions.name == "yieldstar_django.resume_executions"
+    assert tasks.resume_executions.apply(args=[started]).get() == ["suspended"] * 3
+    assert tasks.resume_executions.apply(args=[started]).get() == ["suspended"] * 3
+
+
+def test_a_database_error_retries_the_group_from_the_execution_it_hit(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[str] = []
+
+    def run(execution_id: str) -> str:
+        if execution_id == "b":
+            raise OperationalError("the database restarts")
+        ran.append(execution_id)
+        return "finished"
+
+    monkeypatch.setattr(tasks, "run_execution", run)
+    retried: list[Any] = []
+
+    def retry(**kwargs: Any) -> Exception:
+        retried.append((kwargs["args"], kwargs["countdown"]))
+        return Retry("retry requested")
+
+    monkeypatch.setattr(tasks.resume_executions, "retry", retry)
+    connection.ensure_connection()
+    with pytest.raises(Retry, match="retry requested"):
+        tasks.resume_executions.apply(args=[["a", "b", "c"]], throw=True).get()
+    assert ran == ["a"]
+    assert retried == [([["b", "c"]], 1)]
+
+
+def test_a_group_gives_its_pool_process_back_after_the_run_slice(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executions left once ``RUN_SLICE_SECONDS`` passed are sent on as a new
+    group message; an error of one execution does not stop the others."""
+    ran: list[str] = []
+
+    def run(execution_id: str) -> str:
+        ran.append(execution_id)
+        if execution_id == "a":
+            raise RuntimeError("a bug of the runtime")
+        return "finished"
+
+    sent: list[list[str]] = []
+    monkeypatch.setattr(tasks, "run_execution", run)
+    monkeypatch.setattr(tasks, "resend_group", sent.append)
+    with configure(RUN_SLICE_SECONDS=3600):
+        assert tasks.resume_executions.apply(args=[["a", "b"]]).get() == ["error", "finished"]
+    assert ran == ["a", "b"]
+    ran.clear()
+    with configure(RUN_SLICE_SECONDS=0):
+        assert tasks.resume_executions.apply(args=[["x", "y", "z"]]).get() == ["finished"]
+    assert ran == ["x"]
+    assert sent == [["y", "z"]]

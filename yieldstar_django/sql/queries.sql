@@ -209,6 +209,10 @@ execution_id = %s AND delivered_at IS NULL AND COALESCE(due_at, created_at) <= %
 -- Write a wake intent; its id.
 INSERT INTO {wakeintent} ({intent_columns}) VALUES ({intent_values}) RETURNING id
 
+-- insert_intents --
+-- Write a wake intent per execution of two arrays (PostgreSQL): the reason, available and due times and creation time, then the execution ids and their workflow ids; the ids, ascending in the order given.
+INSERT INTO {wakeintent} ({intent_columns}) SELECT w.execution_id, w.workflow_id, %s, CAST(%s AS timestamptz), CAST(%s AS timestamptz), NULL, 0, '', CAST(%s AS timestamptz) FROM unnest(CAST(%s AS text[]), CAST(%s AS text[])) WITH ORDINALITY AS w(execution_id, workflow_id, n) ORDER BY w.n RETURNING id
+
 -- insert_timer_unless_pending --
 -- insert_intent of a timer, unless the execution has an unacknowledged one of that reason due at that time.
 INSERT INTO {wakeintent} ({intent_columns}) SELECT {intent_values} WHERE NOT EXISTS (SELECT 1 FROM {wakeintent} WHERE execution_id = %s AND reason = %s AND due_at = %s AND delivered_at IS NULL) RETURNING id
@@ -325,6 +329,18 @@ WITH released AS (UPDATE {execution} SET {assignments} WHERE {lease_fence} AND N
 -- acquire_lease(columns, heap, max_read_ahead, relaxed) --
 -- Take a free or expired lease of a live execution not queued, acknowledge its due intents, write its takeover timer and its run's row (the worker, the start: two %s after the timer's), and read its heap and the stores it waits on (their state up to {max_read_ahead} bytes), in one statement; {columns}: the execution's returned, {heap}: s.<column> of each heap field, {relaxed}: "" or synchronous_commit_off.
 WITH acquired AS (UPDATE {execution} SET lease_owner = %s, lease_expires_at = %s, lease_backend = pg_backend_pid(), wake_pending = false, status = %s, runs = runs + 1, updated_at = %s WHERE id = %s AND status NOT IN ({terminal_statuses}) AND status <> 'queued' AND (lease_owner = '' OR lease_expires_at < %s) RETURNING {columns}), acked AS (UPDATE {wakeintent} SET delivered_at = %s WHERE {ack_condition} AND EXISTS (SELECT 1 FROM acquired)), timer AS (INSERT INTO {wakeintent} ({intent_columns}) SELECT id, workflow_id, %s, %s, %s, NULL, 0, '', %s FROM acquired RETURNING id), run AS (INSERT INTO {executionrun} (execution_id, number, lease_owner, worker, started_at, ended_at, outcome) SELECT id, runs, lease_owner, %s, %s, NULL, '' FROM acquired) SELECT acquired.*, timer.id, (SELECT COALESCE(json_agg(json_build_array({heap}) ORDER BY s.position), '[]'::json) FROM {executionstep} s WHERE s.execution_id = acquired.id), (SELECT COALESCE(json_agg(json_build_array(w.step_key, i.name, i.store_id, i.instance_id, i.version, i.state, a.result)), '[]'::json) FROM {waiter} w JOIN {storeinstance} i ON i.id = w.store_pk LEFT JOIN {appliedstep} a ON a.store_name = i.name AND a.store_id = i.store_id AND a.execution_id = w.execution_id AND a.step_key = w.step_key WHERE w.execution_id = acquired.id AND octet_length(i.state) <= {max_read_ahead}) FROM acquired, timer{relaxed}
+
+-- execution_trace_context --
+-- The W3C traceparent stored with an execution's start ("": none); no row if there is no such execution.
+SELECT trace_context FROM {execution} WHERE id = %s
+
+-- execution_trace_contexts(ids) --
+-- The id and stored start traceparent of each execution of {ids} (one %s each): a group of resumes' in one statement.
+SELECT id, trace_context FROM {execution} WHERE id IN ({ids})
+
+-- insert_children --
+-- Create pending executions of one workflow under one parent (PostgreSQL): the workflow, status, parent, deadline and creation time (their updated_at too), then their ids and arguments as two arrays.
+INSERT INTO {execution} (id, workflow_id, status, input_json, result_json, error_json, waiting_on, lease_owner, wake_pending, runs, parent, deadline, created_at, updated_at) SELECT c.id, %s, %s, c.input_json, '', '', '', '', false, 0, %s, CAST(%s AS timestamptz), CAST(%s AS timestamptz), CAST(%s AS timestamptz) FROM unnest(CAST(%s AS text[]), CAST(%s AS text[])) AS c(id, input_json)
 
 -- wake_waiters(ids) --
 -- The end of the executions {ids} (one %s each) as their waiters see it (PostgreSQL): delete the wait rows on them, count each live waiter's awaiting down (terminal_statuses follow), and return the waiters that wait for nothing more (id, workflow id).

@@ -21,18 +21,31 @@ from ..observability import metrics, tracing
 from .guard import refuse_in_tests
 
 __all__ = [
+    "GROUP_FROM",
+    "GROUP_SIZE",
     "PRIORITIES",
+    "RESUME_GROUP_TASK",
     "RESUME_TASK",
     "celery_backend",
     "enqueues_only",
+    "groups",
     "is_enqueue_only",
     "publish_receivers",
+    "resend_group",
 ]
 
 B = TypeVar("B", bound=Callable[..., Any])
 
 #: The Celery task a wake enqueues (implemented in :mod:`yieldstar_django.tasks`).
 RESUME_TASK: Final = "yieldstar_django.resume_execution"
+#: The Celery task one message of a group of ordinary wakes enqueues: it resumes the
+#: executions in turn (:mod:`yieldstar_django.tasks`).
+RESUME_GROUP_TASK: Final = "yieldstar_django.resume_executions"
+#: Ordinary wakes handed over together beyond this many are sent in groups (a fan-out's
+#: children): still at least this many messages, for as many pool processes.
+GROUP_FROM: Final = 64
+#: The most executions one message of a group resumes.
+GROUP_SIZE: Final = 16
 
 
 def enqueues_only(backend: B) -> B:
@@ -57,14 +70,19 @@ def publish_receivers() -> bool:
     (or the old ``task_sent``) for ``resume_execution``: code of the project or of a
     library that runs in the publishing thread and may use its database connections."""
     return any(
-        signal.has_listeners(RESUME_TASK)
+        signal.has_listeners(task)
+        for task in (RESUME_TASK, RESUME_GROUP_TASK)
         for signal in (signals.before_task_publish, signals.after_task_publish, signals.task_sent)
     )
 
 
 @enqueues_only
 def celery_backend(wakes: Sequence[Wake]) -> None:
-    """The default ``WAKE_BACKEND``: enqueue ``resume_execution(execution_id)`` per wake.
+    """The default ``WAKE_BACKEND``: enqueue ``resume_execution(execution_id)`` per wake;
+    more than ``GROUP_FROM`` ordinary wakes at once (a fan-out's children) go in
+    ``resume_executions(execution_ids)`` messages of up to ``GROUP_SIZE`` each
+    (:func:`groups`), which spares the broker and the worker's consumer a message per
+    execution.
 
     A lease's takeover (``Wake.takeover``) is sent with the highest priority, ordinary
     wakes below it (``PRIORITIES``). Sent with ``ignore_result``: nothing waits for a
@@ -82,14 +100,53 @@ def celery_backend(wakes: Sequence[Wake]) -> None:
     refuse_in_tests(app)
     urgent, ordinary = PRIORITIES.get(broker_kind(app), (None, None))
     headers = wake_headers()
-    for wake in wakes:
-        app.send_task(
-            RESUME_TASK,
-            args=[wake.execution_id],
-            ignore_result=True,
-            priority=urgent if wake.takeover else ordinary,
-            headers=headers,
-        )
+    # One producer (one broker connection from the pool) for all of them.
+    with app.producer_or_acquire() as producer:
+        for group in groups(wakes):
+            if len(group) == 1:
+                app.send_task(
+                    RESUME_TASK,
+                    args=[group[0].execution_id],
+                    ignore_result=True,
+                    priority=urgent if group[0].takeover else ordinary,
+                    headers=headers,
+                    producer=producer,
+                )
+            else:
+                app.send_task(
+                    RESUME_GROUP_TASK,
+                    args=[[wake.execution_id for wake in group]],
+                    ignore_result=True,
+                    priority=ordinary,
+                    headers=headers,
+                    producer=producer,
+                )
+
+
+def resend_group(execution_ids: Sequence[str]) -> None:
+    """Send ``resume_executions(execution_ids)`` as :func:`celery_backend` sends a group:
+    the rest of a group whose message gave its pool process back."""
+    app = require_configured_app()
+    refuse_in_tests(app)
+    app.send_task(
+        RESUME_GROUP_TASK,
+        args=[list(execution_ids)],
+        ignore_result=True,
+        priority=PRIORITIES.get(broker_kind(app), (None, None))[1],
+        headers=wake_headers(),
+    )
+
+
+def groups(wakes: Sequence[Wake]) -> list[list[Wake]]:
+    """``wakes`` as the messages of the Celery backend, in order: a takeover alone (it
+    goes first, by priority); the ordinary ones alone too while they are at most
+    ``GROUP_FROM``, else in groups of ``ceil(n / GROUP_FROM)`` (at most ``GROUP_SIZE``), so
+    that they still make at least about ``GROUP_FROM`` messages for the pool processes."""
+    ordinary = [wake for wake in wakes if not wake.takeover]
+    messages = [[wake] for wake in wakes if wake.takeover]
+    size = 1 if len(ordinary) <= GROUP_FROM else min(GROUP_SIZE, -(-len(ordinary) // GROUP_FROM))
+    messages += [ordinary[start : start + size] for start in range(0, len(ordinary), size)]
+    return messages
 
 
 def wake_headers() -> dict[str, object] | None:

@@ -235,7 +235,24 @@ def _insert_intents(
     at = _adapt(using, available_at)
     due = None if due_at is None else _adapt(using, due_at)
     pending: list[PendingWake] = []
-    with connections[using].cursor() as cursor:
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        if len(wakes) > 1 and connection.vendor == "postgresql":
+            # One statement for them all (a fan-out's children): ids ascend in their order.
+            cursor.execute(
+                queries.of(connection).insert_intents,
+                [
+                    reason,
+                    at,
+                    due,
+                    now,
+                    [wake.execution_id for wake in wakes],
+                    [wake.workflow_id for wake in wakes],
+                ],
+            )
+            ids = sorted(int(row[0]) for row in cursor.fetchall())
+            assert len(ids) == len(wakes)
+            return [PendingWake(id, wake) for id, wake in zip(ids, wakes, strict=True)]
         for wake in wakes:
             cursor.execute(
                 queries.of().insert_intent,
