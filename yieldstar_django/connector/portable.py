@@ -202,9 +202,7 @@ def delete_waiters(
         cursor.execute(queries.of().delete_step_waiters.format(keys=keys), params)
     wakes: list[Wake] = []
     for store_pk, cohort in dict.fromkeys((int(pk), c) for pk, c in handed):
-        cursor.execute(queries.of().next_of_cohort, [store_pk, cohort, HAND_OFF_TRIES])
-        members = [(int(pk), Wake(e, w)) for pk, e, w in cursor.fetchall()]
-        wakes += [wake for _, wake in cohort_wakes(members, _marker(cursor, connection))]
+        wakes += _next_of_cohorts(cursor, connection, store_pk, [cohort])
     return list(dict.fromkeys(wakes))
 
 
@@ -246,13 +244,20 @@ def _executions(waiters: Sequence[_Matched]) -> list[Wake]:
 
 
 def _waking(
-    cursor: Any, connection: BaseDatabaseWrapper, store_pk: int, changed_paths: Sequence[StorePath]
+    cursor: Any,
+    connection: BaseDatabaseWrapper,
+    store_pk: int,
+    changed_paths: Sequence[StorePath],
+    matched: Sequence[str] = (),
 ) -> list[Wake]:
     """The executions with a waiter the changed paths intersect that was not woken since
     it registered, in registration order, of each cohort only the first (as
     ``yieldstar_wake_waiters_v2`` does on PostgreSQL): those waiters are marked woken, rows
-    locked elsewhere skipped (and of a cohort, the next one tried)."""
+    locked elsewhere skipped (and of a cohort, the next one tried). Of each cohort in
+    ``matched`` (the commit records a match of the waiter that checked for it), the first
+    unwoken waiter, touched or not."""
     unwoken = [w for w in _matching(cursor, store_pk, changed_paths) if not w[2]]
+    unwoken = [w for w in unwoken if w[3] is None or w[3] not in matched]
     alone, cohorts = first_of_each_cohort(unwoken, lambda waiter: waiter[3])
     for start in range(0, len(alone), WAKES_PER_STATEMENT):
         ids = [waiter[0] for waiter in alone[start : start + WAKES_PER_STATEMENT]]
@@ -262,7 +267,20 @@ def _waking(
         )
     mark = _marker(cursor, connection)
     woken = alone + [w for members in cohorts.values() for w in cohort_wakes(members, mark)]
-    return _executions(sorted(woken))
+    return _executions(sorted(woken)) + _next_of_cohorts(cursor, connection, store_pk, matched)
+
+
+def _next_of_cohorts(
+    cursor: Any, connection: BaseDatabaseWrapper, store_pk: int, cohorts: Sequence[str]
+) -> list[Wake]:
+    """Wake the first unwoken waiter of each of ``cohorts`` on the store (marked; one held
+    by another transaction is woken unmarked and the next tried)."""
+    wakes: list[Wake] = []
+    for cohort in dict.fromkeys(cohorts):
+        cursor.execute(queries.of().next_of_cohort, [store_pk, cohort, HAND_OFF_TRIES])
+        members = [(int(pk), Wake(e, w)) for pk, e, w in cursor.fetchall()]
+        wakes += [wake for _, wake in cohort_wakes(members, _marker(cursor, connection))]
+    return wakes
 
 
 def commit_mutation(
@@ -323,11 +341,17 @@ def commit_mutation(
                     state,
                 )  # fmt: skip
             _prune_versions(cursor, expected.instance_id, version)
+            matched: list[str] = []
+            if m.step_id is not None:  # its waiter checked for its cohort and matched
+                step: list[Any] = [m.step_id.execution_id, m.step_id.step_key, pk]
+                cursor.execute(queries.of().woken_cohort_of_step, step)
+                matched = [cohort for (cohort,) in cursor.fetchall()]
             handed: list[Wake] = []
             if unwait:
                 assert m.step_id is not None, "unwait names steps of the mutation's execution"
                 handed = delete_waiters(cursor, connection, m.step_id.execution_id, unwait)
-            wakes = list(dict.fromkeys(handed + _waking(cursor, connection, pk, m.changed_paths)))
+            waking = _waking(cursor, connection, pk, m.changed_paths, matched)
+            wakes = list(dict.fromkeys(handed + waking))
             return COMMITTED, write_intents(wakes, reason="store", using=using)
     except _StepRecordedMeanwhile:
         assert recorded is not None

@@ -5,7 +5,8 @@ for the same state: when one of them runs its selector on a version and misses, 
 other would miss there too. Such waiters form a **cohort**, and a change that touches
 them wakes only the first of them in registration order, the one that checks for all:
 
-- it claims: its claim is a commit of the store, which wakes the next of the cohort;
+- it matches: the commit recording its claim wakes the next of the cohort, whatever the
+  claim changed (the others may match the same state);
 - it misses: it registers again from what it read, and is woken at once if the store
   moved since (so no change goes unchecked by the cohort);
 - it stops waiting without checking (its execution cancelled, or finished otherwise):

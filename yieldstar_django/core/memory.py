@@ -183,7 +183,14 @@ class MemoryStoreClient(CasStoreClient):
         written = StoredState(expected.instance_id, expected.version + 1, mutation.encoded_state)
         self._stores[key] = written
         self._log_version(*key, written, tuple(mutation.changed_paths), mutation.step_id)
-        return self._matching_wakes(key, written, mutation.changed_paths)
+        matched = None  # the cohort of the step's own waiter, woken: it checked and matched
+        if mutation.step_id is not None:
+            owner = (mutation.step_id.execution_id, mutation.step_id.step_key)
+            waiter = self._waiters.get(key, {}).get(owner)
+            if waiter is not None and (key, owner) in self._woken:
+                matched = waiter.cohort
+        wakes = self._matching_wakes(key, written, mutation.changed_paths, matched)
+        return wakes + [w for w in self._hand_off(key, matched) if w not in wakes]
 
     def _delete(
         self, deletion: StoreDeletion, key: _Key, current: StoredState | None
@@ -272,15 +279,21 @@ class MemoryStoreClient(CasStoreClient):
         )
 
     def _matching_wakes(
-        self, key: _Key, written: StoredState, changed: Iterable[StorePath]
+        self,
+        key: _Key,
+        written: StoredState,
+        changed: Iterable[StorePath],
+        matched: str | None = None,
     ) -> list[Wake]:
         """The executions with a waiter the change intersects that was not woken since it
-        registered; those waiters are marked woken."""
+        registered (of a cohort the first, and of the ``matched`` cohort none: the commit
+        wakes its next waiter, touched or not); those waiters are marked woken."""
         changed = list(changed)
         touched = [
             (owner, waiter)
             for owner, waiter in self._waiters.get(key, {}).items()
             if (key, owner) not in self._woken
+            and (waiter.cohort is None or waiter.cohort != matched)
             and (
                 waiter.instance_id != written.instance_id
                 or wakes_waiter(waiter.read_paths, changed)
@@ -297,8 +310,8 @@ class MemoryStoreClient(CasStoreClient):
         return list(wakes.values())
 
     def _hand_off(self, key: _Key, cohort: str | None) -> list[Wake]:
-        """A woken waiter of ``cohort`` went without checking: wake the first unwoken one
-        of its cohort in its place (:mod:`yieldstar_django.core.cohorts`)."""
+        """A woken waiter of ``cohort`` matched, or went without checking: wake the first
+        unwoken one of its cohort (:mod:`yieldstar_django.core.cohorts`)."""
         if cohort is None:
             return []
         for owner, waiter in self._waiters.get(key, {}).items():

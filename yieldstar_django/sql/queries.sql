@@ -132,6 +132,10 @@ SELECT w.store_pk, w.cohort FROM {waiter} w WHERE w.execution_id = %s AND {hande
 -- The (store pk, cohort) of the waiters of an execution's steps ({keys}: one %s per step key) whose removal wakes the next of their cohort.
 SELECT w.store_pk, w.cohort FROM {waiter} w WHERE w.execution_id = %s AND w.step_key IN ({keys}) AND {handed_off}
 
+-- woken_cohort_of_step --
+-- The cohort of a step's waiter on a store (execution id, step key, store pk) if it is woken: the commit recording that step wakes the next of the cohort.
+SELECT cohort FROM {waiter} WHERE execution_id = %s AND step_key = %s AND store_pk = %s AND cohort IS NOT NULL AND woken_at IS NOT NULL
+
 -- next_of_cohort --
 -- The first unwoken waiters of a cohort on a store (store pk, cohort, how many), in registration order.
 SELECT id, execution_id, workflow_id FROM {waiter} WHERE store_pk = %s AND cohort = %s AND woken_at IS NULL ORDER BY id LIMIT %s

@@ -59,6 +59,7 @@ DECLARE
     v_workflows text[];
     v_now timestamptz := now();
     v_version bigint := p_version + 1;
+    v_handed text[] := '{}';
 BEGIN
     -- A recorded step result wins over every other check.
     IF p_step_key IS NOT NULL THEN
@@ -200,6 +201,16 @@ BEGIN
          WHERE instance_id = p_instance_id AND version = v_version - p_history_limit;
     END IF;
 
+    -- The step's own waiter on this store, woken and of a cohort: it checked for its
+    -- cohort and matched, and the others may match the same state (whatever this change
+    -- touched), so the next of the cohort is woken in its place.
+    IF p_step_key IS NOT NULL THEN
+        v_handed := ARRAY(SELECT w.cohort FROM yieldstar_waiter w
+                           WHERE w.execution_id = p_execution_id AND w.step_key = p_step_key
+                             AND w.store_pk = v_pk AND w.cohort IS NOT NULL
+                             AND w.woken_at IS NOT NULL);
+    END IF;
+
     IF p_unwait_keys IS NOT NULL THEN
         DELETE FROM yieldstar_waiterpath WHERE waiter_id IN (
             SELECT w.id FROM yieldstar_waiter w
@@ -214,7 +225,8 @@ BEGIN
     SELECT array_agg(g.execution_id ORDER BY g.first_id),
            array_agg(g.workflow_id ORDER BY g.first_id)
       INTO v_executions, v_workflows
-      FROM yieldstar_wake_waiters_v2(v_pk, p_wake_all, p_read_keys, p_prefix_keys, v_now) g;
+      FROM yieldstar_wake_waiters_v2(v_pk, p_wake_all, p_read_keys, p_prefix_keys, v_now,
+                                     v_handed) g;
     SELECT i.intent_ids, i.wake_execution_ids, i.wake_workflow_ids
       INTO intent_ids, wake_execution_ids, wake_workflow_ids
       FROM yieldstar_write_intents_v1(v_executions, v_workflows, 'store', p_relay_delay, v_now) i;

@@ -3,7 +3,8 @@ CREATE OR REPLACE FUNCTION yieldstar_wake_waiters_v2(
     p_wake_all boolean,
     p_read_keys text[],
     p_prefix_keys text[],
-    p_now timestamptz
+    p_now timestamptz,
+    p_handed text[]
 ) RETURNS TABLE (first_id bigint, execution_id text, workflow_id text)
 LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off
@@ -13,7 +14,9 @@ AS $$
 -- woken since it registered, and of the matching waiters of one cohort (takes with the
 -- same selector, yieldstar_django.core.cohorts) only the first whose row no other
 -- transaction holds (those before it are woken unmarked: a transaction removing one hands
--- its wake on, or rolls back and leaves it owed). Those waiters are marked woken
+-- its wake on, or rolls back and leaves it owed); of each cohort of p_handed (whose
+-- waiter that checked for it matched, in this commit) its first unwoken waiter, whether
+-- the change touched it or not. Those waiters are marked woken
 -- (woken_at). A waiter is thus
 -- woken once per registration: its execution registers it again (woken_at reset) when its
 -- step still has to wait, and that registration sees every change since the step read, so
@@ -50,7 +53,7 @@ BEGIN
                 v_unwoken := v_unwoken || v_id;
                 v_executions := v_executions || v_execution;
                 v_workflows := v_workflows || v_workflow;
-            ELSIF NOT v_cohort = ANY(v_marked) THEN
+            ELSIF NOT (v_cohort = ANY(v_marked) OR v_cohort = ANY(p_handed)) THEN
                 UPDATE yieldstar_waiter w SET woken_at = p_now
                  WHERE w.id IN (SELECT l.id FROM yieldstar_waiter l WHERE l.id = v_id
                                    FOR NO KEY UPDATE SKIP LOCKED);
@@ -61,6 +64,21 @@ BEGIN
                 v_woke_executions := v_woke_executions || v_execution;
                 v_woke_workflows := v_woke_workflows || v_workflow;
             END IF;
+        END IF;
+    END LOOP;
+    -- Each cohort of p_handed (its waiter that checked for it matched): its first waiter
+    -- not woken and not held elsewhere, whatever the change touched.
+    FOREACH v_cohort IN ARRAY p_handed LOOP
+        SELECT w.id, w.execution_id, w.workflow_id INTO v_id, v_execution, v_workflow
+          FROM yieldstar_waiter w
+         WHERE w.store_pk = p_store_pk AND w.cohort = v_cohort AND w.woken_at IS NULL
+         ORDER BY w.id LIMIT 1
+           FOR NO KEY UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            UPDATE yieldstar_waiter w SET woken_at = p_now WHERE w.id = v_id;
+            v_woke := v_woke || v_id;
+            v_woke_executions := v_woke_executions || v_execution;
+            v_woke_workflows := v_woke_workflows || v_workflow;
         END IF;
     END LOOP;
     IF cardinality(v_unwoken) > 0 THEN

@@ -137,3 +137,33 @@ def test_a_registered_cohort_is_listed(harness: Any, define: Any) -> None:
     wait_in(harness, d, "t0")
     wait_in(harness, d, "t1", None)
     assert [w.cohort for w in harness.waiters(d, "q")] == ["jobs", None]
+
+
+def closed(state: Any) -> Any:
+    """A selector every taker matches once the queue is closed (its claim changes nothing)."""
+    return {"closed": True} if state["closed"] else None
+
+
+def test_a_match_that_changes_nothing_wakes_the_next_of_the_cohort(
+    harness: Any, define: Any
+) -> None:
+    """Closing the queue: every taker's selector matches the same state, and a claim of the
+    marker changes nothing, so no change wakes the others. The commit recording the woken
+    taker's match wakes the next of its cohort, which matches and wakes the next."""
+    d = define(initial=lambda id: {"jobs": [], "closed": False})
+    for k in range(3):
+        wait_in(harness, d, f"t{k}", selector=closed)
+    harness.client.update_store(d, "q", updater=lambda s: s.update(closed=True))
+    assert woken(harness) == ["t0"]
+    for k in range(3):
+        taker = f"t{k}"
+        result = harness.client.take_from_store(
+            d,
+            "q",
+            selector=closed,
+            claim=lambda draft, marker: None,
+            step_id=StoreStepId(taker, "take-0"),
+        )
+        assert result.matched and result.selected == {"closed": True}
+        harness.client.remove_waiters(taker, "take-0")
+    assert woken(harness) == ["t0", "t1", "t2"]
