@@ -177,3 +177,39 @@ def test_metrics_off_count_nothing(registry: Any, yieldstar: YieldstarHelper) ->
         yieldstar.run_until_idle()
     assert _value(registry, "yieldstar_executions_started_total", workflow="obs.steps") == 0
     assert _value(registry, "yieldstar_step_duration_seconds_count", kind="run") == 0
+
+
+def test_threads_that_first_count_at_once_make_the_metrics_once(
+    registry: Any, monkeypatch: Any
+) -> None:
+    """The first use of metrics in a process makes them in its registry; threads that
+    first count at once (a producer's threads, a threaded server) get the same metrics
+    instead of registering each name twice (``DuplicateTimeseries``, which failed the
+    hand-over of wakes)."""
+    import threading
+
+    made = metrics._Metrics
+
+    class Slow(made):  # type: ignore[misc,valid-type]
+        def __init__(self, registry: Any) -> None:
+            time.sleep(0.2)  # the other threads arrive while these are being made
+            super().__init__(registry)
+
+    monkeypatch.setattr(metrics, "_Metrics", Slow)
+    metrics._state.generation = -1
+    found: list[Any] = []
+    errors: list[BaseException] = []
+
+    def first_count() -> None:
+        try:
+            found.append(metrics._metrics())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_count) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(found) == 4 and len({id(m) for m in found}) == 1

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -141,6 +142,9 @@ class _State:
     metrics: _Metrics | None = None
     #: The metrics made, by registry: a registry takes each name once.
     made: weakref.WeakKeyDictionary[Any, _Metrics] = weakref.WeakKeyDictionary()
+    #: Held while metrics are made: threads of one process that first count at once would
+    #: each register the same names (``DuplicateTimeseries``).
+    lock = threading.Lock()
 
 
 _state = _State()
@@ -162,9 +166,10 @@ def _metrics() -> _Metrics | None:
                 ) from exc
         else:
             registry = registry_in_use(prometheus_client)
-            made = _State.made.get(registry)
-            if made is None:
-                made = _State.made[registry] = _Metrics(registry)
+            with _State.lock:
+                made = _State.made.get(registry)
+                if made is None:
+                    made = _State.made[registry] = _Metrics(registry)
     _state.metrics, _state.generation = made, yieldstar_settings.generation
     return made
 
