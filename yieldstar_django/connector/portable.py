@@ -189,7 +189,7 @@ def delete_waiters(
     removed ones (:mod:`yieldstar_django.core.cohorts`: a woken waiter of a cohort that goes
     without its step recorded hands its wake to the next of its cohort, marked woken)."""
     if step_keys is None:
-        keys, params = "", [execution_id]
+        params = [execution_id]
         cursor.execute(queries.of().handed_off_execution_waiters, params)
         handed = cursor.fetchall()
         cursor.execute(queries.of().delete_execution_waiter_paths, params)
@@ -276,10 +276,11 @@ def _next_of_cohorts(
     """Wake the first unwoken waiter of each of ``cohorts`` on the store (marked; one held
     by another transaction is woken unmarked and the next tried)."""
     wakes: list[Wake] = []
+    mark = _marker(cursor, connection)
     for cohort in dict.fromkeys(cohorts):
         cursor.execute(queries.of().next_of_cohort, [store_pk, cohort, HAND_OFF_TRIES])
         members = [(int(pk), Wake(e, w)) for pk, e, w in cursor.fetchall()]
-        wakes += [wake for _, wake in cohort_wakes(members, _marker(cursor, connection))]
+        wakes += [wake for _, wake in cohort_wakes(members, mark)]
     return wakes
 
 

@@ -113,9 +113,6 @@ def take(
         wake_at = also(encoded, now, instance_id) if also is not None else None
         ctx.record(encoded, wake_at=wake_at, now=now)
 
-    # Takers with the same selector are woken one at a time (a take waits on one
-    # store; take_any's choices are woken alone: one may be woken for another's match).
-    cohort = selector_cohort(call.selector)
     for looks in range(1, STALE_LOOKS + 1):
         with ctx.commit_hook(prepare):
             result = ctx.client.take_from_store(
@@ -131,6 +128,7 @@ def take(
         # store (its fingerprint), and a waiter is keyed by execution, step and store.
         # A store that moved since the selector read it (a woken run can read before
         # the commit that woke it is visible) is looked at again in this run.
+        cohort = selector_cohort(call.selector)  # only a take that waits needs it
         if wait_for(
             ctx, key, definition, call.store_id, result, cohort, unless_stale=looks < STALE_LOOKS
         ):
@@ -144,6 +142,9 @@ def take(
             ctx.drop_waiters()
             complete(encoded, result.instance_id)
     else:
+        # Takers with the same selector are woken one at a time (a take waits on one
+        # store; take_any's choices are woken alone: one may be woken for another's match).
+        cohort = selector_cohort(call.selector)
         with ctx.atomic():
             ctx.pend()
             wait_for(ctx, key, definition, call.store_id, result, cohort)
