@@ -167,3 +167,21 @@ def test_a_match_that_changes_nothing_wakes_the_next_of_the_cohort(
         assert result.matched and result.selected == {"closed": True}
         harness.client.remove_waiters(taker, "take-0")
     assert woken(harness) == ["t0", "t1", "t2"]
+
+
+def test_a_bad_cohort_is_refused_before_anything_is_stored(harness: Any, define: Any) -> None:
+    import pytest
+
+    from yieldstar_django.core.errors import StoreKeyError
+
+    d = define(initial=lambda id: {"jobs": []})
+    missed = harness.client.take_from_store(d, "q", selector=ready_job, claim=None)
+    for bad in ["", "c" * 65, "a\x00b", 7]:
+        waiter = StoreWaiter(
+            "wf", "t0", "take-0", d.name, "q", missed.instance_id, missed.version,
+            missed.read_paths, bad,
+        )  # fmt: skip
+        with pytest.raises(StoreKeyError):
+            harness.client.register_waiter(waiter)
+    assert harness.waiters(d, "q") == []
+    assert woken(harness) == []
