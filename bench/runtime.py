@@ -150,6 +150,22 @@ class Worker:
             self.process.kill()
         self.app.close()
 
+    def relay(self) -> subprocess.Popen[bytes]:
+        """``manage.py yieldstar_relay`` for this worker's queue, as a deployment runs one
+        beside its workers: it delivers overdue wakes and its upkeep analyzes the tables
+        that outgrew their statistics (which a database with autovacuum off, or not yet
+        round, would otherwise plan as small). The caller terminates it."""
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "bench.worker_settings",
+            "BENCH_QUEUE": self.queue,
+        }
+        with (ROOT / "var" / "bench-relay.log").open("wb") as handle:
+            return subprocess.Popen(
+                [sys.executable, "-m", "django", "yieldstar_relay"],
+                cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+
 
 def _wait(what: str, done: Callable[[], bool], timeout: float = 300.0) -> None:
     """Wait for ``done`` as a benchmark does: patiently, and looking every 10 ms."""
