@@ -4,8 +4,9 @@
 many pool processes) runs ``BENCH_CAPACITY_EXECUTIONS`` short executions (``bench.steps``:
 ``BENCH_CAPACITY_STEPS`` durable ``run`` steps each, 3 by default), started one commit
 each by ``BENCH_CAPACITY_PRODUCERS`` threads of this process (4) while the worker runs
-them, with a relay (``yieldstar_relay``) beside it as a deployment runs one. Reported per
-pool size:
+them, with a relay (``yieldstar_relay``) beside it as a deployment runs one and
+``RELAY_DELAY`` (``BENCH_CAPACITY_RELAY_DELAY``, 1800 s) longer than the backlog lasts.
+Reported per pool size:
 
 - executions/s and steps/s: the executions over the time from the first start to the
   last completion (the baseline is the 1-process figure: the ratio is the scaling);
@@ -52,6 +53,10 @@ POOLS = (1, 2, 4)
 #: Threads of this process starting the executions (one would bound the rate by its own
 #: round trips).
 PRODUCERS = int(os.environ.get("BENCH_CAPACITY_PRODUCERS", "4"))
+#: ``RELAY_DELAY`` of the starts: longer than the burst's backlog takes to drain, as
+#: docs/operations/capacity.md advises for bursts (with the default 5 s the relay delivers
+#: every queued start again, about log2(wait / 5 s) times, while it waits in the queue).
+RELAY_DELAY = float(os.environ.get("BENCH_CAPACITY_RELAY_DELAY", "1800"))
 
 
 class ConnectionSampler:
@@ -144,7 +149,7 @@ def run(quick: bool = False) -> list[Row]:
     broker = os.environ.get("BENCH_BROKER_URL", DEFAULT_BROKER)
     measured: dict[int, tuple[float, float, float, int]] = {}
     for processes in POOLS if count else ():
-        with _yieldstar():
+        with _yieldstar(RELAY_DELAY=RELAY_DELAY):
             worker = Worker(broker, concurrency=processes)
             relay = worker.relay()
             try:
