@@ -406,6 +406,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a durable value")
 
 
+#: A JSON decoder that refuses ``NaN`` and the infinities (not durable values).
+DURABLE_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 #: Texts longer than this are decoded with the cyclic garbage collector paused.
 _QUIET_DECODE_CHARS: Final = 64 * 1024
 
@@ -440,6 +444,7 @@ def clone_durable(value: Any, *, limits: DurableLimits = DEFAULT_LIMITS) -> Any:
 __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_MAX_NODES",
+    "DURABLE_DECODER",
     "INVALID_STEP_VALUE",
     "MAX_INT_DIGITS",
     "DurableLimits",

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, Final
 
+from .durable import DURABLE_DECODER
 from .types import PathSegment
 
 __all__ = ["LAZY_LEVELS", "LEAF_CHARS", "StoredContainer", "read_to_end", "stored_root"]
@@ -45,13 +46,8 @@ RUN_CHARS: Final = 65536
 _WHITESPACE: Final = " \t\n\r"
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a durable value")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-#: The decoder's scanner: ``(value, end)`` of the JSON value at an index (C).
-_SCAN: Any = _DECODER.scan_once  # type: ignore[attr-defined]
+#: The durable decoder's scanner: ``(value, end)`` of the JSON value at an index (C).
+_SCAN: Any = DURABLE_DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def _skip(text: str, pos: int) -> int:
@@ -125,7 +121,7 @@ class StoredContainer:
                 if text[pos] in _WHITESPACE:
                     pos = _skip(text, pos)
             if self.finishing and not is_dict and (run := _RUN.match(text, pos, pos + RUN_CHARS)):
-                _DECODER.decode("[" + run.group() + "]")  # checked, then dropped
+                DURABLE_DECODER.decode("[" + run.group() + "]")  # checked, then dropped
                 pos = run.end()
             elif inner > 0 and text[pos] in "[{" and not _LEAF.match(text, pos, pos + LEAF_CHARS):
                 container = StoredContainer(text, pos, inner)
@@ -165,4 +161,4 @@ def stored_root(text: str) -> Any:
     pos = _skip(text, 0)
     if text[pos : pos + 1] in ("[", "{"):
         return StoredContainer(text, pos)
-    return _DECODER.decode(text)
+    return DURABLE_DECODER.decode(text)

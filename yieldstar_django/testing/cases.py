@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.conf import settings
 from django.test.utils import override_settings
 
 from .. import clock
-from ..models.runtime import Execution
-from .runner import advance_time, run_until_complete, run_until_idle
+from .helpers import TimeHelpers
 
 __all__ = ["INLINE", "YieldstarTestMixin", "inline_settings"]
 
@@ -23,7 +20,7 @@ def inline_settings() -> override_settings:
     return override_settings(YIELDSTAR={**current, "WAKE_BACKEND": INLINE})
 
 
-class YieldstarTestMixin:
+class YieldstarTestMixin(TimeHelpers):
     """Mix into a ``TestCase`` or ``TransactionTestCase``: each test runs with the inline
     wake backend and a clock back on wall-clock time afterwards.
 
@@ -39,30 +36,3 @@ class YieldstarTestMixin:
         overridden.enable()
         self.addCleanup(overridden.disable)  # type: ignore[attr-defined]
         self.addCleanup(clock.reset)  # type: ignore[attr-defined]
-
-    def run_until_idle(
-        self,
-        timeout: float = 10.0,
-        *,
-        skip_timers: bool = False,
-        max_time: float | timedelta | None = None,
-    ) -> int:
-        """See :func:`yieldstar_django.testing.run_until_idle`."""
-        return run_until_idle(timeout, skip_timers=skip_timers, max_time=max_time)
-
-    def run_until_complete(
-        self,
-        execution_id: str,
-        *,
-        skip_timers: bool = True,
-        max_time: float | timedelta | None = None,
-        timeout: float = 10.0,
-    ) -> Execution:
-        """See :func:`yieldstar_django.testing.run_until_complete`."""
-        return run_until_complete(
-            execution_id, skip_timers=skip_timers, max_time=max_time, timeout=timeout
-        )
-
-    def advance_time(self, seconds: float | timedelta) -> None:
-        """See :func:`yieldstar_django.testing.advance_time`."""
-        advance_time(seconds)

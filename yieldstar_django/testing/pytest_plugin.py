@@ -18,50 +18,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Generator, Iterator
-from datetime import timedelta
-from typing import Any
 
 import pytest
+
+from .helpers import TimeHelpers
 
 __all__ = ["YieldstarHelper", "pytest_report_header", "pytest_runtest_teardown", "yieldstar"]
 
 
-class YieldstarHelper:
+class YieldstarHelper(TimeHelpers):
     """What the ``yieldstar`` fixture returns."""
-
-    def run_until_idle(
-        self,
-        timeout: float = 10.0,
-        *,
-        skip_timers: bool = False,
-        max_time: float | timedelta | None = None,
-    ) -> int:
-        """See :func:`yieldstar_django.testing.run_until_idle`."""
-        from .runner import run_until_idle
-
-        return run_until_idle(timeout, skip_timers=skip_timers, max_time=max_time)
-
-    def run_until_complete(
-        self,
-        execution_id: str,
-        *,
-        skip_timers: bool = True,
-        max_time: float | timedelta | None = None,
-        timeout: float = 10.0,
-    ) -> Any:
-        """See :func:`yieldstar_django.testing.run_until_complete` (returns the
-        execution)."""
-        from .runner import run_until_complete
-
-        return run_until_complete(
-            execution_id, skip_timers=skip_timers, max_time=max_time, timeout=timeout
-        )
-
-    def advance_time(self, seconds: float | timedelta) -> None:
-        """See :func:`yieldstar_django.testing.advance_time`."""
-        from .runner import advance_time
-
-        advance_time(seconds)
 
 
 @pytest.fixture
