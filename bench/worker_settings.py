@@ -4,7 +4,7 @@
 (docs/howto/run-workers.md): persistent connections (``CONN_MAX_AGE``) and
 ``CELERY_DB_REUSE_MAX``, without which Celery's Django fixup closes every connection around
 every task, and prepared hot statements (``prepare_threshold``: a direct connection, no
-transaction-pooling PgBouncer between).
+transaction-pooling PgBouncer between); the URLs of ``bench.urls``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ DATABASES["default"]["CONN_MAX_AGE"] = 600
 if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 INSTALLED_APPS = [*INSTALLED_APPS, "bench"]
+#: The test suite's URLs and the bounds suite's floor view (``bench.floor``).
+ROOT_URLCONF = "bench.urls"
 
 CELERY_BROKER_URL = os.environ.get("BENCH_BROKER_URL", "redis://127.0.0.1:6379/13")
 CELERY_RESULT_BACKEND = CELERY_BROKER_URL

@@ -32,7 +32,7 @@ from ..wakes.backends import is_enqueue_only
 from ..wakes.delivery import deliver_on_commit, publish_during_commit
 from ..wakes.outbox import PendingWake
 from . import functions, overlap, portable, waiters as waiter_rows
-from .cursors import fetchone
+from .cursors import fetchall, fetchone
 from .hooks import CommitHook, NotCommitted, current_hook
 from .portable import Committed
 from .store_queue import store_queue
@@ -151,10 +151,13 @@ class DatabaseStoreClient(CasStoreClient):
     # reads
 
     def read_store(self, definition: StoreDefinition, id: str) -> StoredState | None:
+        """The row; on PostgreSQL its state read in pieces of ``READ_PIECE_BYTES`` in one
+        statement (:func:`read_pieces`)."""
         check_store(definition.name, id)
-        row = fetchone(
-            self.connection, queries.of(self.connection).read_store, [definition.name, id]
-        )
+        connection = self.connection
+        if connection.vendor == "postgresql":
+            return read_pieces(connection, definition.name, id)
+        row = fetchone(connection, queries.of(connection).read_store, [definition.name, id])
         return None if row is None else StoredState(row[0], int(row[1]), row[2])
 
     def get_applied_step(
@@ -403,6 +406,37 @@ class DatabaseStoreClient(CasStoreClient):
     def waiters(self, definition: StoreDefinition, id: str) -> list[StoreWaiter]:
         """The waiters registered on a store, in registration order."""
         return waiter_rows.list_waiters(self.connection, definition.name, id)
+
+
+#: The bytes of a piece of a state :func:`read_pieces` reads (1 MiB).
+READ_PIECE_BYTES = 1 << 20
+
+
+def read_pieces(
+    connection: BaseDatabaseWrapper, name: str, id: str, piece: int | None = None
+) -> StoredState | None:
+    """``read_store``'s row on PostgreSQL, its state read as UTF-8 in pieces of ``piece``
+    (``READ_PIECE_BYTES``) bytes, a row each, in one statement (so one snapshot), joined
+    and decoded here: libpq's input buffer, which grows to hold the largest message it
+    read (doubling) and stays so for the life of the connection, then holds one piece, not
+    a whole state; the result holding the pieces is freed before they are joined. A state
+    of one piece is one row, as before."""
+    piece = piece or READ_PIECE_BYTES
+    rows = fetchall(
+        connection,
+        queries.of(connection).read_store_pieces,
+        [piece, piece, piece, name, id],
+        binary=True,
+    )
+    if not rows:
+        return None
+    instance_id, version = rows[0][0], int(rows[0][1])
+    if len(rows) == 1:
+        return StoredState(instance_id, version, bytes(rows[0][3]).decode())
+    rows.sort(key=lambda row: int(row[2]))
+    pieces = [row[3] for row in rows]
+    del rows
+    return StoredState(instance_id, version, b"".join(pieces).decode())
 
 
 _clients: dict[str, DatabaseStoreClient] = {}

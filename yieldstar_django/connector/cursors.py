@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-__all__ = ["execute", "fetchone"]
+__all__ = ["execute", "fetchall", "fetchone"]
 
 
 def fetchone(
@@ -28,6 +28,31 @@ def fetchone(
 def execute(connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any]) -> int:
     """Run one statement as :func:`fetchone` does and return its row count."""
     return int(_run(connection, sql, params, lambda c: c.rowcount))
+
+
+def fetchall(
+    connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], *, binary: bool = False
+) -> list[tuple[Any, ...]]:
+    """Run one statement as :func:`fetchone` does and return all its rows, on PostgreSQL
+    through a cursor of its own, closed before it returns: libpq's result, which holds
+    every row, is freed then, not kept until the next statement as :func:`fetchone`'s
+    cursor keeps its own. ``binary``: the rows in binary format there (a ``bytea`` as its
+    bytes, not twice as many hexadecimal digits)."""
+    if (
+        connection.vendor != "postgresql"
+        or connection.queries_logged
+        or connection.execute_wrappers
+    ):
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [tuple(row) for row in cursor.fetchall()]
+    import psycopg
+
+    connection.ensure_connection()
+    connection.validate_no_broken_transaction()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, binary=binary)
+        return cursor.fetchall()
 
 
 def _run(
