@@ -37,10 +37,12 @@ def _stored_text(alias: str, d: StoreDefinition) -> str:
 
 
 def test_a_state_reads_back_exactly(alias: str) -> None:
-    """Every database: the row as stored (on PostgreSQL in one piece by default)."""
+    """Every database: the row as stored; a short state in one statement."""
     d, client = _store(alias, {"t": TEXT})
-    stored = client.read_store(d, "s")
+    with CaptureQueriesContext(connections[alias]) as logged:
+        stored = client.read_store(d, "s")
     assert stored is not None and stored.encoded == _stored_text(alias, d)
+    assert len(logged) == 1 and "generate_series" not in logged[0]["sql"]
     assert client.read_store(StoreDefinition("pieces-none", None, lambda id: {}), "s") is None
 
 
@@ -50,7 +52,8 @@ def test_pieces_join_to_the_stored_text(
     alias: str, piece: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Pieces of 1 to 8 bytes cut the characters of 2, 3 and 4 bytes at every offset; the
-    read is one statement (one snapshot), with the queries logged and without."""
+    pieces and their row come from one statement (one snapshot), after the read that finds
+    the state long, with the queries logged and without."""
     d, client = _store(alias, {"t": TEXT, "u": [TEXT, 1, None]})
     expected = _stored_text(alias, d)
     monkeypatch.setattr(client_module, "READ_PIECE_BYTES", piece)
@@ -59,7 +62,7 @@ def test_pieces_join_to_the_stored_text(
     with CaptureQueriesContext(connections[alias]) as logged:
         again = client.read_store(d, "s")
     assert again == stored
-    assert len(logged) == 1
+    assert [q["sql"].count("generate_series") for q in logged.captured_queries] == [0, 1]
     assert client.get_store(d, "s").state == {"t": TEXT, "u": [TEXT, 1, None]}
 
 

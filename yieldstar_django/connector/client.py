@@ -151,8 +151,8 @@ class DatabaseStoreClient(CasStoreClient):
     # reads
 
     def read_store(self, definition: StoreDefinition, id: str) -> StoredState | None:
-        """The row; on PostgreSQL its state read in pieces of ``READ_PIECE_BYTES`` in one
-        statement (:func:`read_pieces`)."""
+        """The row; on PostgreSQL a state longer than ``READ_PIECE_BYTES`` read in pieces
+        of that size (:func:`read_pieces`)."""
         check_store(definition.name, id)
         connection = self.connection
         if connection.vendor == "postgresql":
@@ -415,20 +415,26 @@ READ_PIECE_BYTES = 1 << 20
 def read_pieces(
     connection: BaseDatabaseWrapper, name: str, id: str, piece: int | None = None
 ) -> StoredState | None:
-    """``read_store``'s row on PostgreSQL, its state read as UTF-8 in pieces of ``piece``
-    (``READ_PIECE_BYTES``) bytes, a row each, in one statement (so one snapshot), joined
-    and decoded here: libpq's input buffer, which grows to hold the largest message it
-    read (doubling) and stays so for the life of the connection, then holds one piece, not
-    a whole state; the result holding the pieces is freed before they are joined. A state
-    of one piece is one row, as before."""
+    """``read_store``'s row on PostgreSQL. A state of at most ``piece``
+    (``READ_PIECE_BYTES``) bytes is read whole, in one statement as before; a longer one is
+    read again with its row, as UTF-8 in pieces of ``piece`` bytes, a row each, in one
+    statement (so one snapshot), joined and decoded here: libpq's input buffer, which grows
+    to hold the largest message it read (doubling) and stays so for the life of the
+    connection, then holds one piece, not a whole state; the result holding the pieces is
+    freed before they are joined."""
     piece = piece or READ_PIECE_BYTES
+    row = fetchone(connection, queries.of(connection).read_store_short, [piece, name, id])
+    if row is None:
+        return None
+    if row[2] is not None:
+        return StoredState(row[0], int(row[1]), row[2])
     rows = fetchall(
         connection,
         queries.of(connection).read_store_pieces,
         [piece, piece, piece, name, id],
         binary=True,
     )
-    if not rows:
+    if not rows:  # deleted since
         return None
     instance_id, version = rows[0][0], int(rows[0][1])
     if len(rows) == 1:

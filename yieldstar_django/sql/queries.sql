@@ -21,6 +21,10 @@
 -- A store's instance id, version and state by name and id.
 SELECT instance_id, version, state FROM {storeinstance} WHERE name = %s AND store_id = %s
 
+-- read_store_short --
+-- read_store on PostgreSQL: the state only when it is at most %s bytes (NULL for a longer one, which read_store_pieces reads).
+SELECT instance_id, version, CASE WHEN octet_length(state) <= %s THEN state END FROM {storeinstance} WHERE name = %s AND store_id = %s
+
 -- read_store_pieces --
 -- read_store on PostgreSQL, the state as UTF-8 in pieces of %s bytes: a row per piece with its index, in no set order (one statement: one snapshot; the state decompressed once).
 SELECT s.instance_id, s.version, p.i, substring(t.utf8 FROM p.i * %s + 1 FOR %s) FROM {storeinstance} s CROSS JOIN LATERAL (SELECT convert_to(s.state, 'UTF8') AS utf8 OFFSET 0) t CROSS JOIN LATERAL generate_series(0, (octet_length(t.utf8) - 1) / %s) AS p(i) WHERE s.name = %s AND s.store_id = %s
