@@ -10,9 +10,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from yieldstar_django.core import compute
 from yieldstar_django.core.changes import ChangedPaths
+from yieldstar_django.core.commits import StoredState
+from yieldstar_django.core.definition import StoreDefinition
 from yieldstar_django.core.durable import decode_durable, encode_durable
+from yieldstar_django.core.memory import MemoryStoreClient
 from yieldstar_django.core.paths import diff_paths, diff_stored
+from yieldstar_django.core.store import Replacement
 from yieldstar_django.core.stored_text import (
     LAZY_LEVELS,
     LEAF_CHARS,
@@ -171,6 +176,56 @@ def test_the_old_state_is_never_decoded_whole(shape: Any) -> None:
     finally:
         tracemalloc.stop()
     assert diff_peak < decoded_peak / 4, (diff_peak, decoded_peak)
+
+
+class _FreshReads(MemoryStoreClient):
+    """Each read a copy of the stored text, as a database's reads are: the row an update
+    computes from is then the only holder of its text."""
+
+    def read_store(self, definition: StoreDefinition, id: str) -> StoredState | None:
+        row = super().read_store(definition, id)
+        if row is None:
+            return None
+        return StoredState(row.instance_id, row.version, (row.encoded + " ")[:-1])
+
+
+@pytest.mark.parametrize(
+    "updater",
+    [lambda new: Replacement(lambda: new), lambda new: lambda draft: new],
+    ids=["replacement", "returned"],
+)
+def test_the_old_text_goes_before_the_new_state_is_encoded(
+    monkeypatch: pytest.MonkeyPatch, updater: Any
+) -> None:
+    """Once the new state is diffed against the row's text, the update holds only the
+    row's id and version: when the new state is encoded, the memory in use is that of a
+    replacement of an empty state, not the old text's more."""
+    definition = StoreDefinition("big", None, lambda id: [])
+    old = [{"id": n, "name": f"old-{n}", "tags": ["a", n]} for n in range(20_000)]
+    new = [{"id": n, "name": f"new-{n}", "tags": ["b", n]} for n in range(40_000)]
+    in_use: list[int] = []
+    encode = compute.encode_checked
+
+    def measured(*args: Any, **kwargs: Any) -> str:
+        in_use.append(tracemalloc.get_traced_memory()[0])
+        return encode(*args, **kwargs)
+
+    monkeypatch.setattr(compute, "encode_checked", measured)
+
+    def held_at_encoding(before: Any) -> int:
+        client = _FreshReads(snapshots=0)
+        client.update_store(definition, "a", updater=Replacement(lambda: before))
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            client.update_store(definition, "a", updater=updater(new))
+        finally:
+            tracemalloc.stop()
+        return in_use[-1] - base
+
+    old_chars = len(encode_durable(old))
+    extra = held_at_encoding(old) - held_at_encoding([])
+    assert extra < old_chars / 10, (extra, old_chars)
 
 
 @pytest.mark.parametrize(

@@ -308,6 +308,7 @@ class CasStoreClient(StoreClient):
             stored, created = row, False
         else:
             stored, created = self._row_or_insert(definition, id, step_key, row), False
+        row = None  # ``stored`` is the only reference the attempt is given (below)
         with Retries(self.retry_policy(), self.queue, definition, id, step_id) as retry:
             while True:
                 if stored is None or not _admits(condition, stored, created):
@@ -320,17 +321,22 @@ class CasStoreClient(StoreClient):
                     attempt = Attempt(
                         definition, id, stored, created, step_id, self.durable_limits()
                     )
+                    # The attempt's alone: the row's text goes once the new state is
+                    # diffed against it, before that state is encoded (a retry reads
+                    # the row again).
+                    stored = None
                     mutation = plan_update(attempt, updater, kind)
                 except Exception:
                     if not speculative:
                         raise
                     return self._conditional_update(call, updater, condition, False)
                 speculative = False
+                del attempt
                 outcome = self._try_mutation(mutation)
-                encoded = mutation.encoded_state
+                encoded, head = mutation.encoded_state, mutation.expected
                 if outcome.status == "committed":
                     return StoreWrite.committed(
-                        encoded, stored.version, stored.version + 1, stored.instance_id
+                        encoded, head.version, head.version + 1, head.instance_id
                     )
                 recorded = self._settled(outcome, definition, id, step_id)
                 if recorded is not None:

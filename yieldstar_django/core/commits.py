@@ -59,7 +59,9 @@ class StoreMutation:
     ``expected.version + 1``, record ``encoded_result`` under ``step_id`` as an
     ``operation`` (a ledger row of ``step_id`` of another operation is a
     ``step-mismatch``) and the wakes that ``changed_paths`` require. With ``created`` the
-    store must still be missing and the commit first inserts ``expected`` as version 0.
+    store must still be missing and the commit first inserts ``expected`` as version 0;
+    else ``expected`` only names the row (an update's carries no text, ``""``: the text
+    is let go once the new state is diffed against it).
     """
 
     definition: StoreDefinition

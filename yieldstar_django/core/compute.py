@@ -109,23 +109,28 @@ def prepare_update(
     id: str,
 ) -> tuple[str, list[StorePath]]:
     """Run ``updater`` on a draft of the state ``encoded`` (stored: of store ``id``):
-    (new encoding, changed paths)."""
+    (new encoding, changed paths). A new state (a replacement, or a value the updater
+    returned) is diffed against ``encoded``, which is let go before the new state is
+    encoded: a caller that passes the only reference frees the old text then."""
     log = WriteLog()
     if isinstance(updater, Replacement):  # no draft: the old state is never decoded whole
         returned = call_sync(updater.make, "updater")
-        planned = finalize(definition, encoded, returned, None, log, limits, step_key, id=id)
-        del returned
-        if updater.done is not None:
-            updater.done(planned[0])  # the value may go: the commit needs only its text
-        return planned
-    draft = build_draft(decode_stored(definition, id, encoded), log)
-    returned = call_sync(updater, "updater", draft)
-    if returned is None or returned is draft:
-        return finalize(definition, encoded, draft, draft, log, limits, step_key, id=id)
-    # A returned state is diffed against the stored text: the draft goes first, so the
-    # old state is not held decoded beside the new one.
-    del draft
-    return finalize(definition, encoded, returned, None, log, limits, step_key, id=id)
+    else:
+        draft = build_draft(decode_stored(definition, id, encoded), log)
+        returned = call_sync(updater, "updater", draft)
+        if returned is None or returned is draft:
+            return finalize(definition, encoded, draft, draft, log, limits, step_key, id=id)
+        # A returned state is diffed against the stored text: the draft goes first, so
+        # the old state is not held decoded beside the new one.
+        del draft
+    state = run_schema(definition, returned, limits, step_key)
+    plain, paths = diffed(definition, encoded, state, limits, step_key, id=id)
+    del encoded  # diffed: only the row's id and version matter from here on
+    planned = encode_checked(plain, limits=limits, step_key=step_key, label=state_label(definition))
+    del returned, state, plain
+    if isinstance(updater, Replacement) and updater.done is not None:
+        updater.done(planned)  # the value may go: the commit needs only its text
+    return planned, paths
 
 
 def finalize(
@@ -150,8 +155,24 @@ def finalize(
             detach(draft), log.placements, limits=limits, step_key=step_key, label=label
         )
         return placed, log.paths()
+    plain, paths = diffed(definition, encoded, state, limits, step_key, id=id)
+    return encode_checked(plain, limits=limits, step_key=step_key, label=label), paths
+
+
+def diffed(
+    definition: StoreDefinition,
+    encoded: str,
+    state: Any,
+    limits: DurableLimits,
+    step_key: str,
+    *,
+    id: str,
+) -> tuple[Any, list[StorePath]]:
+    """The validated ``state`` checked for durability, as plain values, and the paths it
+    changes from the stored text ``encoded`` (of store ``id``): ``CorruptStateError``
+    when that does not decode."""
     plain = detach(state)
-    check_durable(plain, limits=limits, step_key=step_key, label=label)
+    check_durable(plain, limits=limits, step_key=step_key, label=state_label(definition))
     # The old state is read from its text as the diff goes (never decoded whole), before
     # the new text exists.
     try:
@@ -159,13 +180,18 @@ def finalize(
     except (ValueError, RecursionError) as exc:
         reason = f"{type(exc).__name__}: {str(exc)[:200]}"
         raise CorruptStateError(definition.name, id, reason) from None
-    return encode_checked(plain, limits=limits, step_key=step_key, label=label), paths
+    return plain, paths
 
 
-@dataclass(frozen=True)
+@dataclass
 class Attempt:
     """One try of a write: the row it computes from (``created``: not stored yet, the
-    commit inserts it), the step it records and the limits its values must keep."""
+    commit inserts it), the step it records and the limits its values must keep.
+
+    An update takes the row's text (``take_text``) once: the attempt keeps only the
+    row's id and version after (the commit compares those), unless ``created`` (the
+    commit inserts the row whole), so the old text can be freed once the new state is
+    diffed against it, before that state is encoded."""
 
     definition: StoreDefinition
     id: str
@@ -178,6 +204,13 @@ class Attempt:
     def step_key(self) -> str:
         return self.step_id.step_key if self.step_id else ""
 
+    def take_text(self) -> str:
+        """The row's text; from now on ``stored`` carries none unless ``created``."""
+        stored = self.stored
+        if not self.created:
+            self.stored = StoredState(stored.instance_id, stored.version, "")
+        return stored.encoded
+
     def mutation(
         self, encoded: str, paths: list[StorePath], record: str | None, operation: LedgerOperation
     ) -> StoreMutation:
@@ -188,14 +221,16 @@ class Attempt:
 
 
 def plan_update(attempt: Attempt, updater: Updater, kind: str) -> StoreMutation:
-    """The commit of ``updater`` computed from the attempt's row (recorded as ``kind``)."""
-    a, stored = attempt, attempt.stored
+    """The commit of ``updater`` computed from the attempt's row (recorded as ``kind``).
+    The attempt's text is handed to the update whole (no reference kept here), so it
+    goes once diffed."""
+    a, version = attempt, attempt.stored.version
     encoded, paths = prepare_update(
-        a.definition, stored.encoded, updater, a.limits, a.step_key, id=a.id
+        a.definition, a.take_text(), updater, a.limits, a.step_key, id=a.id
     )
     record = None
     if a.step_id:
-        record = update_record(kind, encoded, stored.version, stored.version + 1)
+        record = update_record(kind, encoded, version, version + 1)
     return a.mutation(encoded, paths, record, "update")
 
 
