@@ -47,9 +47,16 @@ def test_a_cancelled_woken_taker_hands_its_wake_to_the_next(faults: Faults) -> N
     faults.start_relay()
     queue_id = fill_queue(faults, 0)
     start_drain(faults, queue_id, executions=TAKERS, each=1)
-    wait_until("every taker to wait", lambda: faults.waiting_to_be_woken() == TAKERS, 60)
     cancelled: list[str] = []
     for n in range(ROUNDS):
+        # Each round takes one item and cancels one taker. The taker that took the last
+        # item woke the next of the cohort, which looks again: once it waits again, a push
+        # wakes one taker; before, the push wakes none (the cohort's woken one will look).
+        wait_until(
+            f"the cohort to wait before round {n}",
+            lambda n=n: faults.waiting_to_be_woken() == TAKERS - 2 * n,
+            60,
+        )
         for worker in workers:
             os.killpg(worker.popen.pid, signal.SIGSTOP)
         try:
