@@ -71,14 +71,8 @@ def test_a_long_state_arrives_a_piece_a_row(alias: str) -> None:
     """libpq never receives a whole long state in one message: the statement answers a
     row per piece of at most ``READ_PIECE_BYTES``, and one row for a short state."""
     d, client = _store(alias, {"t": "x" * (3 * client_module.READ_PIECE_BYTES)})
-    connection = connections[alias]
     piece = client_module.READ_PIECE_BYTES
-    rows = fetchall(
-        connection,
-        queries.of(connection).read_store_pieces,
-        [piece, piece, piece, d.name, "s"],
-        binary=True,
-    )
+    rows = _piece_rows(alias, d.name)
     assert len(rows) == 4
     assert sorted(row[2] for row in rows) == [0, 1, 2, 3]
     assert max(len(row[3]) for row in rows) == piece
@@ -86,10 +80,16 @@ def test_a_long_state_arrives_a_piece_a_row(alias: str) -> None:
     assert stored is not None and stored.encoded == _stored_text(alias, d)
 
     short, _ = _store(alias, {"t": TEXT})
-    rows = fetchall(
+    assert len(_piece_rows(alias, short.name)) == 1
+
+
+def _piece_rows(alias: str, name: str) -> list[tuple[Any, ...]]:
+    """The rows of ``read_store_pieces`` for store ``name``/``s``."""
+    connection = connections[alias]
+    piece = client_module.READ_PIECE_BYTES
+    return fetchall(
         connection,
         queries.of(connection).read_store_pieces,
-        [piece, piece, piece, short.name, "s"],
+        [piece, piece, piece, name, "s"],
         binary=True,
     )
-    assert len(rows) == 1

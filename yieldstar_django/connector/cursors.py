@@ -38,11 +38,7 @@ def fetchall(
     every row, is freed then, not kept until the next statement as :func:`fetchone`'s
     cursor keeps its own. ``binary``: the rows in binary format there (a ``bytea`` as its
     bytes, not twice as many hexadecimal digits)."""
-    if (
-        connection.vendor != "postgresql"
-        or connection.queries_logged
-        or connection.execute_wrappers
-    ):
+    if _through_django(connection):
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return [tuple(row) for row in cursor.fetchall()]
@@ -58,11 +54,7 @@ def fetchall(
 def _run(
     connection: BaseDatabaseWrapper, sql: str, params: Sequence[Any], result: Callable[[Any], Any]
 ) -> Any:
-    if (
-        connection.vendor != "postgresql"
-        or connection.queries_logged
-        or connection.execute_wrappers
-    ):
+    if _through_django(connection):
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return result(cursor)
@@ -72,6 +64,16 @@ def _run(
         cursor = _server_cursor(connection)
         cursor.execute(sql, params)
         return result(cursor)
+
+
+def _through_django(connection: BaseDatabaseWrapper) -> bool:
+    """Whether a statement goes through Django's cursor: on databases other than
+    PostgreSQL, and where Django must see it (queries logged, execute wrappers)."""
+    return bool(
+        connection.vendor != "postgresql"
+        or connection.queries_logged
+        or connection.execute_wrappers
+    )
 
 
 def _server_cursor(connection: BaseDatabaseWrapper) -> Any:
