@@ -412,17 +412,14 @@ class DatabaseStoreClient(CasStoreClient):
 READ_PIECE_BYTES = 1 << 20
 
 
-def read_pieces(
-    connection: BaseDatabaseWrapper, name: str, id: str, piece: int | None = None
-) -> StoredState | None:
-    """``read_store``'s row on PostgreSQL. A state of at most ``piece``
-    (``READ_PIECE_BYTES``) bytes is read whole, in one statement as before; a longer one is
-    read again with its row, as UTF-8 in pieces of ``piece`` bytes, a row each, in one
-    statement (so one snapshot), joined and decoded here: libpq's input buffer, which grows
-    to hold the largest message it read (doubling) and stays so for the life of the
-    connection, then holds one piece, not a whole state; the result holding the pieces is
-    freed before they are joined."""
-    piece = piece or READ_PIECE_BYTES
+def read_pieces(connection: BaseDatabaseWrapper, name: str, id: str) -> StoredState | None:
+    """``read_store``'s row on PostgreSQL. A state of at most ``READ_PIECE_BYTES`` bytes is
+    read whole, in one statement as before; a longer one is read again with its row, as
+    UTF-8 in pieces of that many bytes, a row each, in one statement (so one snapshot),
+    joined and decoded here: libpq's input buffer, which grows to hold the largest message
+    it read (doubling) and stays so for the life of the connection, then holds one piece,
+    not a whole state; the result holding the pieces is freed before they are joined."""
+    piece = READ_PIECE_BYTES
     row = fetchone(connection, queries.of(connection).read_store_short, [piece, name, id])
     if row is None:
         return None
@@ -437,8 +434,6 @@ def read_pieces(
     if not rows:  # deleted since
         return None
     instance_id, version = rows[0][0], int(rows[0][1])
-    if len(rows) == 1:
-        return StoredState(instance_id, version, bytes(rows[0][3]).decode())
     rows.sort(key=lambda row: int(row[2]))
     pieces = [row[3] for row in rows]
     del rows
